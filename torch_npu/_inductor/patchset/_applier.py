@@ -1,0 +1,182 @@
+"""Applies the declared patches: feature-detected, idempotent, all-or-nothing.
+
+One :class:`PatchStatus` per declaration, kept for the life of the process.
+A patch is applied only when its target modules are imported and its hooked
+objects resolve, its probe says upstream lacks the fix, and it is not
+disabled through ``TORCH_NPU_PATCHSET_DISABLE``. Settled states (applied,
+upstream-has-fix, disabled, failed) are never re-evaluated, so nothing is
+applied twice; ``pending`` and ``target-missing`` are re-evaluated.
+"""
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import importlib.util
+import logging
+import sys
+import threading
+from types import ModuleType
+from typing import Iterable
+
+import torch_npu_patchset_autoload as _autoload
+
+from . import _declarations
+from ._patching import NEEDED, UPSTREAM_HAS_FIX, Patcher
+
+log = logging.getLogger(_autoload.LOGGER_NAME)
+
+APPLIED = "applied"
+UPSTREAM = "upstream-has-fix"
+TARGET_MISSING = "target-missing"
+DISABLED = "disabled"
+FAILED = "failed"
+PENDING = "pending"  # in-process only: waiting for a target module's first import
+SETTLED = frozenset({APPLIED, UPSTREAM, DISABLED, FAILED})
+
+
+@dataclasses.dataclass
+class PatchStatus:
+    id: str
+    state: str
+    reason: str
+    targets: tuple[str, ...]
+    note: str = ""  # what the patch did, e.g. which upstream code it replaced
+
+    @property
+    def label(self) -> str:
+        return f"{FAILED}: {self.reason}" if self.state == FAILED else self.state
+
+    def to_json(self) -> dict:
+        return {
+            "id": self.id,
+            "state": self.state,
+            "reason": self.reason,
+            "targets": list(self.targets),
+            "note": self.note,
+        }
+
+
+_lock = threading.RLock()
+_status: dict[str, PatchStatus] = {}
+
+
+def _initial(decl) -> PatchStatus:
+    return PatchStatus(decl.id, PENDING, "waiting for its target modules to be imported", decl.hooks)
+
+
+def status() -> list[PatchStatus]:
+    with _lock:
+        return [dataclasses.replace(_status.setdefault(d.id, _initial(d))) for d in _declarations.load()]
+
+
+def _module_findable(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):  # a parent package is missing
+        return False
+
+
+def _resolve(hook: str, modules: dict[str, ModuleType]):
+    module_name, qualname = hook.split(":", 1)
+    obj = modules[module_name]
+    for part in qualname.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _gather(decl, import_targets: bool) -> tuple[str, str, dict[str, ModuleType]]:
+    """(state, reason, modules): PENDING/TARGET_MISSING/FAILED or '' when ready."""
+    modules: dict[str, ModuleType] = {}
+    for name in decl.target_modules:
+        if not _autoload._imported(name):
+            if not import_targets:
+                return PENDING, f"{name} not imported yet", modules
+            try:
+                # Some targets cannot be imported first (torch 2.7.1's
+                # kernel.flex_attention): import what the declaration says,
+                # before even looking the target up.
+                for first in decl.import_first:
+                    if _module_findable(first):
+                        importlib.import_module(first)
+                if not _module_findable(name):
+                    return TARGET_MISSING, f"module {name} not found", modules
+                importlib.import_module(name)
+            except Exception as exc:
+                return FAILED, f"importing {name} raised {type(exc).__name__}: {exc}", modules
+        modules[name] = sys.modules[name]
+    for hook in decl.hooks:
+        try:
+            _resolve(hook, modules)
+        except AttributeError as exc:
+            return TARGET_MISSING, f"{hook} does not resolve ({exc})", modules
+    return "", "", modules
+
+
+def _settle(decl, st: PatchStatus, import_targets: bool) -> None:
+    off = _autoload.disabled_ids()
+    if off is not None and ("*" in off or decl.id in off):
+        st.state, st.reason = DISABLED, f"{_autoload.DISABLE_ENV}={_autoload.os.environ.get(_autoload.DISABLE_ENV, '')}"
+        return
+    state, reason, modules = _gather(decl, import_targets)
+    if st.state in SETTLED:
+        return  # importing a target ran the import hook, which settled it
+    if state == PENDING and st.state == TARGET_MISSING:
+        return  # the hook does not import; what an import found missing stays so
+    if state:
+        st.state, st.reason = state, reason
+        return
+    try:
+        fix = importlib.import_module(decl.implementation)
+        probe = fix.probe(modules)
+    except NotImplementedError as exc:
+        st.state, st.reason = FAILED, str(exc) or "not implemented"
+        return
+    except Exception as exc:
+        st.state, st.reason = FAILED, f"probe raised {type(exc).__name__}: {exc}"
+        return
+    if probe.verdict == UPSTREAM_HAS_FIX:
+        st.state, st.reason = UPSTREAM, probe.reason
+        return
+    if probe.verdict != NEEDED:
+        st.state, st.reason = FAILED, probe.reason
+        return
+    patcher = Patcher()
+    try:
+        note = fix.apply(modules, patcher)
+    except Exception as exc:
+        patcher.rollback()
+        st.state, st.reason = FAILED, f"apply raised {type(exc).__name__}: {exc} (rolled back)"
+        return
+    st.state, st.reason, st.note = APPLIED, probe.reason, note or ""
+
+
+def apply(ids: Iterable[str] | None = None, *, import_targets: bool = True) -> list[PatchStatus]:
+    wanted = None if ids is None else set(ids)
+    decls = _declarations.load()
+    if wanted is not None:
+        unknown = wanted - {d.id for d in decls}
+        if unknown:
+            raise ValueError(f"unknown patch ids {sorted(unknown)}; known: {[d.id for d in decls]}")
+    with _lock:
+        for decl in decls:
+            if wanted is not None and decl.id not in wanted:
+                continue
+            st = _status.setdefault(decl.id, _initial(decl))
+            if st.state in SETTLED:
+                continue
+            _settle(decl, st, import_targets)
+            level = logging.WARNING if st.state == FAILED else logging.DEBUG
+            log.log(level, "patch %s: %s (%s)", decl.id, st.label, st.reason)
+    return status()
+
+
+def apply_ready(trigger: str = "") -> list[PatchStatus]:
+    """Apply the patches whose target modules are all imported (import hook)."""
+    log.debug("import of %s: applying ready patches", trigger)
+    return apply(import_targets=False)
+
+
+def _reset_for_tests() -> None:
+    with _lock:
+        _status.clear()
+        _declarations.load.cache_clear()

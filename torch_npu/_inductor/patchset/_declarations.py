@@ -1,0 +1,63 @@
+"""The patch declarations (``patches/*.toml``) as validated values."""
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import torch_npu_patchset_autoload as _autoload
+
+_REQUIRED = ("id", "title", "why", "upstream", "implementation", "hooks", "detection", "targets")
+
+
+@dataclasses.dataclass(frozen=True)
+class Declaration:
+    id: str
+    title: str
+    why: str
+    upstream: str
+    implementation: str  # module with probe() and apply()
+    hooks: tuple[str, ...]  # "module:qualname"
+    import_first: tuple[str, ...]
+    detection: str
+    torch_lines: tuple[str, ...]
+    torch_npu_branches: tuple[str, ...]
+    path: str
+
+    @property
+    def target_modules(self) -> tuple[str, ...]:
+        return tuple(_autoload.target_modules({"hooks": self.hooks}))
+
+
+def parse(table: dict) -> Declaration:
+    where = table.get("_path", "<declaration>")
+    missing = [k for k in _REQUIRED if k not in table]
+    if missing:
+        raise ValueError(f"{where}: missing {', '.join(missing)}")
+    hooks = tuple(table["hooks"])
+    bad = [h for h in hooks if h.count(":") != 1 or not all(h.split(":"))]
+    if not hooks or bad:
+        raise ValueError(f"{where}: hooks must be non-empty 'module:qualname' strings, got {bad or hooks}")
+    targets = table["targets"]
+    return Declaration(
+        id=table["id"],
+        title=table["title"].strip(),
+        why=" ".join(table["why"].split()),
+        upstream=table["upstream"],
+        implementation=table["implementation"],
+        hooks=hooks,
+        import_first=tuple(table.get("import_first", ())),
+        detection=" ".join(table["detection"].split()),
+        torch_lines=tuple(targets.get("torch", ())),
+        torch_npu_branches=tuple(targets.get("torch_npu_branches", ())),
+        path=where,
+    )
+
+
+@functools.lru_cache(maxsize=None)
+def load() -> tuple[Declaration, ...]:
+    decls = tuple(parse(t) for t in _autoload.read_declarations())
+    ids = [d.id for d in decls]
+    dupes = sorted({i for i in ids if ids.count(i) > 1})
+    if dupes:
+        raise ValueError(f"duplicate patch ids: {dupes}")
+    return decls

@@ -1,0 +1,66 @@
+"""``python -m torch_npu._inductor.patchset <command>``.
+
+* ``status [--json]``: versions found, then each patch's state and target.
+* ``launcher ...``: the launch plan / C++ / dry run for one kernel's metadata.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from . import _applier, _environment
+
+
+def _status(args) -> int:
+    rows = _applier.apply(import_targets=not args.no_import)
+    env = _environment.describe()
+    if args.json:
+        json.dump({"environment": env, "patches": [r.to_json() for r in rows]}, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return 0
+    out = [f"torch-npu-inductor-patches {env['patchset']}"]
+    for key in ("torch", "torch_npu", "triton-ascend", "python"):
+        out.append(f"  {key:<14} {env[key] or 'not installed'}")
+    out.append(f"  {'autoload':<14} {env['autoload']}")
+    out.append(f"  {'disabled':<14} {', '.join(env['disabled']) or '(none)'}")
+    for failure in env["autoload_failures"]:
+        out.append(f"  autoload failure: {failure}")
+    out.append("")
+    width = max(len(r.id) for r in rows) + 2
+    out.append(f"{'patch':<{width}}state")
+    for r in rows:
+        out.append(f"{r.id:<{width}}{r.label}")
+        for target in r.targets:
+            out.append(f"    target: {target}")
+        if r.state != "failed":
+            out.append(f"    why:    {r.reason}")
+        if r.note:
+            out.append(f"    note:   {r.note}")
+    print("\n".join(out))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m torch_npu._inductor.patchset")
+    sub = parser.add_subparsers(dest="command", required=True)
+    st = sub.add_parser("status", help="show what applied where and why")
+    st.add_argument("--json", action="store_true", help="one JSON object instead of the table")
+    st.add_argument(
+        "--no-import",
+        action="store_true",
+        help="do not import target modules; report patches still waiting as pending",
+    )
+    st.set_defaults(func=_status)
+    try:
+        from . import launcher_cli
+    except ImportError:
+        pass
+    else:
+        launcher_cli.add_parser(sub)
+    return parser
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.func(args)

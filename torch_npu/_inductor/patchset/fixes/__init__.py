@@ -1,0 +1,1 @@
+"""One module per patch: ``probe(modules)`` and ``apply(modules, patcher)``."""

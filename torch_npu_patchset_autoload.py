@@ -1,0 +1,193 @@
+"""``torch.backends`` entry point of torch-npu-inductor-patches.
+
+torch calls :func:`autoload` from ``import torch``. This module therefore:
+
+* imports only the standard library (importing anything under
+  ``torch_npu._inductor`` would run a real torch_npu's heavy
+  ``_inductor/__init__``, and ``torch._inductor`` costs seconds);
+* never raises: torch turns an exception here into a failed ``import torch``,
+  so every failure is logged and kept in :data:`FAILURES` for ``status``;
+* applies nothing itself: it arms a post-import hook for each patch's target
+  modules, and the patch set proper (``torch_npu._inductor.patchset``) is
+  imported only once those modules have finished executing. A target already
+  imported is patched at once. This also makes the order in which torch loads
+  entry points (ours and torch_npu's) irrelevant.
+
+It also knows where the patch declarations live, so that the one place that
+must find them before ``torch_npu._inductor`` may be imported is this one.
+"""
+from __future__ import annotations
+
+import importlib.abc
+import logging
+import os
+import sys
+import threading
+from pathlib import Path
+
+LOGGER_NAME = "torch_npu._inductor.patchset"
+DISABLE_ENV = "TORCH_NPU_PATCHSET_DISABLE"
+_log = logging.getLogger(LOGGER_NAME)
+
+#: (what, repr(exception)) for every failure inside the entry point.
+FAILURES: list[tuple[str, str]] = []
+#: True once :func:`autoload` armed its hooks.
+ACTIVE = False
+
+_lock = threading.RLock()
+_finder: "_PostImportFinder | None" = None
+
+
+def declarations_dir() -> Path:
+    """Directory of the ``*.toml`` patch declarations.
+
+    A built wheel carries them in the package (``_declarations``); a source
+    tree or editable install reads the top-level ``patches/`` in place.
+    """
+    override = os.environ.get("TORCH_NPU_PATCHSET_DECLARATIONS")
+    if override:  # tests and experiments: another set of declarations
+        return Path(override)
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "torch_npu" / "_inductor" / "patchset" / "_declarations", here / "patches"):
+        if candidate.is_dir() and any(candidate.glob("*.toml")):
+            return candidate
+    raise FileNotFoundError(f"no patch declarations next to {here}")
+
+
+def read_declarations() -> list[dict]:
+    """Raw declaration tables, in declared order (validation lives in the package)."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - exercised on Python < 3.11 only
+        import tomli as tomllib
+    tables = []
+    for path in sorted(declarations_dir().glob("*.toml")):
+        with open(path, "rb") as f:
+            table = tomllib.load(f)
+        table["_path"] = str(path)
+        tables.append(table)
+    tables.sort(key=lambda t: (t.get("order", 1 << 30), t.get("id", "")))
+    return tables
+
+
+def disabled_ids(value: str | None = None) -> frozenset[str] | None:
+    """Parse ``TORCH_NPU_PATCHSET_DISABLE``: ``None`` = all enabled,
+    ``frozenset()`` never; ``{'*'}`` = everything off; else the listed ids."""
+    value = os.environ.get(DISABLE_ENV, "") if value is None else value
+    value = value.strip()
+    if not value or value.lower() in ("0", "false", "no", "off"):
+        return None
+    if value.lower() in ("1", "true", "yes", "on", "all", "*"):
+        return frozenset({"*"})
+    return frozenset(part.strip() for part in value.split(",") if part.strip())
+
+
+def target_modules(table: dict) -> list[str]:
+    """Modules a declaration hooks, from its ``module:qualname`` entries."""
+    mods: list[str] = []
+    for hook in table.get("hooks", []):
+        mod = hook.split(":", 1)[0]
+        if mod not in mods:
+            mods.append(mod)
+    return mods
+
+
+class _NotifyingLoader(importlib.abc.Loader):
+    """Delegates to the real loader; runs the callback once the module executed."""
+
+    def __init__(self, loader, callback):
+        self._loader = loader
+        self._callback = callback
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module):
+        self._loader.exec_module(module)
+        self._callback(module.__name__)
+
+    def __getattr__(self, name):  # get_source, get_resource_reader, ...
+        return getattr(self._loader, name)
+
+
+class _PostImportFinder(importlib.abc.MetaPathFinder):
+    """Meta-path finder that only wraps the loaders of watched module names."""
+
+    def __init__(self, callback):
+        self.watched: set[str] = set()
+        self._callback = callback
+        self._local = threading.local()
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname not in self.watched:
+            return None
+        busy = self._local.__dict__.setdefault("busy", set())
+        if fullname in busy:
+            return None
+        busy.add(fullname)
+        try:
+            for finder in sys.meta_path:
+                if finder is self or not hasattr(finder, "find_spec"):
+                    continue
+                spec = finder.find_spec(fullname, path, target)
+                if spec is not None:
+                    break
+            else:
+                return None
+        finally:
+            busy.discard(fullname)
+        if spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        spec.loader = _NotifyingLoader(spec.loader, self._callback)
+        return spec
+
+
+def _imported(name: str) -> bool:
+    module = sys.modules.get(name)
+    if module is None:
+        return False
+    spec = getattr(module, "__spec__", None)
+    return not getattr(spec, "_initializing", False)
+
+
+def _on_imported(name: str) -> None:
+    """A watched module finished executing: apply every patch now complete."""
+    with _lock:
+        if _finder is not None:
+            _finder.watched.discard(name)
+        try:
+            from torch_npu._inductor.patchset import _applier
+
+            _applier.apply_ready(trigger=name)
+        except Exception as exc:  # never break the user's import
+            FAILURES.append((f"applying after import of {name}", repr(exc)))
+            _log.warning("torch_npu._inductor.patchset: applying after import of %s failed: %r", name, exc)
+
+
+def autoload() -> None:
+    """Entry point called by ``import torch``. Never raises."""
+    global ACTIVE, _finder
+    try:
+        with _lock:
+            if ACTIVE:
+                return
+            off = disabled_ids()
+            if off is not None and "*" in off:
+                _log.debug("torch_npu._inductor.patchset: disabled by %s", DISABLE_ENV)
+                return
+            watched = {
+                mod
+                for table in read_declarations()
+                if off is None or table.get("id") not in off
+                for mod in target_modules(table)
+            }
+            _finder = _PostImportFinder(_on_imported)
+            _finder.watched = {m for m in watched if not _imported(m)}
+            sys.meta_path.insert(0, _finder)
+            ACTIVE = True
+            ready = sorted(watched - _finder.watched)
+        for name in ready:
+            _on_imported(name)
+    except Exception as exc:
+        FAILURES.append(("autoload", repr(exc)))
+        _log.warning("torch_npu._inductor.patchset: autoload failed: %r", exc)
