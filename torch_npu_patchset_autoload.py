@@ -142,10 +142,18 @@ class _PostImportFinder(importlib.abc.MetaPathFinder):
         return spec
 
 
+#: Watched modules whose code has run (importlib still marks them as
+#: initialising while our loader's callback runs).
+_executed: set[str] = set()
+
+
 def _imported(name: str) -> bool:
+    """True once module ``name`` has finished executing."""
     module = sys.modules.get(name)
     if module is None:
         return False
+    if name in _executed:
+        return True
     spec = getattr(module, "__spec__", None)
     return not getattr(spec, "_initializing", False)
 
@@ -153,6 +161,7 @@ def _imported(name: str) -> bool:
 def _on_imported(name: str) -> None:
     """A watched module finished executing: apply every patch now complete."""
     with _lock:
+        _executed.add(name)
         if _finder is not None:
             _finder.watched.discard(name)
         try:

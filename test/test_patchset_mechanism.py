@@ -1,0 +1,289 @@
+"""The patch-set mechanism: declarations, applier, disable switch, status.
+
+In-process tests point the applier at fixture declarations
+(``test/fixtures/declarations``) whose targets are fixture modules shaped like
+upstream's; subprocess tests check what ``import torch`` does through the
+installed ``torch.backends`` entry point.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import torch_npu_patchset_autoload as autoload
+from torch_npu._inductor.patchset import _applier, _declarations
+
+HERE = Path(__file__).resolve().parent
+FIXTURES = HERE / "fixtures"
+FIXTURE_DECLS = FIXTURES / "declarations"
+HEURISTICS = "patchset_fixture.upstream_shape.heuristics"
+REAL_IDS = ["kernel-sync-metadata", "cpp-wrapper-sync-resources", "flex-attention-backward-symbolic-grid"]
+STATES = {"applied", "upstream-has-fix", "target-missing", "disabled", "failed", "pending"}
+
+
+@pytest.fixture
+def fixture_patchset(monkeypatch):
+    """Applier state reset and pointed at the fixture declarations/modules."""
+    monkeypatch.setenv("TORCH_NPU_PATCHSET_DECLARATIONS", str(FIXTURE_DECLS))
+    monkeypatch.delenv(autoload.DISABLE_ENV, raising=False)
+    monkeypatch.syspath_prepend(str(FIXTURES))
+    for name in [m for m in sys.modules if m.startswith("patchset_fixture")]:
+        monkeypatch.delitem(sys.modules, name)
+    _applier._reset_for_tests()
+    yield
+    _applier._reset_for_tests()
+
+
+def by_id(rows):
+    return {r.id: r for r in rows}
+
+
+# --- declarations -----------------------------------------------------------
+
+
+def test_real_declarations_are_complete():
+    decls = _declarations.load()
+    assert [d.id for d in decls] == REAL_IDS
+    for d in decls:
+        assert d.title and d.why and d.detection
+        assert "Ascend/pytorch issue 4431" in d.upstream
+        assert d.implementation.startswith("torch_npu._inductor.patchset.fixes.")
+        assert all(":" in h for h in d.hooks)
+        assert d.torch_lines and d.torch_npu_branches
+    npu = [d for d in decls if d.id != "flex-attention-backward-symbolic-grid"]
+    branches = {f"v{v}{s}" for v in ("2.7.1", "2.9.0", "2.10.0", "2.11.0", "2.12.0") for s in ("", "-26.1.0")}
+    for d in npu:
+        assert set(d.torch_npu_branches) == branches
+
+
+def test_declaration_validation_names_the_problem(tmp_path):
+    with pytest.raises(ValueError, match="missing .*hooks"):
+        _declarations.parse({"_path": "x.toml", "id": "a", "title": "t", "why": "w", "upstream": "u",
+                             "implementation": "m", "detection": "d", "targets": {}})
+    with pytest.raises(ValueError, match="module:qualname"):
+        _declarations.parse({"_path": "x.toml", "id": "a", "title": "t", "why": "w", "upstream": "u",
+                             "implementation": "m", "detection": "d", "targets": {}, "hooks": ["nocolon"]})
+
+
+# --- applier ----------------------------------------------------------------
+
+
+def test_apply_is_feature_detected_and_idempotent(fixture_patchset):
+    from patchset_fixture import fixes
+
+    fixes.CALLS["apply"] = 0
+    rows = by_id(_applier.apply())
+    assert rows["fix-ok"].state == "applied"
+    assert rows["fix-ok"].note == "wrapped Autotuner.save_gpu_kernel"
+    heur = sys.modules[HEURISTICS]
+    assert heur.Autotuner().save_gpu_kernel(1, 2)["patched"] is True
+    wrapped = heur.Autotuner.save_gpu_kernel
+
+    rows = by_id(_applier.apply())
+    assert fixes.CALLS["apply"] == 1, "a settled patch must never be applied twice"
+    assert heur.Autotuner.save_gpu_kernel is wrapped
+
+
+def test_probe_saying_upstream_has_fix_changes_nothing(fixture_patchset):
+    rows = by_id(_applier.apply(["fix-upstream"]))
+    assert rows["fix-upstream"].state == "upstream-has-fix"
+    assert "has_sync_metadata" in rows["fix-upstream"].reason
+    assert "fixed" in sys.modules[HEURISTICS].AlreadyFixed().save_gpu_kernel(1, 2)
+
+
+def test_missing_targets(fixture_patchset):
+    rows = by_id(_applier.apply())
+    assert rows["fix-missing-module"].state == "target-missing"
+    assert "patchset_fixture.not_there" in rows["fix-missing-module"].reason
+    assert rows["fix-missing-attr"].state == "target-missing"
+    assert "no_such_method" in rows["fix-missing-attr"].reason
+
+
+def test_exception_inside_a_patch_rolls_back(fixture_patchset):
+    import importlib
+
+    heur = importlib.import_module(HEURISTICS)
+    before = dict(vars(heur.AlreadyFixed))
+    rows = by_id(_applier.apply(["fix-boom"]))
+    assert rows["fix-boom"].state == "failed"
+    assert "simulated failure half way" in rows["fix-boom"].reason
+    assert rows["fix-boom"].label.startswith("failed: ")
+    assert dict(vars(heur.AlreadyFixed)) == before
+    assert not hasattr(heur.AlreadyFixed, "brand_new_attribute")
+
+
+def test_unrecognised_shape_is_failed_with_what_differs(fixture_patchset):
+    rows = by_id(_applier.apply(["fix-unrecognised"]))
+    assert rows["fix-unrecognised"].state == "failed"
+    assert "instead of (self, stream, launcher)" in rows["fix-unrecognised"].reason
+
+
+@pytest.mark.parametrize("value, off", [("1", {"fix-ok", "fix-upstream"}), ("fix-ok", {"fix-ok"}), ("fix-ok, fix-upstream", {"fix-ok", "fix-upstream"})])
+def test_disable_by_variable(fixture_patchset, monkeypatch, value, off):
+    monkeypatch.setenv(autoload.DISABLE_ENV, value)
+    rows = by_id(_applier.apply(["fix-ok", "fix-upstream"]))
+    for pid in ("fix-ok", "fix-upstream"):
+        assert (rows[pid].state == "disabled") == (pid in off), rows[pid]
+    if "fix-ok" in off:
+        import importlib
+
+        assert "patched" not in importlib.import_module(HEURISTICS).Autotuner().save_gpu_kernel(1, 2)
+
+
+def test_disabled_ids_parsing():
+    assert autoload.disabled_ids("") is None
+    assert autoload.disabled_ids("0") is None
+    assert autoload.disabled_ids("1") == {"*"}
+    assert autoload.disabled_ids("all") == {"*"}
+    assert autoload.disabled_ids(" a, b ,") == {"a", "b"}
+
+
+def test_unknown_id_is_an_error(fixture_patchset):
+    with pytest.raises(ValueError, match="unknown patch ids"):
+        _applier.apply(["no-such-patch"])
+
+
+def test_hook_does_not_import_and_keeps_missing_targets(fixture_patchset):
+    rows = by_id(_applier.apply_ready())
+    assert rows["fix-ok"].state == "pending"
+    assert HEURISTICS not in sys.modules
+    _applier.apply(["fix-missing-module"])
+    rows = by_id(_applier.apply_ready())
+    assert rows["fix-missing-module"].state == "target-missing"
+
+
+# --- through import torch (subprocesses) -------------------------------------
+
+
+def run_py(code: str, **env_extra) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    env.pop(autoload.DISABLE_ENV, None)
+    env.update(env_extra)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+
+
+def test_import_torch_arms_hooks_without_importing_inductor():
+    proc = run_py(
+        "import sys, torch, torch_npu_patchset_autoload as a\n"
+        "heavy = sorted(m for m in sys.modules if m.startswith(('torch._inductor', 'torch_npu._inductor')))\n"
+        "print(a.ACTIVE, a.FAILURES, heavy)\n"
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "True [] []"
+
+
+def test_patch_is_deferred_until_its_target_is_imported():
+    code = (
+        "import sys, torch\n"
+        "from torch_npu._inductor.patchset import status\n"
+        "print({r.id: r.state for r in status()}['fix-ok'])\n"
+        f"import {HEURISTICS} as h\n"
+        "print(h.Autotuner().save_gpu_kernel(1, 2).get('patched'))\n"
+        "print({r.id: r.state for r in status()}['fix-ok'])\n"
+    )
+    proc = run_py(code, TORCH_NPU_PATCHSET_DECLARATIONS=str(FIXTURE_DECLS), PYTHONPATH=str(FIXTURES))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["pending", "True", "applied"]
+
+
+def test_target_imported_before_autoload_is_patched_at_once():
+    code = (
+        f"import {HEURISTICS} as h\n"
+        "import torch_npu_patchset_autoload as a\n"
+        "a.autoload()\n"
+        "print(h.Autotuner().save_gpu_kernel(1, 2).get('patched'))\n"
+    )
+    env = {"TORCH_NPU_PATCHSET_DECLARATIONS": str(FIXTURE_DECLS), "PYTHONPATH": str(FIXTURES)}
+    proc = run_py(code, **env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "True"
+
+
+def test_disable_switch_keeps_import_torch_untouched():
+    proc = run_py(
+        "import sys, torch, torch_npu_patchset_autoload as a\n"
+        f"import {HEURISTICS} as h\n"
+        "print(a.ACTIVE, h.Autotuner().save_gpu_kernel(1, 2).get('patched'))\n",
+        TORCH_NPU_PATCHSET_DISABLE="1",
+        TORCH_NPU_PATCHSET_DECLARATIONS=str(FIXTURE_DECLS),
+        PYTHONPATH=str(FIXTURES),
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "False None"
+
+
+def test_broken_declarations_never_break_import_torch(tmp_path):
+    (tmp_path / "bad.toml").write_text("this is = = not toml")
+    proc = run_py(
+        "import torch, torch_npu_patchset_autoload as a\nprint(len(a.FAILURES), a.FAILURES[0][0])\n",
+        TORCH_NPU_PATCHSET_DECLARATIONS=str(tmp_path),
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "1 autoload"
+
+
+def test_namespace_torch_npu_runs_nothing_of_ours():
+    proc = run_py(
+        "import sys\n"
+        "import torch_npu\n"
+        "print(getattr(torch_npu, '__file__', None), sorted(m for m in sys.modules if 'patchset' in m or m == 'torch'))\n"
+    )
+    assert proc.returncode == 0, proc.stderr
+    if "torch_npu" in proc.stdout and ".py" in proc.stdout.split()[0]:
+        pytest.skip("a real torch_npu is installed; the namespace case does not apply")
+    assert proc.stdout.strip() == "None []"
+
+
+# --- status command ------------------------------------------------------------
+
+
+def status_json(*args, **env_extra):
+    proc = subprocess.run(
+        [sys.executable, "-m", "torch_npu._inductor.patchset", "status", "--json", *args],
+        capture_output=True, text=True, timeout=600, env={**os.environ, **env_extra},
+    )
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def test_status_json_schema_and_truthful_states():
+    doc = status_json()
+    assert set(doc) == {"environment", "patches"}
+    env = doc["environment"]
+    for key in ("torch", "torch_npu", "triton-ascend", "python", "patchset", "autoload", "disabled"):
+        assert key in env
+    import torch
+
+    assert env["torch"] == torch.__version__.split("+")[0]
+    assert [p["id"] for p in doc["patches"]] == REAL_IDS
+    for p in doc["patches"]:
+        assert set(p) >= {"id", "state", "reason", "targets"}
+        assert p["state"] in STATES - {"pending"}
+        assert p["targets"] and all(":" in t for t in p["targets"])
+        assert p["reason"]
+    if env["torch_npu"] is None:
+        npu = [p for p in doc["patches"] if p["id"] != "flex-attention-backward-symbolic-grid"]
+        assert {p["state"] for p in npu} == {"target-missing"}
+
+
+def test_status_reports_disabled_patch():
+    doc = status_json(TORCH_NPU_PATCHSET_DISABLE="kernel-sync-metadata")
+    rows = {p["id"]: p for p in doc["patches"]}
+    assert rows["kernel-sync-metadata"]["state"] == "disabled"
+    assert doc["environment"]["disabled"] == ["kernel-sync-metadata"]
+
+
+def test_status_table_lists_every_patch():
+    proc = subprocess.run(
+        [sys.executable, "-m", "torch_npu._inductor.patchset", "status"],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr
+    for pid in REAL_IDS:
+        assert pid in proc.stdout
+    assert "torch " in proc.stdout and "torch_npu" in proc.stdout and "triton-ascend" in proc.stdout
