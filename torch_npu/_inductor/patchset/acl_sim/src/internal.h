@@ -1,0 +1,33 @@
+// HOST SIMULATION internals (test double and dry-run tool for
+// torch-npu-inductor-patches; not CANN). Shared between the sim's sources.
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include "acl_sim/control.h"
+
+namespace acl_sim {
+namespace internal {
+
+// While alive on a thread, heap allocations on that thread are not counted
+// (simulation bookkeeping is not the code under test).
+struct SimScope {
+  SimScope();
+  ~SimScope();
+  SimScope(const SimScope &) = delete;
+  SimScope &operator=(const SimScope &) = delete;
+};
+
+void report(ErrorKind kind, const std::string &message);
+
+// Running-kernel registry: regions a simulated kernel holds while it runs.
+// Returns how many overlaps with other running launches were found (each reported).
+int hold_region(uint64_t launch_id, const std::string &kernel, aclrtStream stream, uintptr_t lo, uint64_t n,
+                const char *what);
+void release_regions(uint64_t launch_id);
+
+void probe_reset();
+
+}  // namespace internal
+}  // namespace acl_sim

@@ -1,0 +1,159 @@
+"""Compile C++ against the host ACL simulation with g++ directly (no CMake).
+
+The simulation (``acl_sim/``) is a test double and dry-run tool: a host-only
+stand-in for the subset of the ACL runtime and torch_npu's workspace allocator
+that the launch helper (``csrc/npu_launch_resources.h``) uses. This module
+builds it into a static library once and compiles small programs against it,
+caching every result by a hash of its inputs so repeated and concurrent test
+runs (several pytest processes) share work safely: outputs are produced in a
+private temporary directory and published with an atomic rename.
+
+API:
+    build_dir() -> Path
+    sim_library() -> Path
+    compile_program(source, name, extra_include_dirs=()) -> Path
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Iterable, Sequence
+
+__all__ = ["build_dir", "sim_library", "compile_program", "CXX_FLAGS", "include_dirs"]
+
+_HERE = Path(__file__).resolve().parent
+SIM_ROOT = _HERE / "acl_sim"
+SIM_INCLUDE = SIM_ROOT / "include"
+SIM_SOURCES = SIM_ROOT / "src"
+CSRC = _HERE / "csrc"
+
+CXX_FLAGS: tuple[str, ...] = ("-std=c++17", "-O2", "-g", "-pthread", "-Wall", "-Wextra", "-Werror")
+_DEFAULT_CACHE = Path("~/.cache/torch-npu-inductor-patches/build")
+
+
+def build_dir() -> Path:
+    """Where build outputs are cached (env TORCH_NPU_PATCHSET_BUILD_CACHE)."""
+    d = os.environ.get("TORCH_NPU_PATCHSET_BUILD_CACHE")
+    p = Path(d).expanduser() if d else _DEFAULT_CACHE.expanduser()
+    p.mkdir(parents=True, exist_ok=True)
+    return p
+
+
+def include_dirs() -> list[Path]:
+    """Include roots for code built against the simulation: sim root, then csrc/."""
+    return [SIM_INCLUDE, CSRC]
+
+
+def _cxx() -> str:
+    return os.environ.get("CXX") or "g++"
+
+
+def _tree_files(*roots: Path) -> list[Path]:
+    out: list[Path] = []
+    for root in roots:
+        out.extend(sorted(p for p in root.rglob("*") if p.is_file() and p.suffix in {".h", ".hpp", ".cpp", ".cc"}))
+    return out
+
+
+def _digest(parts: Iterable[bytes]) -> str:
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(len(part).to_bytes(8, "little"))
+        h.update(part)
+    return h.hexdigest()[:20]
+
+
+def _compiler_id() -> bytes:
+    try:
+        out = subprocess.run([_cxx(), "--version"], capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError) as e:  # pragma: no cover - environment problem
+        raise RuntimeError(f"C++ compiler {_cxx()!r} is not usable: {e}") from e
+    return out.encode()
+
+
+def _run(cmd: Sequence[str], what: str) -> None:
+    proc = subprocess.run(list(cmd), capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(
+            f"{what} failed (exit {proc.returncode})\ncommand: {' '.join(map(str, cmd))}\n{proc.stdout}{proc.stderr}"
+        )
+
+
+def _publish(tmp: Path, final: Path) -> None:
+    """Atomically move a finished directory into place; a concurrent winner is fine."""
+    try:
+        os.rename(tmp, final)
+    except OSError:
+        if not final.exists():
+            raise
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def sim_library() -> Path:
+    """Compile the simulation sources once into ``libacl_sim.a`` (cached)."""
+    sources = sorted(SIM_SOURCES.glob("*.cpp"))
+    files = _tree_files(SIM_ROOT)
+    key = _digest(
+        [_compiler_id(), " ".join(CXX_FLAGS).encode()]
+        + [str(f.relative_to(SIM_ROOT)).encode() + b"\0" + f.read_bytes() for f in files]
+    )
+    final = build_dir() / f"acl_sim-{key}"
+    lib = final / "libacl_sim.a"
+    if lib.exists():
+        return lib
+    tmp = Path(tempfile.mkdtemp(prefix=f".acl_sim-{key}-", dir=build_dir()))
+    try:
+        objs = []
+        for src in sources:
+            obj = tmp / (src.stem + ".o")
+            _run([_cxx(), *CXX_FLAGS, f"-I{SIM_INCLUDE}", "-c", str(src), "-o", str(obj)], f"compiling {src.name}")
+            objs.append(str(obj))
+        _run(["ar", "rcs", str(tmp / "libacl_sim.a"), *objs], "archiving libacl_sim.a")
+        _publish(tmp, final)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return lib
+
+
+_NAME_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
+
+
+def compile_program(source: str, name: str, extra_include_dirs: Sequence[os.PathLike | str] = ()) -> Path:
+    """Compile one C++ translation unit against the simulation and the helper.
+
+    Returns the path of the (cached) executable. Raises RuntimeError with the
+    compiler output when compilation or linking fails.
+    """
+    if not _NAME_RE.match(name):
+        raise ValueError(f"program name must match {_NAME_RE.pattern}: {name!r}")
+    lib = sim_library()
+    incs = [*include_dirs(), *(Path(d).resolve() for d in extra_include_dirs)]
+    headers = _tree_files(CSRC, SIM_INCLUDE)
+    key = _digest(
+        [_compiler_id(), " ".join(CXX_FLAGS).encode(), source.encode(), str(lib).encode()]
+        + [str(d).encode() for d in incs]
+        + [str(f).encode() + b"\0" + f.read_bytes() for f in headers]
+        + [str(f).encode() + b"\0" + f.read_bytes() for d in extra_include_dirs for f in _tree_files(Path(d))]
+    )
+    final = build_dir() / f"prog-{name}-{key}"
+    exe = final / name
+    if exe.exists():
+        return exe
+    tmp = Path(tempfile.mkdtemp(prefix=f".prog-{name}-{key}-", dir=build_dir()))
+    try:
+        src = tmp / f"{name}.cpp"
+        src.write_text(source)
+        cmd = [_cxx(), *CXX_FLAGS, *(f"-I{d}" for d in incs), str(src), str(lib), "-pthread", "-o", str(tmp / name)]
+        _run(cmd, f"compiling {name}")
+        _publish(tmp, final)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return exe
