@@ -1,9 +1,217 @@
-"""Placeholder until the fix lands: reports itself truthfully as not implemented."""
+"""cpp-wrapper-sync-resources: generated launchers get real, disjoint sync resources.
+
+torch_npu's C++ wrapper writes, per Triton kernel, a launch lambda whose first
+part comes from ``CppWrapperNpu.generate_args_decl``. Known shapes of it:
+
+* 2.7.1.post8 / post10: declares ``void* workspace_addr = NULL;`` and
+  ``void* sync_block_lock = NULL;`` and passes them to the kernel;
+* 2.7.1.post11: given ``kernel_params`` with the kernel's sync fields, it
+  additionally asks ``at_npu::native::allocate_workspace`` for the workspace
+  and again for the locks, and fills the locks with a blocking ``aclrtMemcpy``.
+
+This patch wraps three members:
+
+* ``DeferredNpuTritonCallWrapper.generate_launch_kernel`` makes the kernel's
+  params and its auto-blockify decision known to the call below (a context
+  variable), and afterwards checks that the launch code torch_npu wrote clamps
+  the block count the way our code assumed;
+* ``CppWrapperNpu.generate_args_decl`` calls upstream with the sync fields
+  hidden (so post11 emits no allocation of its own), checks that what came back
+  is the NULL-pointer shape, and replaces those two declarations with
+  :func:`~torch_npu._inductor.patchset.launch_codegen.resource_lines`;
+* ``CppWrapperNpu.get_device_include_path`` adds the runtime helper's header.
+
+Anything else than the known shapes is refused at probe time (``failed:
+<what differs>``) or, if it only shows when rendering, raises rather than
+emit a launcher with NULL or aliasing sync pointers.
+"""
+from __future__ import annotations
+
+import contextvars
+import dataclasses
+import functools
+import inspect
+import re
+from pathlib import Path
+
+from .._patching import Probe
+from ..launch_codegen import HELPER_HEADER, MARKER, LaunchSite, resource_lines
+from ..launch_plan import plan_from_params
+
+MODULE = "torch_npu._inductor.codegen.cpp_wrapper_npu"
+_MARK = "__torch_npu_patchset_sync_resources__"
+HEADER_PATH = Path(__file__).resolve().parent.parent / "csrc" / HELPER_HEADER
+
+_ARGS_DECL_PARAMS = ["self", "code", "call_args", "arg_types", "arg_signatures", "is_triton_kernel", "force_simt_only"]
+_LAUNCH_PARAMS = ["self", "prefix", "wrapper", "kernel_var_name", "params"]
+# Sync fields hidden from upstream's own allocation code (post11).
+_SYNC_FIELDS = ("workspace_size", "lock_num", "lock_init_val", "sync_block_lock_layout")
+
+_NULL_WORKSPACE = re.compile(r"^([ \t]*)void\*\s*workspace_addr\s*=\s*NULL;[ \t]*\n", re.M)
+_NULL_LOCK = re.compile(r"^[ \t]*void\*\s*sync_block_lock\s*=\s*NULL;[ \t]*\n", re.M)
+_UPSTREAM_ALLOC = ("allocate_workspace", "aclrtMemcpy(")
 
 
-def probe(modules):
-    raise NotImplementedError("not implemented")
+@dataclasses.dataclass(frozen=True)
+class _Launch:
+    kernel: str
+    params: dict
+    block_clamp: int | None
 
 
-def apply(modules, patcher):  # pragma: no cover - probe never says NEEDED
-    raise NotImplementedError("not implemented")
+_current: contextvars.ContextVar[_Launch | None] = contextvars.ContextVar("npu_sync_launch", default=None)
+
+
+def _classes(modules):
+    mod = modules[MODULE]
+    return mod, getattr(mod, "CppWrapperNpu", None), getattr(mod, "DeferredNpuTritonCallWrapper", None)
+
+
+def _source(obj) -> str:
+    try:
+        return inspect.getsource(obj)
+    except (OSError, TypeError):
+        return ""
+
+
+def _param_names(fn) -> list[str]:
+    try:
+        return list(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        return []
+
+
+def _shape(modules) -> tuple[str, str]:
+    """(shape, detail): shape is 'null-pointers', 'double-allocate', 'ours' or 'unknown'."""
+    mod, wrapper_cls, deferred_cls = _classes(modules)
+    if wrapper_cls is None or deferred_cls is None:
+        return "unknown", f"{MODULE} lacks CppWrapperNpu or DeferredNpuTritonCallWrapper"
+    args_decl = wrapper_cls.__dict__.get("generate_args_decl")
+    launch = deferred_cls.__dict__.get("generate_launch_kernel")
+    include = wrapper_cls.__dict__.get("get_device_include_path")
+    if args_decl is None or launch is None or include is None:
+        missing = [n for n, v in (("CppWrapperNpu.generate_args_decl", args_decl),
+                                  ("DeferredNpuTritonCallWrapper.generate_launch_kernel", launch),
+                                  ("CppWrapperNpu.get_device_include_path", include)) if v is None]
+        return "unknown", f"{', '.join(missing)} not defined there"
+    if getattr(args_decl, _MARK, False):
+        return "ours", "already patched"
+    names = _param_names(args_decl)
+    if names[: len(_ARGS_DECL_PARAMS)] != _ARGS_DECL_PARAMS or not set(names[len(_ARGS_DECL_PARAMS):]) <= {"kernel_params"}:
+        return "unknown", f"CppWrapperNpu.generate_args_decl{inspect.signature(args_decl)} is not (code, call_args, arg_types, arg_signatures, is_triton_kernel, force_simt_only[, kernel_params])"
+    if _param_names(launch) != _LAUNCH_PARAMS:
+        return "unknown", f"DeferredNpuTritonCallWrapper.generate_launch_kernel{inspect.signature(launch)} is not (prefix, wrapper, kernel_var_name, params)"
+    if not isinstance(inspect.getattr_static(wrapper_cls, "get_device_include_path"), staticmethod):
+        return "unknown", "CppWrapperNpu.get_device_include_path is not a staticmethod"
+    src = _source(args_decl)
+    if not src:
+        return "unknown", "the source of CppWrapperNpu.generate_args_decl is not readable"
+    if not ("workspace_addr = NULL" in src and "sync_block_lock = NULL" in src):
+        return "unknown", "CppWrapperNpu.generate_args_decl does not declare NULL workspace_addr / sync_block_lock"
+    if not hasattr(mod, "triton_support_auto_blockify") or not hasattr(getattr(mod, "npu_config", None), "num_vector_core"):
+        return "unknown", f"{MODULE} lacks triton_support_auto_blockify or npu_config.num_vector_core"
+    if "kernel_params" in names and "allocate_workspace" in src:
+        return "double-allocate", "upstream allocates workspace and locks with two allocate_workspace calls and a blocking aclrtMemcpy"
+    if "kernel_params" not in names and "allocate_workspace" not in src:
+        return "null-pointers", "upstream passes NULL sync_block_lock and workspace_addr"
+    return "unknown", "CppWrapperNpu.generate_args_decl allocates in a way this patch does not know"
+
+
+def probe(modules) -> Probe:
+    shape, detail = _shape(modules)
+    if shape == "unknown":
+        return Probe.unrecognised(detail)
+    return Probe.needed(detail)
+
+
+def _block_clamp(mod, params: dict, kernel_params: dict | None) -> int | None:
+    if kernel_params is not None and "enable_auto_blockify" in kernel_params:
+        enabled = bool(kernel_params["enable_auto_blockify"])
+    else:  # the rule torch_npu's generate_launch_kernel applies
+        enabled = not params.get("has_auto_blockify_blacklist_op", False) and bool(mod.triton_support_auto_blockify())
+    return int(mod.npu_config.num_vector_core) if enabled else None
+
+
+def _indent(lines: list[str], indent: str) -> str:
+    return "".join(f"{indent}{ln}\n" if ln else "\n" for ln in lines)
+
+
+def apply(modules, patcher) -> str:
+    shape, detail = _shape(modules)
+    if shape == "ours":
+        return "already applied"
+    mod, wrapper_cls, deferred_cls = _classes(modules)
+    orig_args_decl = wrapper_cls.__dict__["generate_args_decl"]
+    orig_launch = deferred_cls.__dict__["generate_launch_kernel"]
+    orig_include = inspect.getattr_static(wrapper_cls, "get_device_include_path").__func__
+    args_sig = inspect.signature(orig_args_decl)
+
+    @functools.wraps(orig_launch)
+    def generate_launch_kernel(self, prefix, wrapper, kernel_var_name, params):
+        clamp = _block_clamp(mod, params, None)
+        token = _current.set(_Launch(self.kernel_name, params, clamp))
+        before = len(prefix.getvalue())
+        try:
+            result = orig_launch(self, prefix, wrapper, kernel_var_name, params)
+        finally:
+            _current.reset(token)
+        written = prefix.getvalue()[before:]
+        upstream_clamps = re.search(r"block_num\s*=\s*std::min\(\s*block_num\s*,\s*\(uint32_t\)\s*(\d+)\s*\)", written)
+        ours = re.search(r"npu_sync_block_num = std::min\(npu_sync_block_num, static_cast<uint32_t>\((\d+)\)\)", written)
+        if "npu_sync_block_num" in written and (upstream_clamps and upstream_clamps.group(1)) != (ours and ours.group(1)):
+            raise RuntimeError(
+                f"torch_npu_patchset: launch code for {self.kernel_name} clamps the block count differently "
+                f"(torch_npu: {upstream_clamps and upstream_clamps.group(0)!r}, ours: {ours and ours.group(0)!r}); "
+                f"the unordered locks' participant count would be wrong"
+            )
+        return result
+
+    @functools.wraps(orig_args_decl)
+    def generate_args_decl(self, *args, **kwargs):
+        bound = args_sig.bind(self, *args, **kwargs)
+        bound.apply_defaults()
+        launch = _current.get()
+        kernel_params = bound.arguments.get("kernel_params")
+        if not bound.arguments["is_triton_kernel"] or (launch is None and kernel_params is None):
+            return orig_args_decl(*bound.args, **bound.kwargs)
+        if launch is None:  # called outside generate_launch_kernel, but with the params
+            name = str(kernel_params.get("mangled_name", "<kernel>"))
+            launch = _Launch(name, kernel_params, _block_clamp(mod, kernel_params, kernel_params))
+        elif kernel_params is not None and "enable_auto_blockify" in kernel_params:
+            launch = dataclasses.replace(launch, block_clamp=_block_clamp(mod, launch.params, kernel_params))
+        plan = plan_from_params(launch.params, launch.kernel)
+        if kernel_params is not None:  # post11: keep upstream from allocating on its own
+            bound.arguments["kernel_params"] = {k: v for k, v in kernel_params.items() if k not in _SYNC_FIELDS}
+        text = orig_args_decl(*bound.args, **bound.kwargs)
+        leftovers = [s for s in _UPSTREAM_ALLOC if s in text]
+        if leftovers:
+            raise RuntimeError(f"torch_npu_patchset: upstream launch code for {launch.kernel} still contains {leftovers}")
+        simt = bool(bound.arguments["force_simt_only"])
+        ws, lock = _NULL_WORKSPACE.search(text), _NULL_LOCK.search(text)
+        if simt:
+            if ws or lock or "sync_block_lock" in text:
+                raise RuntimeError(f"torch_npu_patchset: SIMT-only launch code for {launch.kernel} has sync fields")
+            return text
+        if not (ws and lock) or len(_NULL_WORKSPACE.findall(text)) != 1 or len(_NULL_LOCK.findall(text)) != 1:
+            raise RuntimeError(
+                f"torch_npu_patchset: launch code for {launch.kernel} does not declare exactly one NULL "
+                f"workspace_addr and one NULL sync_block_lock; refusing to guess where the sync resources go"
+            )
+        site = LaunchSite(block_clamp=launch.block_clamp, simt_only=False)
+        ours = _indent(resource_lines(plan, site), ws.group(1))
+        text = _NULL_LOCK.sub("", text, count=1)
+        return _NULL_WORKSPACE.sub(lambda m: ours, text, count=1)
+
+    def get_device_include_path(device: str) -> str:
+        return orig_include(device) + f'\n        #include "{HEADER_PATH}"\n'
+
+    functools.update_wrapper(get_device_include_path, orig_include)
+    for fn in (generate_args_decl, generate_launch_kernel, get_device_include_path):
+        setattr(fn, _MARK, True)
+    patcher.setattr(deferred_cls, "generate_launch_kernel", generate_launch_kernel)
+    patcher.setattr(wrapper_cls, "generate_args_decl", generate_args_decl)
+    patcher.setattr(wrapper_cls, "get_device_include_path", staticmethod(get_device_include_path))
+    if shape == "double-allocate":
+        return ("replaced upstream's allocation (two allocate_workspace requests per launch and a blocking "
+                "aclrtMemcpy of the locks) with one carved, stream-initialised request")
+    return "replaced the NULL sync_block_lock / workspace_addr arguments with one carved, stream-initialised request"

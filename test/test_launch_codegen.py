@@ -1,0 +1,367 @@
+"""launch_codegen: plan -> C++ of the launch lambda. Golden text, and every golden run in the simulation.
+
+Regenerate the goldens after an intended change with
+``EXPECTTEST_ACCEPT=1 python -m pytest test/test_launch_codegen.py``.
+"""
+from __future__ import annotations
+
+import re
+
+import pytest
+from expecttest import TestCase
+
+from torch_npu._inductor.patchset import launch_codegen as lc
+from torch_npu._inductor.patchset import launcher_cli
+from torch_npu._inductor.patchset.launch_plan import plan_from_metadata
+from torch_npu._inductor.patchset.sample_kernels import BY_KEY
+
+# The seven golden cases of issue 4, as sample kernels.
+GOLDEN = ("none", "workspace", "locks", "both", "packed-mix", "simt-only", "ffts")
+
+
+def case(key):
+    s = BY_KEY[key]
+    plan = plan_from_metadata(s.metadata, kernel=s.kernel)
+    site = lc.LaunchSite(block_clamp=s.block_clamp, has_ffts=s.has_ffts)
+    return s, plan, site, lc.args_from_signature(s.signature)
+
+
+def lambda_text(key) -> str:
+    s, plan, site, args = case(key)
+    return "\n".join(lc.args_decl_lines(plan, site, args))
+
+
+class Goldens(TestCase):
+    def test_none(self):
+        self.assertExpectedInline(lambda_text("none"), """\
+aclError ret = ACL_SUCCESS;
+// npu-sync-resources: this kernel needs no workspace and no sync locks.
+void* sync_block_lock = nullptr;
+void* workspace_addr = nullptr;
+void* var_0 = in_ptr0;
+void* var_1 = in_ptr1;
+void* var_2 = in_ptr2;
+int32_t var_3 = arg3;
+struct __attribute__((packed)) {
+    void* sync_block_lock __attribute__((aligned(8)));
+    void* workspace_addr __attribute__((aligned(8)));
+    void* var_0 __attribute__((aligned(8)));
+    void* var_1 __attribute__((aligned(8)));
+    void* var_2 __attribute__((aligned(8)));
+    int32_t var_3 __attribute__((aligned(4)));
+    int32_t grid_0 __attribute__((aligned(4)));
+    int32_t grid_1 __attribute__((aligned(4)));
+    int32_t grid_2 __attribute__((aligned(4)));
+} kernel_args = {
+    sync_block_lock,
+    workspace_addr,
+    static_cast<void*>(var_0),
+    static_cast<void*>(var_1),
+    static_cast<void*>(var_2),
+    static_cast<int32_t>(var_3),
+    static_cast<int32_t>(grid_0),
+    static_cast<int32_t>(grid_1),
+    static_cast<int32_t>(grid_2)
+};""")
+
+    def test_workspace_only(self):
+        self.assertExpectedInline(lambda_text("workspace"), """\
+aclError ret = ACL_SUCCESS;
+// npu-sync-resources: 256 B workspace per block x grid.
+// One workspace-allocator request per launch, carved into disjoint aligned regions;
+// locks initialised on stream_ before the kernel. Held until the launch is issued.
+uint32_t npu_sync_block_num = grid_0 * grid_1 * grid_2;
+npu_sync_block_num = std::min(npu_sync_block_num, static_cast<uint32_t>(48));
+torch_npu_patchset::LockLayout npu_sync_locks;
+auto npu_sync_resources = torch_npu_patchset::acquire_launch_resources(
+    "triton_red_fused_sum_1", stream_, grid_0, grid_1, grid_2, npu_sync_block_num,
+    UINT64_C(256), npu_sync_locks);
+void* sync_block_lock = npu_sync_resources.locks();
+void* workspace_addr = npu_sync_resources.workspace();
+void* var_0 = in_ptr0;
+void* var_1 = in_ptr1;
+int32_t var_2 = arg2;
+int32_t var_3 = arg3;
+struct __attribute__((packed)) {
+    void* sync_block_lock __attribute__((aligned(8)));
+    void* workspace_addr __attribute__((aligned(8)));
+    void* var_0 __attribute__((aligned(8)));
+    void* var_1 __attribute__((aligned(8)));
+    int32_t var_2 __attribute__((aligned(4)));
+    int32_t var_3 __attribute__((aligned(4)));
+    int32_t grid_0 __attribute__((aligned(4)));
+    int32_t grid_1 __attribute__((aligned(4)));
+    int32_t grid_2 __attribute__((aligned(4)));
+} kernel_args = {
+    sync_block_lock,
+    workspace_addr,
+    static_cast<void*>(var_0),
+    static_cast<void*>(var_1),
+    static_cast<int32_t>(var_2),
+    static_cast<int32_t>(var_3),
+    static_cast<int32_t>(grid_0),
+    static_cast<int32_t>(grid_1),
+    static_cast<int32_t>(grid_2)
+};""")
+
+    def test_locks_only(self):
+        self.assertExpectedInline(lambda_text("locks"), """\
+aclError ret = ACL_SUCCESS;
+// npu-sync-resources: 16 int64 lock slots = 7.
+// One workspace-allocator request per launch, carved into disjoint aligned regions;
+// locks initialised on stream_ before the kernel. Held until the launch is issued.
+uint32_t npu_sync_block_num = grid_0 * grid_1 * grid_2;
+npu_sync_block_num = std::min(npu_sync_block_num, static_cast<uint32_t>(48));
+torch_npu_patchset::LockLayout npu_sync_locks;
+npu_sync_locks.legacy_slots = UINT64_C(16);
+npu_sync_locks.init_value = INT64_C(7);
+auto npu_sync_resources = torch_npu_patchset::acquire_launch_resources(
+    "triton_red_fused_max_2", stream_, grid_0, grid_1, grid_2, npu_sync_block_num,
+    UINT64_C(0), npu_sync_locks);
+void* sync_block_lock = npu_sync_resources.locks();
+void* workspace_addr = npu_sync_resources.workspace();
+void* var_0 = in_ptr0;
+void* var_1 = in_ptr1;
+int32_t var_2 = arg2;
+struct __attribute__((packed)) {
+    void* sync_block_lock __attribute__((aligned(8)));
+    void* workspace_addr __attribute__((aligned(8)));
+    void* var_0 __attribute__((aligned(8)));
+    void* var_1 __attribute__((aligned(8)));
+    int32_t var_2 __attribute__((aligned(4)));
+    int32_t grid_0 __attribute__((aligned(4)));
+    int32_t grid_1 __attribute__((aligned(4)));
+    int32_t grid_2 __attribute__((aligned(4)));
+} kernel_args = {
+    sync_block_lock,
+    workspace_addr,
+    static_cast<void*>(var_0),
+    static_cast<void*>(var_1),
+    static_cast<int32_t>(var_2),
+    static_cast<int32_t>(grid_0),
+    static_cast<int32_t>(grid_1),
+    static_cast<int32_t>(grid_2)
+};""")
+
+    def test_both(self):
+        self.assertExpectedInline(lambda_text("both"), """\
+aclError ret = ACL_SUCCESS;
+// npu-sync-resources: 4 int64 lock slots = 1 + 1024 B workspace per block x grid.
+// One workspace-allocator request per launch, carved into disjoint aligned regions;
+// locks initialised on stream_ before the kernel. Held until the launch is issued.
+uint32_t npu_sync_block_num = grid_0 * grid_1 * grid_2;
+npu_sync_block_num = std::min(npu_sync_block_num, static_cast<uint32_t>(48));
+torch_npu_patchset::LockLayout npu_sync_locks;
+npu_sync_locks.legacy_slots = UINT64_C(4);
+npu_sync_locks.init_value = INT64_C(1);
+auto npu_sync_resources = torch_npu_patchset::acquire_launch_resources(
+    "triton_tem_fused_flex_bwd_3", stream_, grid_0, grid_1, grid_2, npu_sync_block_num,
+    UINT64_C(1024), npu_sync_locks);
+void* sync_block_lock = npu_sync_resources.locks();
+void* workspace_addr = npu_sync_resources.workspace();
+void* var_0 = in_ptr0;
+void* var_1 = in_ptr1;
+void* var_2 = in_ptr2;
+void* var_3 = in_ptr3;
+int32_t var_4 = arg4;
+int32_t var_5 = arg5;
+struct __attribute__((packed)) {
+    void* sync_block_lock __attribute__((aligned(8)));
+    void* workspace_addr __attribute__((aligned(8)));
+    void* var_0 __attribute__((aligned(8)));
+    void* var_1 __attribute__((aligned(8)));
+    void* var_2 __attribute__((aligned(8)));
+    void* var_3 __attribute__((aligned(8)));
+    int32_t var_4 __attribute__((aligned(4)));
+    int32_t var_5 __attribute__((aligned(4)));
+    int32_t grid_0 __attribute__((aligned(4)));
+    int32_t grid_1 __attribute__((aligned(4)));
+    int32_t grid_2 __attribute__((aligned(4)));
+} kernel_args = {
+    sync_block_lock,
+    workspace_addr,
+    static_cast<void*>(var_0),
+    static_cast<void*>(var_1),
+    static_cast<void*>(var_2),
+    static_cast<void*>(var_3),
+    static_cast<int32_t>(var_4),
+    static_cast<int32_t>(var_5),
+    static_cast<int32_t>(grid_0),
+    static_cast<int32_t>(grid_1),
+    static_cast<int32_t>(grid_2)
+};""")
+
+    def test_packed_unordered_with_mix_factor(self):
+        self.assertExpectedInline(lambda_text("packed-mix"), """\
+aclError ret = ACL_SUCCESS;
+// npu-sync-resources: 2 ordered lock(s) = 0 + 1 unordered lock(s) [P = 2 x blocks, then zeros].
+// One workspace-allocator request per launch, carved into disjoint aligned regions;
+// locks initialised on stream_ before the kernel. Held until the launch is issued.
+uint32_t npu_sync_block_num = grid_0 * grid_1 * grid_2;
+npu_sync_block_num = std::min(npu_sync_block_num, static_cast<uint32_t>(48));
+torch_npu_patchset::LockLayout npu_sync_locks;
+npu_sync_locks.ordered = 2u;
+npu_sync_locks.unordered = 1u;
+npu_sync_locks.participant_factor = 2u;
+auto npu_sync_resources = torch_npu_patchset::acquire_launch_resources(
+    "triton_mm_splitk_4", stream_, grid_0, grid_1, grid_2, npu_sync_block_num,
+    UINT64_C(0), npu_sync_locks);
+void* sync_block_lock = npu_sync_resources.locks();
+void* workspace_addr = npu_sync_resources.workspace();
+void* var_0 = in_ptr0;
+void* var_1 = in_ptr1;
+void* var_2 = in_ptr2;
+int32_t var_3 = arg3;
+struct __attribute__((packed)) {
+    void* sync_block_lock __attribute__((aligned(8)));
+    void* workspace_addr __attribute__((aligned(8)));
+    void* var_0 __attribute__((aligned(8)));
+    void* var_1 __attribute__((aligned(8)));
+    void* var_2 __attribute__((aligned(8)));
+    int32_t var_3 __attribute__((aligned(4)));
+    int32_t grid_0 __attribute__((aligned(4)));
+    int32_t grid_1 __attribute__((aligned(4)));
+    int32_t grid_2 __attribute__((aligned(4)));
+} kernel_args = {
+    sync_block_lock,
+    workspace_addr,
+    static_cast<void*>(var_0),
+    static_cast<void*>(var_1),
+    static_cast<void*>(var_2),
+    static_cast<int32_t>(var_3),
+    static_cast<int32_t>(grid_0),
+    static_cast<int32_t>(grid_1),
+    static_cast<int32_t>(grid_2)
+};""")
+
+    def test_simt_only(self):
+        self.assertExpectedInline(lambda_text("simt-only"), """\
+aclError ret = ACL_SUCCESS;
+void* var_0 = in_ptr0;
+void* var_1 = in_ptr1;
+void* var_2 = in_ptr2;
+int32_t var_3 = arg3;
+struct __attribute__((packed)) {
+    void* var_0 __attribute__((aligned(8)));
+    void* var_1 __attribute__((aligned(8)));
+    void* var_2 __attribute__((aligned(8)));
+    int32_t var_3 __attribute__((aligned(4)));
+    int32_t grid_0 __attribute__((aligned(4)));
+    int32_t grid_1 __attribute__((aligned(4)));
+    int32_t grid_2 __attribute__((aligned(4)));
+} kernel_args = {
+    static_cast<void*>(var_0),
+    static_cast<void*>(var_1),
+    static_cast<void*>(var_2),
+    static_cast<int32_t>(var_3),
+    static_cast<int32_t>(grid_0),
+    static_cast<int32_t>(grid_1),
+    static_cast<int32_t>(grid_2)
+};""")
+
+    def test_ffts(self):
+        self.assertExpectedInline(lambda_text("ffts"), """\
+aclError ret = ACL_SUCCESS;
+void* ffts_addr = nullptr;
+ret = aclrtGetHardwareSyncAddr(&ffts_addr);
+if (ret != ACL_SUCCESS) {
+    throw std::runtime_error(std::string("aclrtGetHardwareSyncAddr failed, error ") + std::to_string(ret));
+}
+// npu-sync-resources: 2 int64 lock slots = -1 + 512 B workspace per block x grid.
+// One workspace-allocator request per launch, carved into disjoint aligned regions;
+// locks initialised on stream_ before the kernel. Held until the launch is issued.
+uint32_t npu_sync_block_num = grid_0 * grid_1 * grid_2;
+npu_sync_block_num = std::min(npu_sync_block_num, static_cast<uint32_t>(48));
+torch_npu_patchset::LockLayout npu_sync_locks;
+npu_sync_locks.legacy_slots = UINT64_C(2);
+npu_sync_locks.init_value = INT64_C(-1);
+auto npu_sync_resources = torch_npu_patchset::acquire_launch_resources(
+    "triton_tem_fused_mm_7", stream_, grid_0, grid_1, grid_2, npu_sync_block_num,
+    UINT64_C(512), npu_sync_locks);
+void* sync_block_lock = npu_sync_resources.locks();
+void* workspace_addr = npu_sync_resources.workspace();
+void* var_0 = in_ptr0;
+void* var_1 = in_ptr1;
+void* var_2 = in_ptr2;
+int32_t var_3 = arg3;
+int32_t var_4 = arg4;
+struct __attribute__((packed)) {
+    void* ffts_addr __attribute__((aligned(8)));
+    void* sync_block_lock __attribute__((aligned(8)));
+    void* workspace_addr __attribute__((aligned(8)));
+    void* var_0 __attribute__((aligned(8)));
+    void* var_1 __attribute__((aligned(8)));
+    void* var_2 __attribute__((aligned(8)));
+    int32_t var_3 __attribute__((aligned(4)));
+    int32_t var_4 __attribute__((aligned(4)));
+    int32_t grid_0 __attribute__((aligned(4)));
+    int32_t grid_1 __attribute__((aligned(4)));
+    int32_t grid_2 __attribute__((aligned(4)));
+} kernel_args = {
+    static_cast<void*>(ffts_addr),
+    sync_block_lock,
+    workspace_addr,
+    static_cast<void*>(var_0),
+    static_cast<void*>(var_1),
+    static_cast<void*>(var_2),
+    static_cast<int32_t>(var_3),
+    static_cast<int32_t>(var_4),
+    static_cast<int32_t>(grid_0),
+    static_cast<int32_t>(grid_1),
+    static_cast<int32_t>(grid_2)
+};""")
+
+
+@pytest.mark.parametrize("key", GOLDEN)
+def test_helper_called_once_or_not_at_all(key):
+    s, plan, site, args = case(key)
+    text = lc.launcher_source(plan, site, args)
+    calls = text.count("acquire_launch_resources(")
+    assert calls == (1 if plan.needs_resources else 0)
+    assert "NULL" not in text and "aclrtMemcpy(" not in text and "allocate_workspace" not in text
+    struct = text[text.index("struct __attribute__((packed)) {"):text.index("} kernel_args")]
+    fields = re.findall(r"\s(\w+) __attribute__", struct)
+    expected = (["ffts_addr"] if s.has_ffts else []) + ([] if plan.simt_only else ["sync_block_lock", "workspace_addr"])
+    expected += [a.name for a in args] + ["grid_0", "grid_1", "grid_2"]
+    assert fields == expected
+    if s.block_clamp:
+        assert f"static_cast<uint32_t>({s.block_clamp})" in text
+
+
+def test_int64_min_and_odd_kernel_names_are_valid_cpp():
+    plan = plan_from_metadata({"lock_num": 1, "lock_init_val": -(1 << 63)}, kernel='we"ird\\näme')
+    text = "\n".join(lc.resource_lines(plan))
+    assert "INT64_MIN" in text and r'"we\"ird\\n\303\244me"' in text
+
+
+@pytest.mark.parametrize("key", GOLDEN)
+def test_golden_runs_in_simulation(key):
+    """Compile the full launcher of each golden with the probe kernel; run it twice on one stream."""
+    s, plan, site, args = case(key)
+    result = launcher_cli.simulate(plan, site, args, s.grid, tag="golden")
+    assert result["ok"], result
+    assert not result["errors"]
+    exp = launcher_cli.expected(plan, site, s.grid)
+    assert len(result["launches"]) == 2
+    for launch in result["launches"]:
+        assert launch["lock_values_at_start"] == exp["lock_values_at_start"]
+        assert launch["workspace_bytes"] == exp["workspace_bytes"]
+        assert launch["regions_overlap"] is False
+        assert launch["sync_copies"] == 0
+        assert launch["allocator_calls"] == (1 if plan.needs_resources else 0)
+    # steady state: nothing blocks the host
+    assert result["launches"][1]["host_blocking_calls"] == 0
+
+
+def test_simulation_catches_a_wrong_plan():
+    """The harness is able to fail: claim more lock bytes than the launcher allocates."""
+    s, plan, site, args = case("locks")
+    wrong = plan_from_metadata(dict(s.metadata, lock_init_val=8), kernel=s.kernel)
+    src = launcher_cli.harness_source(wrong, site, args, s.grid, launcher_cpp=lc.launcher_source(plan, site, args).replace(
+        lc.launcher_function_name(plan), lc.launcher_function_name(wrong)))
+    from torch_npu._inductor.patchset import sim_build
+
+    raw = launcher_cli.run_program(sim_build.compile_program(src, "golden-wrong-init"))
+    judged = launcher_cli.judge(wrong, site, s.grid, raw)
+    assert not judged["ok"]
+    assert any("lock values at start [7] != [8]" in p for p in judged["launches"][0]["problems"])

@@ -1,0 +1,157 @@
+"""launch_plan: metadata (object or dict) -> immutable, validated SyncPlan."""
+from __future__ import annotations
+
+import collections
+import dataclasses
+import json
+
+import pytest
+from hypothesis import given, strategies as st
+
+from torch_npu._inductor.patchset import launch_plan as lp
+from torch_npu._inductor.patchset.sample_kernels import SAMPLES
+
+
+def meta_obj(**fields):
+    Meta = collections.namedtuple("KernelMetadata", sorted(fields))
+    return Meta(**fields)
+
+
+def test_absent_none_and_zero_mean_nothing():
+    for md in ({}, {"workspace_size": None, "lock_num": None}, {"workspace_size": 0, "lock_num": 0, "lock_init_val": 0}):
+        plan = lp.plan_from_metadata(md, kernel="k")
+        assert not plan.needs_resources and plan.lock_layout == "none"
+        assert "both pointers are null" in plan.describe()
+
+
+def test_object_and_dict_shapes_agree():
+    fields = dict(name="k mix", workspace_size=64, lock_num=3, lock_init_val=-5, mix_mode="mix")
+    assert lp.plan_from_metadata(fields) == lp.plan_from_metadata(meta_obj(**fields))
+    assert lp.plan_from_metadata(fields).kernel == "k mix"
+
+
+def test_lock_init_value_alias_and_conflict():
+    assert lp.plan_from_metadata({"lock_num": 2, "lock_init_value": 9}, "k").lock_init_value == 9
+    assert lp.plan_from_metadata({"lock_num": 2, "lock_init_val": 9, "lock_init_value": 9}, "k").lock_init_value == 9
+    with pytest.raises(ValueError, match="disagree"):
+        lp.plan_from_metadata({"lock_num": 2, "lock_init_val": 1, "lock_init_value": 2}, "k")
+
+
+@pytest.mark.parametrize(
+    "field,value,words",
+    [
+        ("workspace_size", -1, "negative"),
+        ("lock_num", -3, "negative"),
+        ("workspace_size", True, "bool"),
+        ("lock_num", 2.0, "float"),
+        ("lock_init_val", "7", "str"),
+        ("workspace_size", 1 << 63, "overflows int64"),
+        ("lock_init_val", -(1 << 63) - 1, "below"),
+        ("sync_block_lock_layout", 1 << 64, "overflows int64"),
+        ("auto_tile_and_bind_subblock", 2, "not a boolean"),
+        ("force_simt_only", "yes", "not a boolean"),
+        ("mix_mode", 3, "not a string"),
+    ],
+)
+def test_bad_values_name_kernel_field_and_value(field, value, words):
+    with pytest.raises(ValueError) as info:
+        lp.plan_from_metadata({field: value, "lock_num": 1} if field != "lock_num" else {field: value}, kernel="triton_k")
+    text = str(info.value)
+    assert "triton_k" in text and field in text and (repr(value) in text or str(value) in text)
+    assert words in text
+
+
+def test_int64_extremes_accepted():
+    for v in (lp.INT64_MIN, lp.INT64_MAX, 0, -1):
+        assert lp.plan_from_metadata({"lock_num": 1, "lock_init_val": v}, "k").lock_init_value == v
+
+
+def test_lock_num_2pow32_is_packed_never_32GiB():
+    plan = lp.plan_from_metadata({"lock_num": 1 << 32}, "k")
+    assert plan.lock_layout == "packed" and (plan.ordered_locks, plan.unordered_locks) == (0, 1)
+    assert plan.legacy_slots == 0
+    assert plan.lock_bytes(4) == (1 + 2 * 4) * 64  # not 32 GiB
+    assert "cannot be a slot count" in plan.describe() and "packed" in plan.describe()
+    plan = lp.plan_from_metadata({"lock_num": (3 << 32) | 5}, "k")
+    assert (plan.ordered_locks, plan.unordered_locks) == (5, 3)
+
+
+def test_packed_layout_and_mix_factor():
+    layout = (1 << 32) | 2
+    base = {"sync_block_lock_layout": layout, "lock_init_val": 4}
+    plan = lp.plan_from_metadata(dict(base, mix_mode="mix", auto_tile_and_bind_subblock=True), "k")
+    assert (plan.ordered_locks, plan.unordered_locks, plan.participant_factor) == (2, 1, 2)
+    assert plan.lock_slots(48) == 2 * 8 + (1 + 2 * 96) * 8
+    assert plan.lock_values(48) == [0, 4, 96]
+    for md in (dict(base, mix_mode="mix"), dict(base, mix_mode="aiv", auto_tile_and_bind_subblock=True),
+               dict(base, mix_mode="aic", auto_tile_and_bind_subblock=True), base):
+        assert lp.plan_from_metadata(md, "k").participant_factor == 1
+    # triton-ascend compares case-insensitively, ignoring underscores
+    assert lp.plan_from_metadata(dict(base, mix_mode="_MIX", auto_tile_and_bind_subblock=True), "k").participant_factor == 2
+    with pytest.raises(ValueError, match="mix_mode='cube_vector'"):
+        lp.plan_from_metadata(dict(base, mix_mode="cube_vector", auto_tile_and_bind_subblock=True), "k")
+    # no unordered locks: the mix mode does not matter
+    assert lp.plan_from_metadata({"lock_num": 2, "mix_mode": "weird", "auto_tile_and_bind_subblock": True}, "k")
+
+
+def test_upstream_post11_marker_lock_num_equals_layout():
+    layout = (1 << 32) | 2
+    plan = lp.plan_from_metadata({"sync_block_lock_layout": layout, "lock_num": layout}, "k")
+    assert plan.lock_layout == "packed"
+    with pytest.raises(ValueError, match="conflict"):
+        lp.plan_from_metadata({"sync_block_lock_layout": layout, "lock_num": 7}, "k")
+
+
+def test_simt_only_needs_nothing():
+    plan = lp.plan_from_metadata({"force_simt_only": True, "workspace_size": 64, "lock_num": 4}, "k")
+    assert plan.simt_only and not plan.needs_resources and plan.lock_bytes(8) == 0
+    assert "SIMT-only" in plan.describe()
+
+
+def test_plan_is_frozen_plain_and_round_trips():
+    for s in SAMPLES:
+        plan = lp.plan_from_metadata(s.metadata, kernel=s.kernel)
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            plan.kernel = "x"
+        d = plan.to_dict()
+        assert json.loads(json.dumps(d)) == d
+        assert all(type(v) in (int, str, bool) for v in d.values())
+        assert lp.SyncPlan.from_dict(d) == plan
+        assert lp.plan_from_params({lp.PARAMS_KEY: d}, "ignored") == plan
+    with pytest.raises(ValueError, match="unknown fields"):
+        lp.SyncPlan.from_dict({"kernel": "k", "bogus": 1})
+    with pytest.raises(ValueError, match="lock_layout"):
+        lp.SyncPlan(kernel="k", lock_layout="legacy")
+
+
+def test_plan_from_raw_params_without_stored_plan():
+    params = {"workspace_size": 16, "lock_num": 2, "lock_init_val": 3, "mix_mode": "aiv", "force_simt_only": False}
+    plan = lp.plan_from_params(params, "k")
+    assert (plan.workspace_per_block, plan.legacy_slots, plan.lock_init_value) == (16, 2, 3)
+
+
+@given(
+    workspace=st.integers(0, lp.INT64_MAX),
+    lock_num=st.integers(0, lp.INT64_MAX),
+    init=st.integers(lp.INT64_MIN, lp.INT64_MAX),
+    mix=st.sampled_from(["aiv", "aic", "mix", ""]),
+    tile=st.booleans(),
+)
+def test_any_valid_int64_metadata_gives_a_consistent_plan(workspace, lock_num, init, mix, tile):
+    plan = lp.plan_from_metadata(
+        {"workspace_size": workspace, "lock_num": lock_num, "lock_init_val": init, "mix_mode": mix,
+         "auto_tile_and_bind_subblock": tile}, "k")
+    assert lp.SyncPlan.from_dict(plan.to_dict()) == plan
+    if lock_num >= 1 << 32:
+        assert plan.lock_layout == "packed" and plan.legacy_slots == 0
+    else:
+        assert plan.legacy_slots == lock_num
+    # DOMAIN.md section 3, derived here independently: one 64-byte line per
+    # ordered lock, (1 + 2P) * 8 int64 per unordered lock, P = blocks x factor.
+    factor = 2 if (mix == "mix" and tile) else 1
+    if lock_num >= 1 << 32:
+        p = 1 * factor
+        expected = (lock_num & 0xFFFFFFFF) * 64 + (lock_num >> 32) * (1 + 2 * p) * 8 * 8
+    else:
+        expected = lock_num * 8
+    assert plan.lock_bytes(1) == expected

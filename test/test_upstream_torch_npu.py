@@ -1,0 +1,251 @@
+"""The two patches against the REAL torch_npu Inductor code of released wheels.
+
+Each version runs ``test/upstream_harness.py`` in its own interpreter (the
+stand-ins replace ``torch_npu``): the real ``NPUCachingAutotuner.save_gpu_kernel``
+saves every sample kernel, the real ``DeferredNpuTritonCallWrapper`` /
+``CppWrapperNpu`` render its launcher, before and after ``patchset.apply()``.
+The patched launchers are then compiled against the host ACL simulation and
+run with the probe kernel.
+
+Wheels are cached in ~/.cache/torch-npu-inductor-patches/wheels (downloaded
+with pip on first use). A version that cannot be had fails the test with the
+reason; only an unreachable package index skips, and says so.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from torch_npu._inductor.patchset import launch_codegen as lc
+from torch_npu._inductor.patchset import launcher_cli, sim_build
+from torch_npu._inductor.patchset.launch_plan import plan_from_metadata
+from torch_npu._inductor.patchset.sample_kernels import SAMPLES
+
+HARNESS = Path(__file__).with_name("upstream_harness.py")
+NO_FIX, FIXED, LEGACY = "2.7.1.post10", "2.7.1.post11", "2.7.1.post6"
+_cache: dict = {}
+
+
+def needs_torch_271() -> None:
+    import torch
+
+    if not torch.__version__.startswith("2.7."):
+        pytest.skip(f"torch_npu 2.7.1.* wheels run on torch 2.7.1 only; this interpreter has torch {torch.__version__}")
+
+
+def harness(version: str, tmp_path_factory) -> dict:
+    needs_torch_271()
+    if version not in _cache:
+        out = tmp_path_factory.mktemp("upstream") / f"{version}.json"
+        env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0")
+        proc = subprocess.run([sys.executable, str(HARNESS), version, str(out)], capture_output=True, text=True,
+                              timeout=900, env=env)
+        if not out.exists():
+            pytest.fail(f"harness for torch-npu=={version} crashed (exit {proc.returncode}):\n{proc.stderr[-4000:]}")
+        _cache[version] = json.loads(out.read_text())
+    data = _cache[version]
+    if not data.get("loaded"):
+        if data.get("index_unreachable"):
+            pytest.skip(f"package index unreachable, torch-npu=={version} not cached: {data['error']}")
+        pytest.fail(f"torch-npu=={version} could not be loaded: {data.get('error')}")
+    if data.get("error"):
+        pytest.fail(f"torch-npu=={version}: {data['error']}")
+    return data
+
+
+def rows(data):
+    return {r["id"]: r for r in data["status"]}
+
+
+def sample_site(s) -> lc.LaunchSite:
+    # The stand-in device is an Ascend 910B (not 950): torch_npu ignores force_simt_only there.
+    return lc.LaunchSite(block_clamp=s.block_clamp, has_ffts=s.has_ffts, simt_only=False)
+
+
+PREAMBLE = r"""
+#include <optional>
+#include <string>
+#pragma GCC diagnostic ignored "-Wunused-variable"
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+#pragma GCC diagnostic ignored "-Wunused-but-set-variable"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+// Stand-ins for torch_npu's cpp_wrapper runtime: loadKernel hands out the probe
+// kernel; launchKernel runs the lambda at once (torch_npu may queue it).
+static aclrtFuncHandle g_probe = nullptr;
+static void* loadKernel(const char*, const char*, const char*, int, const std::optional<std::string>&) { return g_probe; }
+template <typename F> static void launchKernel(F f, const char* name) {
+  aclError rc = f();
+  if (rc != ACL_SUCCESS) { std::fprintf(stderr, "%s: launch returned %d\n", name, rc); std::exit(5); }
+}
+struct FakeTensor { void* p; void* data_ptr() const { return p; } };
+"""
+
+
+def run_rendered(version: str, s, entry: dict) -> dict:
+    """Compile the launcher torch_npu rendered (patched) with the probe kernel; run it twice."""
+    plan = plan_from_metadata(s.metadata, kernel=f"{s.kernel}_patched")
+    site = sample_site(s)
+    args = lc.args_from_signature("*fp32,*fp32,i32")  # the harness kernel's own arguments
+    grid = (math.prod(s.grid), 1, 1)  # Grid1D, XBLOCK=64: xnumel = 64 * grid_0
+    call = (f"g_probe = kernel_handle; call_{s.kernel}_patched(FakeTensor{{buf_in_ptr0}}, FakeTensor{{buf_in_ptr1}}, "
+            f"static_cast<int64_t>({64 * grid[0]}), stream);")
+    src = launcher_cli.harness_source(plan, site, args, grid, launcher_cpp=PREAMBLE + entry["cpp"], call=call)
+    exe = sim_build.compile_program(src, f"upstream-{version}-{s.key}")
+    return launcher_cli.judge(plan, site, grid, launcher_cli.run_program(exe))
+
+
+# ---- 2.7.1.post10: no upstream fix (NULL pointers) ------------------------------------------
+def test_post10_status_applied(tmp_path_factory):
+    data = harness(NO_FIX, tmp_path_factory)
+    r = rows(data)
+    assert data["layout"] == "cpp_wrapper_npu" and not data["import_errors"]
+    assert r["kernel-sync-metadata"]["state"] == "applied", r
+    assert r["cpp-wrapper-sync-resources"]["state"] == "applied", r
+    assert "NULL" in r["cpp-wrapper-sync-resources"]["note"]
+
+
+def test_post10_unpatched_passes_null(tmp_path_factory):
+    data = harness(NO_FIX, tmp_path_factory)
+    up = data["upstream"]["both"]
+    assert "error" not in up, up.get("traceback")
+    assert up["params_plan"] is None and "workspace_size" not in up["params_raw"]
+    assert "void* workspace_addr = NULL;" in up["cpp"] and "void* sync_block_lock = NULL;" in up["cpp"]
+    assert "acquire_launch_resources" not in up["cpp"]
+
+
+@pytest.mark.parametrize("version", [NO_FIX, FIXED])
+@pytest.mark.parametrize("s", SAMPLES, ids=[s.key for s in SAMPLES])
+def test_patched_params_and_cpp(version, s, tmp_path_factory):
+    data = harness(version, tmp_path_factory)
+    entry = data["patched"][s.key]
+    assert "error" not in entry, entry.get("traceback")
+    plan = plan_from_metadata(s.metadata, kernel=f"{s.kernel}_patched")
+    assert entry["params_plan"] == plan.to_dict()
+    cpp = entry["cpp"]
+    assert "NULL;" not in cpp.replace("ffts_addr = NULL;", "")
+    assert "allocate_workspace" not in cpp and "aclrtMemcpy(" not in cpp and "std::vector<int64_t>" not in cpp
+    assert cpp.count("acquire_launch_resources(") == (1 if plan.needs_resources else 0)
+    assert lc.MARKER in cpp
+    assert ("ffts_addr" in cpp) == s.has_ffts
+    if s.block_clamp and plan.needs_resources:
+        assert f"static_cast<uint32_t>({data['num_vector_core']})" in cpp
+    assert f'#include "{Path(sim_build.CSRC, lc.HELPER_HEADER)}"' in entry["include"]
+
+
+@pytest.mark.parametrize("version", [NO_FIX, FIXED])
+@pytest.mark.parametrize("s", SAMPLES, ids=[s.key for s in SAMPLES])
+def test_patched_launcher_runs_in_simulation(version, s, tmp_path_factory):
+    data = harness(version, tmp_path_factory)
+    result = run_rendered(version, s, data["patched"][s.key])
+    assert result["ok"], result
+    plan = plan_from_metadata(s.metadata, kernel=s.kernel)
+    for launch in result["launches"]:
+        assert launch["allocator_calls"] == (1 if plan.needs_resources else 0)
+        assert launch["sync_copies"] == 0 and not launch["regions_overlap"]
+
+
+@pytest.mark.parametrize("version", [NO_FIX, FIXED])
+def test_second_apply_changes_nothing(version, tmp_path_factory):
+    data = harness(version, tmp_path_factory)
+    assert data["changed_by_second_apply"] == []
+    again = rows({"status": data["status_again"]})
+    assert again["cpp-wrapper-sync-resources"]["state"] == "applied"
+    assert again["cpp-wrapper-sync-resources"]["note"] == "already applied"
+
+
+# ---- 2.7.1.post11: upstream's fix (two allocate_workspace + blocking aclrtMemcpy) ---------------
+def test_post11_status_says_it_replaced_upstream_allocation(tmp_path_factory):
+    data = harness(FIXED, tmp_path_factory)
+    r = rows(data)
+    assert r["kernel-sync-metadata"]["state"] == "applied"
+    assert "raw fields" in r["kernel-sync-metadata"]["note"]
+    assert r["cpp-wrapper-sync-resources"]["state"] == "applied"
+    assert "replaced upstream's allocation" in r["cpp-wrapper-sync-resources"]["note"]
+
+
+def test_post11_unpatched_has_the_double_allocation(tmp_path_factory):
+    data = harness(FIXED, tmp_path_factory)
+    up = data["upstream"]["both"]
+    assert "error" not in up, up.get("traceback")
+    assert up["params_raw"]["workspace_size"] == 1024 and up["params_raw"]["lock_num"] == 4
+    assert up["cpp"].count("at_npu::native::allocate_workspace(") == 2
+    assert "aclrtMemcpy(" in up["cpp"]
+    packed = data["upstream"]["packed-mix"]["cpp"]
+    assert "sync_block_lock_participant_factor =\n            2;" in packed or "participant_factor" in packed
+
+
+# ---- 2.7.1.post6: older layout, no cpp_wrapper_npu.py ----------------------------------------
+def test_post6_truthful_not_applied_and_unchanged(tmp_path_factory):
+    data = harness(LEGACY, tmp_path_factory)
+    assert data["layout"] == "legacy"
+    assert not data.get("legacy_import_errors"), data.get("legacy_import_errors")
+    r = rows(data)
+    assert r["cpp-wrapper-sync-resources"]["state"] == "target-missing"
+    assert "cpp_wrapper_npu not found" in r["cpp-wrapper-sync-resources"]["reason"]
+    assert r["kernel-sync-metadata"]["state"] == "target-missing"
+    assert "triton_heuristics not found" in r["kernel-sync-metadata"]["reason"]
+    assert data["changed"] == []
+
+
+def test_status_against_wheel_reports_versions():
+    from torch_npu._inductor.patchset import upstream_wheels
+
+    needs_torch_271()
+    data = upstream_wheels.status_in_subprocess(FIXED)
+    if not data["ok"] and data.get("index_unreachable"):
+        pytest.skip(f"package index unreachable: {data['error']}")
+    assert data["ok"], data
+    r = {p["id"]: p for p in data["patches"]}
+    assert r["cpp-wrapper-sync-resources"]["state"] == "applied"
+    assert "replaced upstream's allocation" in r["cpp-wrapper-sync-resources"]["note"]
+    assert any("torch_npu (package object" in s for s in data["stand_ins"])
+    missing = upstream_wheels.status_in_subprocess("2.7.1.post999", timeout=300)
+    assert not missing["ok"] and "2.7.1.post999" in missing["error"]
+
+
+# ---- unknown shapes are refused without touching anything (no wheel needed) -------------------
+def _fake_cpp_wrapper_module(args_decl_src: str):
+    import types
+
+    ns: dict = {}
+    exec(args_decl_src, ns)  # defines generate_args_decl; inspect cannot read exec'd source -> unknown
+
+    class CppWrapperNpu:
+        generate_args_decl = ns["generate_args_decl"]
+
+        @staticmethod
+        def get_device_include_path(device):
+            return ""
+
+    class DeferredNpuTritonCallWrapper:
+        def generate_launch_kernel(self, prefix, wrapper, kernel_var_name, params):
+            pass
+
+    mod = types.ModuleType("fake_cpp_wrapper_npu")
+    mod.CppWrapperNpu, mod.DeferredNpuTritonCallWrapper = CppWrapperNpu, DeferredNpuTritonCallWrapper
+    return mod
+
+
+@pytest.mark.parametrize(
+    "src,words",
+    [
+        ("def generate_args_decl(self, code, call_args, arg_types):\n    return ''\n", "is not (code, call_args"),
+        ("def generate_args_decl(self, code, call_args, arg_types, arg_signatures, is_triton_kernel=True,"
+         " force_simt_only=False):\n    return ''\n", "source"),
+    ],
+)
+def test_unknown_shape_is_unrecognised(src, words):
+    from torch_npu._inductor.patchset._patching import UNRECOGNISED
+    from torch_npu._inductor.patchset.fixes import cpp_wrapper_sync_resources as fix
+
+    mod = _fake_cpp_wrapper_module(src)
+    before = dict(vars(mod.CppWrapperNpu))
+    verdict = fix.probe({fix.MODULE: mod})
+    assert verdict.verdict == UNRECOGNISED and words in verdict.reason
+    assert dict(vars(mod.CppWrapperNpu)) == before

@@ -1,0 +1,195 @@
+"""Drive a released torch_npu wheel's REAL Inductor code, before and after the patch set.
+
+Run in a fresh interpreter per version (the stand-ins replace ``torch_npu``):
+
+    python test/upstream_harness.py 2.7.1.post10 OUT.json
+
+It loads the wheel's ``torch_npu/_inductor`` Python files
+(``torch_npu._inductor.patchset.upstream_wheels``), then for every sample
+kernel (``sample_kernels.SAMPLES``):
+
+1. builds an ``NPUCachingAutotuner`` (its real class, attributes set as its
+   constructor would for one config) and a fake launcher whose
+   ``bin.metadata`` is a namedtuple carrying exactly the fields triton-ascend
+   reports for that kernel, and calls the real ``save_gpu_kernel``;
+2. renders the kernel's launcher with the real ``DeferredNpuTritonCallWrapper``
+   and ``CppWrapperNpu`` code (a ``CppWrapperNpu`` object with the attributes
+   that code reads; torch_npu's real NPU device-op overrides);
+
+once with the wheel as shipped, then again after ``patchset.apply()``. The
+JSON written to OUT has the status rows, the saved params' plan and both
+renderings. For a wheel without ``codegen/cpp_wrapper_npu.py`` it instead
+records whether applying changed any attribute of the wheel's modules.
+"""
+from __future__ import annotations
+
+import collections
+import json
+import os
+import sys
+import tempfile
+import types
+
+VERSION = sys.argv[1]
+OUT = sys.argv[2]
+os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="upstream-harness-inductor-"))
+
+from torch_npu._inductor.patchset import upstream_wheels as uw  # noqa: E402
+
+result: dict = {"version": VERSION}
+
+
+def snapshot(modules) -> dict:
+    """Identity of every class attribute and module global, to prove nothing changed."""
+    snap = {}
+    for mod in modules:
+        for name, value in list(vars(mod).items()):
+            snap[f"{mod.__name__}.{name}"] = id(value)
+            if isinstance(value, type) and value.__module__ == mod.__name__:
+                for attr, v in list(vars(value).items()):
+                    snap[f"{mod.__name__}.{name}.{attr}"] = id(v)
+    return snap
+
+
+def finish(code: int = 0) -> None:
+    with open(OUT, "w") as f:
+        json.dump(result, f, indent=1, default=str)
+    sys.exit(code)
+
+
+try:
+    loaded = uw.load(VERSION)
+except uw.WheelUnavailable as exc:
+    result.update(loaded=False, error=str(exc), index_unreachable=exc.index_unreachable)
+    finish()
+result.update(loaded=True, layout=loaded["layout"], import_errors=loaded["import_errors"])
+
+import importlib  # noqa: E402
+
+import torch  # noqa: E402
+import torch_npu._inductor.patchset as patchset  # noqa: E402
+from torch_npu._inductor.patchset.sample_kernels import SAMPLES  # noqa: E402
+
+if loaded["layout"] != "cpp_wrapper_npu":
+    legacy = []
+    for name in ("torch_npu._inductor.codegen.cpp_wrapper", "torch_npu._inductor.npu_triton_heuristics",
+                 "torch_npu._inductor.codegen.wrapper"):
+        try:
+            legacy.append(importlib.import_module(name))
+        except Exception as exc:  # recorded: the test shows it
+            result.setdefault("legacy_import_errors", {})[name] = f"{type(exc).__name__}: {exc}"
+    result["legacy_modules"] = [m.__name__ for m in legacy]
+    before = snapshot(legacy)
+    rows = patchset.apply()
+    after = snapshot(legacy)
+    result["status"] = [r.to_json() for r in rows]
+    result["changed"] = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
+    finish()
+
+heur = loaded["modules"]["torch_npu._inductor.runtime.triton_heuristics"]
+cw = loaded["modules"]["torch_npu._inductor.codegen.cpp_wrapper_npu"]
+if heur is None or cw is None:
+    result["error"] = f"target modules did not import: {loaded['import_errors']}"
+    finish()
+importlib.import_module("torch_npu._inductor.codegen.npu.device_op_overrides")  # registers the real "npu" overrides
+
+from torch._inductor.codecache import CudaKernelParamCache  # noqa: E402
+from torch._inductor.codegen.common import get_device_op_overrides  # noqa: E402
+from torch._inductor.utils import IndentedBuffer  # noqa: E402
+from torch._inductor.virtualized import V  # noqa: E402
+
+SIGNATURE = {"in_ptr0": "*fp32", "out_ptr0": "*fp32", "xnumel": "i32"}
+ARG_TYPES = [torch.float32, torch.float32, int]
+XBLOCK = 64
+
+
+def metadata_for(sample) -> object:
+    """A namedtuple like triton-ascend's CompiledKernel.metadata, with only the fields it has."""
+    fields = dict(sample.metadata)
+    fields.setdefault("shared", 1)
+    fields.setdefault("num_warps", 1)
+    Meta = collections.namedtuple("KernelMetadata", sorted(fields))
+    return Meta(**{k: fields[k] for k in sorted(fields)})
+
+
+def kernel_name(sample, tag) -> str:
+    return f"{sample.kernel}_{tag}"
+
+
+def save(sample, tag) -> dict:
+    name = kernel_name(sample, tag)
+    tuner = heur.NPUCachingAutotuner.__new__(heur.NPUCachingAutotuner)
+    tuner.inductor_meta = {"kernel_name": name, "grid_type": "Grid1D"}
+    tuner.triton_meta = {"signature": dict(SIGNATURE), "constants": {}, "device": 0}
+    tuner.runtime_block_arg_names = ()
+    tuner.best_runtime_blocks = ()
+    tuner.cuda_kernel_saved = False
+    launcher = types.SimpleNamespace(
+        bin=types.SimpleNamespace(metadata=metadata_for(sample), asm={"npubin": b"\x7fNPU-stand-in-binary"},
+                                  num_warps=1, shared=1),
+        config=heur.Config({"XBLOCK": XBLOCK}, num_warps=1, num_stages=1),
+        def_args=list(SIGNATURE),
+        call_args=list(SIGNATURE),
+    )
+    tuner.save_gpu_kernel(0, launcher)
+    return CudaKernelParamCache.get(name)
+
+
+class FakeGraph:
+    aot_mode = False
+    is_const_graph = False
+
+    def __init__(self):
+        self.wrapper_code = types.SimpleNamespace(additional_files=[])
+
+
+def render(sample, tag) -> dict:
+    name = kernel_name(sample, tag)
+    uw.TRITON_ASCEND["ffts"] = sample.has_ffts
+    uw.TRITON_ASCEND["auto_blockify"] = sample.block_clamp is not None
+    wrapper = cw.CppWrapperNpu.__new__(cw.CppWrapperNpu)
+    wrapper.device = "npu"
+    wrapper.device_codegen = get_device_op_overrides("npu")
+    wrapper.prefix = IndentedBuffer()
+    wrapper.arg_var_id = __import__("itertools").count()
+    deferred = cw.DeferredNpuTritonCallWrapper(f"call_{name}", name, list(ARG_TYPES), 0)
+    with V.set_graph_handler(FakeGraph()):
+        deferred.generate(wrapper)
+        include = cw.CppWrapperNpu.get_device_include_path("npu")
+    return {"cpp": wrapper.prefix.getvalue(), "include": include}
+
+
+def run_all(tag) -> dict:
+    out = {}
+    for s in SAMPLES:
+        entry = {}
+        try:
+            params = save(s, tag)
+            entry["params_plan"] = params.get("npu_sync_plan")
+            entry["params_raw"] = {k: params.get(k) for k in ("workspace_size", "lock_num", "lock_init_val",
+                                                               "sync_block_lock_layout", "mix_mode",
+                                                               "auto_tile_and_bind_subblock") if k in params}
+            entry.update(render(s, tag))
+        except Exception as exc:
+            import traceback
+
+            entry["error"] = f"{type(exc).__name__}: {exc}"
+            entry["traceback"] = traceback.format_exc()[-3000:]
+        out[s.key] = entry
+    return out
+
+
+result["upstream"] = run_all("upstream")
+rows = patchset.apply()
+result["status"] = [r.to_json() for r in rows]
+result["patched"] = run_all("patched")
+# Idempotence: a second apply from a clean applier state changes nothing.
+from torch_npu._inductor.patchset import _applier  # noqa: E402
+
+before = snapshot([heur, cw])
+_applier._reset_for_tests()
+result["status_again"] = [r.to_json() for r in _applier.apply(import_targets=True)]
+result["changed_by_second_apply"] = sorted(k for k, v in snapshot([heur, cw]).items() if before.get(k) != v)
+result["stand_ins"] = sorted(set(uw.STAND_INS))
+result["num_vector_core"] = cw.npu_config.num_vector_core
+finish()

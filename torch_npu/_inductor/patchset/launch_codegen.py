@@ -1,0 +1,272 @@
+"""From a :class:`~.launch_plan.SyncPlan` to the C++ of a Triton launch lambda.
+
+Pure Python, no torch import. Two levels:
+
+* :func:`resource_lines` declares the two pointers the kernel's packed
+  argument struct needs, ``sync_block_lock`` and ``workspace_addr``, from ONE
+  call of ``torch_npu_patchset::acquire_launch_resources`` (the runtime helper
+  in ``csrc/npu_launch_resources.h``), or as ``nullptr`` when the kernel needs
+  neither (no helper call at all). SIMT-only kernels get no lines: their
+  struct has no such fields. The torch_npu hook splices exactly these lines
+  into the launch lambda that torch_npu's C++ wrapper generates.
+* :func:`args_decl_lines`, :func:`launch_lines` and :func:`launcher_source`
+  write a whole launcher in the shape torch_npu's wrapper uses (DOMAIN.md
+  section 2): ``ffts_addr`` when the target has FFTS, then the two sync
+  pointers, the kernel's own arguments, ``grid_0..2``. The ``launcher``
+  command, the golden tests and the simulation harness use them.
+
+The grid and the launch block count come from the wrapper's variables
+(``grid_0``, ``grid_1``, ``grid_2``; the block count is their product, clamped
+to the vector-core count when auto-blockify is on, as torch_npu computes its
+``block_num``), and the stream from ``stream_``.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Iterable, Sequence
+
+from .launch_plan import INT64_MIN, LAYOUT_LEGACY, LAYOUT_PACKED, SyncPlan
+
+HELPER_HEADER = "npu_launch_resources.h"
+HELPER_NAMESPACE = "torch_npu_patchset"
+#: Marker in the emitted comment; tests and the hook look for it.
+MARKER = "npu-sync-resources"
+
+
+@dataclasses.dataclass(frozen=True)
+class LaunchSite:
+    """The generated wrapper's names and the launch facts known at codegen time."""
+
+    stream: str = "stream_"
+    grid: tuple[str, str, str] = ("grid_0", "grid_1", "grid_2")
+    block_clamp: int | None = None  # auto-blockify: clamp the block count to this many vector cores
+    has_ffts: bool = False
+    simt_only: bool | None = None  # None: the plan's; torch_npu honours it on Ascend 950 only
+    prefix: str = "npu_sync_"  # of every local variable the resource lines declare
+
+    def simt(self, plan: SyncPlan) -> bool:
+        return plan.simt_only if self.simt_only is None else self.simt_only
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelArg:
+    """One of the kernel's own fields in the packed argument struct."""
+
+    name: str  # struct field and local variable
+    ctype: str  # C++ type
+    align: int  # field alignment in bytes
+    value: str  # C++ expression the local variable is initialised with
+
+    @property
+    def size(self) -> int:
+        return _SIZES[self.ctype]
+
+
+_SIZES = {
+    "void*": 8, "int8_t": 1, "uint8_t": 1, "int16_t": 2, "uint16_t": 2, "int32_t": 4,
+    "uint32_t": 4, "int64_t": 8, "uint64_t": 8, "float": 4, "double": 8,
+}
+# Triton signature type -> (C++ type in the struct, alignment), as torch_npu's
+# wrapper lays them out (half types travel as float).
+_SIGNATURE_TYPES = {
+    "i1": ("int32_t", 4), "i8": ("int8_t", 1), "i16": ("int16_t", 2), "i32": ("int32_t", 4),
+    "i64": ("int64_t", 8), "u1": ("uint32_t", 4), "u8": ("uint8_t", 1), "u16": ("uint16_t", 2),
+    "u32": ("uint32_t", 4), "u64": ("uint64_t", 8), "fp16": ("float", 4), "bf16": ("float", 4),
+    "fp32": ("float", 4), "f32": ("float", 4), "fp64": ("double", 8),
+}
+
+
+def args_from_signature(signature: str | Sequence[str]) -> list[KernelArg]:
+    """Kernel arguments for a Triton signature such as ``'*fp32,*fp32,i32'``.
+
+    Field ``var_N`` of a pointer is initialised from parameter ``in_ptrN``, of
+    a scalar from ``argN``. Used by the ``launcher`` command and the tests.
+    """
+    items = [s.strip() for s in signature.split(",")] if isinstance(signature, str) else list(signature)
+    out = []
+    for i, ty in enumerate(t for t in items if t):
+        if ty.startswith("*"):
+            out.append(KernelArg(f"var_{i}", "void*", 8, f"in_ptr{i}"))
+        elif ty in _SIGNATURE_TYPES:
+            ctype, align = _SIGNATURE_TYPES[ty]
+            out.append(KernelArg(f"var_{i}", ctype, align, f"arg{i}"))
+        else:
+            raise ValueError(f"unknown Triton signature type {ty!r} (known: '*<type>', {', '.join(_SIGNATURE_TYPES)})")
+    return out
+
+
+def own_args_bytes(kernel_args: Iterable[KernelArg]) -> int:
+    """Bytes from the end of the sync fields to ``grid_0`` (padding included)."""
+    offset = 0
+    for a in kernel_args:
+        offset = -(-offset // a.align) * a.align + a.size
+    return -(-offset // 4) * 4  # grid_0 is 4-byte aligned
+
+
+def c_string(text: str) -> str:
+    out = []
+    for ch in text:
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif 32 <= ord(ch) < 127:
+            out.append(ch)
+        else:
+            out.append("".join(f"\\{b:03o}" for b in ch.encode()))
+    return '"' + "".join(out) + '"'
+
+
+def int64_literal(value: int) -> str:
+    return "INT64_MIN" if value == INT64_MIN else f"INT64_C({value})"
+
+
+def _comment(plan: SyncPlan, site: LaunchSite) -> list[str]:
+    what = []
+    if plan.needs_locks:
+        if plan.lock_layout == LAYOUT_LEGACY:
+            what.append(f"{plan.legacy_slots} int64 lock slots = {plan.lock_init_value}")
+        else:
+            if plan.ordered_locks:
+                what.append(f"{plan.ordered_locks} ordered lock(s) = {plan.lock_init_value}")
+            if plan.unordered_locks:
+                p = "2 x blocks" if plan.participant_factor == 2 else "blocks"
+                what.append(f"{plan.unordered_locks} unordered lock(s) [P = {p}, then zeros]")
+    if plan.needs_workspace:
+        what.append(f"{plan.workspace_per_block} B workspace per block x grid")
+    return [
+        f"// {MARKER}: {' + '.join(what)}.",
+        "// One workspace-allocator request per launch, carved into disjoint aligned regions;",
+        f"// locks initialised on {site.stream} before the kernel. Held until the launch is issued.",
+    ]
+
+
+def resource_lines(plan: SyncPlan, site: LaunchSite = LaunchSite()) -> list[str]:
+    """Lines declaring ``sync_block_lock`` and ``workspace_addr`` (none for SIMT-only)."""
+    if site.simt(plan):
+        return []
+    if not plan.needs_resources:
+        return [
+            f"// {MARKER}: this kernel needs no workspace and no sync locks.",
+            "void* sync_block_lock = nullptr;",
+            "void* workspace_addr = nullptr;",
+        ]
+    p = site.prefix
+    g0, g1, g2 = site.grid
+    lines = _comment(plan, site)
+    lines.append(f"uint32_t {p}block_num = {g0} * {g1} * {g2};")
+    if site.block_clamp is not None:
+        lines.append(f"{p}block_num = std::min({p}block_num, static_cast<uint32_t>({int(site.block_clamp)}));")
+    lines.append(f"{HELPER_NAMESPACE}::LockLayout {p}locks;")
+    if plan.lock_layout == LAYOUT_LEGACY:
+        lines.append(f"{p}locks.legacy_slots = UINT64_C({plan.legacy_slots});")
+    elif plan.lock_layout == LAYOUT_PACKED:
+        if plan.ordered_locks:
+            lines.append(f"{p}locks.ordered = {plan.ordered_locks}u;")
+        if plan.unordered_locks:
+            lines.append(f"{p}locks.unordered = {plan.unordered_locks}u;")
+        if plan.participant_factor != 1:
+            lines.append(f"{p}locks.participant_factor = {plan.participant_factor}u;")
+    if plan.needs_locks and plan.lock_init_value != 0:
+        lines.append(f"{p}locks.init_value = {int64_literal(plan.lock_init_value)};")
+    workspace = plan.workspace_per_block if plan.needs_workspace else 0
+    lines += [
+        f"auto {p}resources = {HELPER_NAMESPACE}::acquire_launch_resources(",
+        f"    {c_string(plan.kernel)}, {site.stream}, {g0}, {g1}, {g2}, {p}block_num,",
+        f"    UINT64_C({workspace}), {p}locks);",
+        f"void* sync_block_lock = {p}resources.locks();",
+        f"void* workspace_addr = {p}resources.workspace();",
+    ]
+    return lines
+
+
+def args_decl_lines(plan: SyncPlan, site: LaunchSite, kernel_args: Sequence[KernelArg]) -> list[str]:
+    """``aclError ret;``, ``ffts_addr``, the sync pointers and the packed struct."""
+    simt = site.simt(plan)
+    lines = ["aclError ret = ACL_SUCCESS;"]
+    if site.has_ffts:
+        lines += [
+            "void* ffts_addr = nullptr;",
+            "ret = aclrtGetHardwareSyncAddr(&ffts_addr);",
+            "if (ret != ACL_SUCCESS) {",
+            '    throw std::runtime_error(std::string("aclrtGetHardwareSyncAddr failed, error ") + std::to_string(ret));',
+            "}",
+        ]
+    lines += resource_lines(plan, site)
+    for a in kernel_args:
+        lines.append(f"{a.ctype} {a.name} = {a.value};")
+    fields: list[tuple[str, str, int, str]] = []
+    if site.has_ffts:
+        fields.append(("void*", "ffts_addr", 8, "static_cast<void*>(ffts_addr)"))
+    if not simt:
+        fields.append(("void*", "sync_block_lock", 8, "sync_block_lock"))
+        fields.append(("void*", "workspace_addr", 8, "workspace_addr"))
+    fields += [(a.ctype, a.name, a.align, f"static_cast<{a.ctype}>({a.name})") for a in kernel_args]
+    fields += [("int32_t", g, 4, f"static_cast<int32_t>({g})") for g in site.grid]
+    lines.append("struct __attribute__((packed)) {")
+    lines += [f"    {t} {n} __attribute__((aligned({al})));" for t, n, al, _ in fields]
+    lines.append("} kernel_args = {")
+    lines += [f"    {v}," for *_, v in fields[:-1]] + [f"    {fields[-1][3]}"]
+    lines.append("};")
+    return lines
+
+
+def launch_lines(kernel_var: str, site: LaunchSite = LaunchSite()) -> list[str]:
+    g0, g1, g2 = site.grid
+    lines = [f"uint32_t block_num = {g0} * {g1} * {g2};"]
+    if site.block_clamp is not None:
+        lines.append(f"block_num = std::min(block_num, static_cast<uint32_t>({int(site.block_clamp)}));")
+    lines += [
+        f"ret = aclrtLaunchKernelWithHostArgs({kernel_var}, block_num, {site.stream}, nullptr,",
+        "    static_cast<void*>(&kernel_args), sizeof(kernel_args), nullptr, 0);",
+        "return ret;",
+    ]
+    return lines
+
+
+def launch_lambda_lines(
+    plan: SyncPlan, site: LaunchSite, kernel_args: Sequence[KernelArg], kernel_var: str
+) -> list[str]:
+    body = args_decl_lines(plan, site, kernel_args) + launch_lines(kernel_var, site)
+    return ["auto launch_call = [=]() -> aclError {"] + ["    " + ln for ln in body] + ["};"]
+
+
+def launcher_function_name(plan: SyncPlan) -> str:
+    return "call_" + "".join(c if c.isalnum() or c == "_" else "_" for c in plan.kernel)
+
+
+def launcher_source(
+    plan: SyncPlan,
+    site: LaunchSite,
+    kernel_args: Sequence[KernelArg],
+    kernel_var: str = "kernel_handle",
+) -> str:
+    """A self-contained launcher function (what ``launcher --emit-cpp`` prints).
+
+    ``aclError call_<kernel>(aclrtFuncHandle kernel_handle, <kernel args>,
+    uint32_t grid_0, uint32_t grid_1, uint32_t grid_2, aclrtStream stream_)``:
+    the body torch_npu's deferred wrapper writes, with the lambda run at once
+    where torch_npu would hand it to its task queue. Needs
+    ``#include "npu_launch_resources.h"`` (see :func:`includes`).
+    """
+    params = [f"aclrtFuncHandle {kernel_var}"]
+    params += [f"{a.ctype} {a.value}" for a in kernel_args]
+    params += [f"uint32_t {g}" for g in site.grid] + [f"aclrtStream {site.stream}"]
+    g0, g1, g2 = site.grid
+    out = [f"static inline aclError {launcher_function_name(plan)}("]
+    out += [f"    {p}," for p in params[:-1]] + [f"    {params[-1]}) {{"]
+    out.append(f"    if ({g0} == 0 || {g1} == 0 || {g2} == 0) return ACL_SUCCESS;")
+    out += ["    " + ln for ln in launch_lambda_lines(plan, site, kernel_args, kernel_var)]
+    out += ["    return launch_call();", "}"]
+    return "\n".join(out) + "\n"
+
+
+def includes() -> str:
+    return "\n".join(
+        [
+            "#include <acl/acl.h>",
+            "#include <algorithm>",
+            "#include <cstdint>",
+            "#include <stdexcept>",
+            "#include <string>",
+            f'#include "{HELPER_HEADER}"',
+        ]
+    ) + "\n"

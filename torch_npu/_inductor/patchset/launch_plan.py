@@ -1,0 +1,353 @@
+"""From a compiled Triton kernel's metadata to an immutable launch plan.
+
+Pure Python, no torch import. A triton-ascend kernel may need, per launch,
+
+* a **workspace**: ``workspace_size`` bytes per launched block, i.e.
+  ``workspace_size * grid_0 * grid_1 * grid_2`` bytes (DOMAIN.md section 3);
+* **sync-block locks**, in one of two layouts:
+
+  - *legacy* (triton-ascend <= 3.2): ``lock_num`` int64 slots, each holding
+    ``lock_init_val`` when the kernel starts;
+  - *packed* (triton-ascend 3.6): ``sync_block_lock_layout`` with the ordered
+    lock count in the low 32 bits and the unordered one in the high 32 bits.
+    Ordered locks take 8 int64 each, all ``lock_init_val``; unordered locks
+    take ``(1 + 2 * P) * 8`` int64 each, slot 0 = P, the rest 0, where
+    P = launch block count (after auto-blockify clamping) x the participant
+    factor (2 for a cube+vector "mix" kernel tiled automatically into
+    sub-blocks, else 1).
+
+:func:`plan_from_metadata` reads either metadata shape (a namedtuple-like
+object or a dict, which is also what torch_npu's saved params look like) and
+returns a :class:`SyncPlan`. The plan travels to the C++ wrapper inside the
+kernel's params dict under :data:`PARAMS_KEY` as a plain dict of ints, strings
+and bools (:meth:`SyncPlan.to_dict`), so it survives anything that copies or
+serialises those params.
+
+The ``mix_mode`` values are triton-ascend's (read from its 3.2.0 backend):
+``"aiv"`` = vector cores only, ``"aic"`` = cube cores only, ``"mix"`` = both;
+triton-ascend itself compares case-insensitively after stripping underscores
+and by prefix, and so do we. torch_npu 2.7.1.post11 applies the factor of 2
+for ``mix_mode == "mix"`` with ``auto_tile_and_bind_subblock`` set, which is
+the same rule.
+"""
+from __future__ import annotations
+
+import dataclasses
+import operator
+from typing import Any, Mapping
+
+#: Key of the plan (as :meth:`SyncPlan.to_dict`) in a kernel's params dict.
+PARAMS_KEY = "npu_sync_plan"
+
+INT64_MIN = -(1 << 63)
+INT64_MAX = (1 << 63) - 1
+_U32 = (1 << 32) - 1
+SLOTS_PER_CACHE_LINE = 8  # int64 slots in one 64-byte cache line
+
+LAYOUT_NONE = "none"
+LAYOUT_LEGACY = "legacy"
+LAYOUT_PACKED = "packed"
+_LAYOUTS = (LAYOUT_NONE, LAYOUT_LEGACY, LAYOUT_PACKED)
+
+# Metadata field names, canonical first.
+_INIT_NAMES = ("lock_init_val", "lock_init_value")
+_MISSING = object()
+
+
+def _field(metadata: Any, name: str) -> Any:
+    if isinstance(metadata, Mapping):
+        return metadata.get(name, _MISSING)
+    return getattr(metadata, name, _MISSING)
+
+
+def _absent(value: Any) -> bool:
+    return value is _MISSING or value is None
+
+
+def _as_int(kernel: str, name: str, value: Any, lo: int, hi: int) -> int:
+    if _absent(value):
+        return 0
+    if isinstance(value, bool):
+        raise ValueError(f"kernel {kernel!r}: metadata field {name}={value!r} is a bool, expected an integer")
+    try:
+        number = operator.index(value)  # ints and integer-like (numpy) values only
+    except TypeError:
+        raise ValueError(
+            f"kernel {kernel!r}: metadata field {name}={value!r} is a {type(value).__name__}, expected an integer"
+        ) from None
+    if number < lo:
+        what = "negative" if lo == 0 else f"below {lo}"
+        raise ValueError(f"kernel {kernel!r}: metadata field {name}={number} is {what}")
+    if number > hi:
+        raise ValueError(f"kernel {kernel!r}: metadata field {name}={number} overflows int64 (max {hi})")
+    return number
+
+
+def _as_flag(kernel: str, name: str, value: Any) -> bool:
+    if _absent(value):
+        return False
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    raise ValueError(f"kernel {kernel!r}: metadata field {name}={value!r} is not a boolean")
+
+
+def mix_mode_kind(mix_mode: str) -> str:
+    """``"vector"``, ``"cube"``, ``"mix"``, ``""`` (absent) or ``"unknown"``."""
+    norm = mix_mode.lower().strip("_")
+    if not norm:
+        return ""
+    if norm.startswith("aiv"):
+        return "vector"
+    if norm.startswith("aic"):
+        return "cube"
+    if norm.startswith("mix"):
+        return "mix"
+    return "unknown"
+
+
+@dataclasses.dataclass(frozen=True)
+class SyncPlan:
+    """What one kernel needs per launch. Plain-typed and immutable.
+
+    Sizes that depend on the launch (grid, clamped block count) are computed
+    by the C++ helper at run time; :meth:`lock_bytes` and
+    :meth:`workspace_bytes` give the same numbers for display.
+    """
+
+    kernel: str
+    workspace_per_block: int = 0  # bytes per launched block
+    lock_layout: str = LAYOUT_NONE  # none | legacy | packed
+    legacy_slots: int = 0  # legacy layout: int64 slots
+    ordered_locks: int = 0  # packed layout
+    unordered_locks: int = 0  # packed layout
+    participant_factor: int = 1  # packed layout: participants per launched block
+    lock_init_value: int = 0  # legacy slots and ordered locks start at this
+    simt_only: bool = False  # the kernel has no lock / workspace arguments at all
+    mix_mode: str = ""
+    lock_source: str = ""  # which metadata field the lock layout came from, and how it was read
+
+    def __post_init__(self) -> None:
+        k = self.kernel
+        if not isinstance(k, str):
+            raise ValueError(f"plan kernel name must be a str, got {k!r}")
+        for name in ("workspace_per_block", "legacy_slots", "ordered_locks", "unordered_locks"):
+            _as_int(k, name, getattr(self, name), 0, INT64_MAX)
+        _as_int(k, "lock_init_value", self.lock_init_value, INT64_MIN, INT64_MAX)
+        if self.lock_layout not in _LAYOUTS:
+            raise ValueError(f"kernel {k!r}: plan field lock_layout={self.lock_layout!r} is not one of {_LAYOUTS}")
+        if self.participant_factor not in (1, 2) or isinstance(self.participant_factor, bool):
+            raise ValueError(f"kernel {k!r}: plan field participant_factor={self.participant_factor!r} is not 1 or 2")
+        if self.ordered_locks > _U32 or self.unordered_locks > _U32:
+            raise ValueError(f"kernel {k!r}: packed lock counts must fit 32 bits")
+        legacy = self.legacy_slots > 0
+        packed = self.ordered_locks > 0 or self.unordered_locks > 0
+        expected = LAYOUT_PACKED if packed else LAYOUT_LEGACY if legacy else LAYOUT_NONE
+        if (legacy and packed) or self.lock_layout != expected:
+            raise ValueError(
+                f"kernel {k!r}: plan field lock_layout={self.lock_layout!r} does not match its counts "
+                f"(legacy_slots={self.legacy_slots}, ordered={self.ordered_locks}, unordered={self.unordered_locks})"
+            )
+        for name in ("simt_only",):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"kernel {k!r}: plan field {name}={getattr(self, name)!r} is not a bool")
+        if not isinstance(self.mix_mode, str) or not isinstance(self.lock_source, str):
+            raise ValueError(f"kernel {k!r}: plan fields mix_mode and lock_source must be strings")
+
+    # -- what the launch needs -------------------------------------------------
+    @property
+    def needs_locks(self) -> bool:
+        return not self.simt_only and self.lock_layout != LAYOUT_NONE
+
+    @property
+    def needs_workspace(self) -> bool:
+        return not self.simt_only and self.workspace_per_block > 0
+
+    @property
+    def needs_resources(self) -> bool:
+        """True when a launch must call the runtime helper."""
+        return self.needs_locks or self.needs_workspace
+
+    def participants(self, block_num: int) -> int:
+        return block_num * self.participant_factor
+
+    def lock_slots(self, block_num: int) -> int:
+        """int64 lock slots for a launch of ``block_num`` blocks (after clamping)."""
+        if not self.needs_locks:
+            return 0
+        if self.lock_layout == LAYOUT_LEGACY:
+            return self.legacy_slots
+        per_unordered = (1 + 2 * self.participants(block_num)) * SLOTS_PER_CACHE_LINE
+        return self.ordered_locks * SLOTS_PER_CACHE_LINE + self.unordered_locks * per_unordered
+
+    def lock_bytes(self, block_num: int) -> int:
+        return self.lock_slots(block_num) * 8
+
+    def workspace_bytes(self, grid: tuple[int, int, int]) -> int:
+        if not self.needs_workspace:
+            return 0
+        return self.workspace_per_block * grid[0] * grid[1] * grid[2]
+
+    def lock_values(self, block_num: int) -> list[int]:
+        """Sorted distinct int64 values the kernel must find in its lock slots."""
+        if not self.needs_locks:
+            return []
+        values = set()
+        if self.lock_layout == LAYOUT_LEGACY or self.ordered_locks:
+            values.add(self.lock_init_value)
+        if self.lock_layout == LAYOUT_PACKED and self.unordered_locks:
+            values.update((self.participants(block_num), 0))
+        return sorted(values)
+
+    # -- description -------------------------------------------------------------
+    def describe(self) -> str:
+        """One paragraph in plain words (the ``launcher`` command prints it)."""
+        if self.simt_only:
+            return (
+                f"{self.kernel}: SIMT-only kernel: its argument struct has no sync_block_lock or "
+                f"workspace_addr field, so nothing is allocated."
+            )
+        parts = []
+        if self.needs_workspace:
+            parts.append(f"workspace of {self.workspace_per_block} bytes per block x grid_0*grid_1*grid_2")
+        if self.lock_layout == LAYOUT_LEGACY:
+            parts.append(f"{self.legacy_slots} int64 lock slots, each = {self.lock_init_value}")
+        elif self.lock_layout == LAYOUT_PACKED:
+            if self.ordered_locks:
+                parts.append(
+                    f"{self.ordered_locks} ordered lock(s) of 8 int64 each = {self.lock_init_value}"
+                )
+            if self.unordered_locks:
+                who = "block count after clamping"
+                if self.participant_factor == 2:
+                    who += f" x 2 (mix_mode {self.mix_mode!r} with auto_tile_and_bind_subblock)"
+                parts.append(
+                    f"{self.unordered_locks} unordered lock(s) of (1 + 2P) x 8 int64, slot 0 = P, rest 0, "
+                    f"P = {who}"
+                )
+        if not parts:
+            text = f"{self.kernel}: no workspace and no sync locks: both pointers are null."
+        else:
+            text = f"{self.kernel}: " + "; ".join(parts) + "."
+        if self.lock_source:
+            text += f" Lock layout from {self.lock_source}."
+        return text
+
+    # -- plain-dict form -----------------------------------------------------------
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "SyncPlan":
+        if isinstance(data, SyncPlan):
+            return data
+        if not isinstance(data, Mapping):
+            raise ValueError(f"a sync plan must be a dict, got {type(data).__name__}")
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - names)
+        if unknown:
+            raise ValueError(f"sync plan for {data.get('kernel')!r} has unknown fields {unknown}")
+        if "kernel" not in data:
+            raise ValueError("sync plan has no kernel name")
+        return cls(**dict(data))
+
+
+def plan_from_metadata(metadata: Any, kernel: str | None = None) -> SyncPlan:
+    """Validate a compiled kernel's metadata (object or dict) into a :class:`SyncPlan`.
+
+    ``kernel`` names the kernel in errors (default: the metadata's ``name``).
+    Raises ``ValueError`` naming kernel, field and value for negative,
+    non-integer (``bool`` included), int64-overflowing or contradictory values.
+    """
+    if kernel is None:
+        name = _field(metadata, "name")
+        kernel = name if isinstance(name, str) else "<unnamed kernel>"
+    k = kernel
+
+    workspace = _as_int(k, "workspace_size", _field(metadata, "workspace_size"), 0, INT64_MAX)
+    lock_num = _as_int(k, "lock_num", _field(metadata, "lock_num"), 0, INT64_MAX)
+    layout = _as_int(k, "sync_block_lock_layout", _field(metadata, "sync_block_lock_layout"), 0, INT64_MAX)
+
+    init_values = {}
+    for name in _INIT_NAMES:
+        raw = _field(metadata, name)
+        if not _absent(raw):
+            init_values[name] = _as_int(k, name, raw, INT64_MIN, INT64_MAX)
+    if len(set(init_values.values())) > 1:
+        raise ValueError(f"kernel {k!r}: metadata fields disagree: " + ", ".join(f"{n}={v}" for n, v in init_values.items()))
+    init = next(iter(init_values.values()), 0)
+
+    mix_mode_raw = _field(metadata, "mix_mode")
+    if _absent(mix_mode_raw):
+        mix_mode = ""
+    elif isinstance(mix_mode_raw, str):
+        mix_mode = mix_mode_raw
+    else:
+        raise ValueError(f"kernel {k!r}: metadata field mix_mode={mix_mode_raw!r} is not a string")
+    auto_tile = _as_flag(k, "auto_tile_and_bind_subblock", _field(metadata, "auto_tile_and_bind_subblock"))
+    simt_only = _as_flag(k, "force_simt_only", _field(metadata, "force_simt_only"))
+
+    legacy_slots = ordered = unordered = 0
+    source = ""
+    if layout:
+        # torch_npu 2.7.1.post11 also stores max(lock_num, layout) as lock_num,
+        # a "has locks" marker: equal values are that marker, not a conflict.
+        if lock_num and lock_num != layout:
+            raise ValueError(
+                f"kernel {k!r}: metadata fields conflict: sync_block_lock_layout={layout} and lock_num={lock_num}; "
+                f"cannot tell which lock layout the kernel was compiled for"
+            )
+        ordered, unordered = layout & _U32, layout >> 32
+        source = f"sync_block_lock_layout={layout:#x} (low 32 bits ordered, high 32 bits unordered)"
+    elif lock_num >= 1 << 32:
+        ordered, unordered = lock_num & _U32, lock_num >> 32
+        source = (
+            f"lock_num={lock_num}, which is >= 2**32 and so cannot be a slot count: read as the packed "
+            f"sync_block_lock_layout encoding ({ordered} ordered, {unordered} unordered), not as a "
+            f"{lock_num * 8}-byte request"
+        )
+    elif lock_num:
+        legacy_slots = lock_num
+        source = f"lock_num={lock_num} (legacy int64 slot count)"
+    if unordered > INT64_MAX >> 32:  # keeps every later size computation in range
+        raise ValueError(f"kernel {k!r}: unordered lock count {unordered} overflows int64 once laid out")
+
+    factor = 1
+    if unordered:
+        kind = mix_mode_kind(mix_mode)
+        if kind == "unknown" and auto_tile:
+            raise ValueError(
+                f"kernel {k!r}: metadata field mix_mode={mix_mode!r} is not one of triton-ascend's "
+                f"'aiv', 'aic', 'mix'; the unordered locks' participant count depends on it"
+            )
+        if kind == "mix" and auto_tile:
+            factor = 2
+
+    lock_layout = LAYOUT_PACKED if (ordered or unordered) else LAYOUT_LEGACY if legacy_slots else LAYOUT_NONE
+    return SyncPlan(
+        kernel=k,
+        workspace_per_block=workspace,
+        lock_layout=lock_layout,
+        legacy_slots=legacy_slots,
+        ordered_locks=ordered,
+        unordered_locks=unordered,
+        participant_factor=factor,
+        lock_init_value=init,
+        simt_only=simt_only,
+        mix_mode=mix_mode,
+        lock_source=source,
+    )
+
+
+def plan_from_params(params: Mapping[str, Any], kernel: str) -> SyncPlan:
+    """The plan a saved kernel's params carry; else derived from their raw fields.
+
+    torch_npu 2.7.1.post11 saves the raw ``workspace_size`` / ``lock_num`` /
+    ``lock_init_val`` / ``sync_block_lock_layout`` fields itself; a params dict
+    without either gives the empty plan (the kernel needs nothing).
+    """
+    stored = params.get(PARAMS_KEY)
+    if stored is not None:
+        return SyncPlan.from_dict(stored)
+    return plan_from_metadata(params, kernel)

@@ -1,0 +1,393 @@
+"""Load the real torch_npu Inductor Python code from a released wheel, without an NPU.
+
+Used by the tests (and by ``python -m torch_npu._inductor.patchset.upstream_wheels
+status VERSION``) to apply this patch set to the code torch_npu actually ships.
+
+* :func:`wheel_path` finds ``torch_npu-<version>-*.whl`` in the cache
+  (``~/.cache/torch-npu-inductor-patches/wheels``, or
+  ``$TORCH_NPU_PATCHSET_WHEEL_CACHE``), downloading it with
+  ``pip download --no-deps`` when absent.
+* :func:`extracted_tree` unpacks only ``torch_npu/_inductor/`` from it.
+* :func:`install_stand_ins` makes this process import those files as
+  ``torch_npu._inductor.*``: a stand-in ``torch_npu`` package (no C
+  extension) whose ``_inductor`` package skips the wheel's heavy
+  ``_inductor/__init__.py``; every other ``torch_npu.*`` module the code
+  imports becomes an inert stub; ``torch.npu`` and triton-ascend's
+  ``triton.backends.ascend.utils`` answer the few questions that code asks at
+  import or codegen time (SoC version, core counts, FFTS, auto-blockify).
+  Do it in a fresh process: it replaces ``torch_npu`` for good.
+
+Everything this module does to the process is listed in :data:`STAND_INS`.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import types
+import zipfile
+from pathlib import Path
+
+#: What the stand-ins answer (an Ascend 910B-like device).
+SOC_VERSION = 220  # torch_npu's Ascend910B1; below Ascend950 (260): SIMT-only is not honoured
+VECTOR_CORES = 48
+CUBE_CORES = 24
+
+#: Stand-in behaviour of triton-ascend's target queries; tests flip these.
+TRITON_ASCEND = {"ffts": True, "auto_blockify": True}
+
+#: Names of everything stubbed or faked in this process (for reports).
+STAND_INS: list[str] = []
+
+PATCHSET_DIR = Path(__file__).resolve().parent
+_OUR_INDUCTOR = PATCHSET_DIR.parent  # <checkout or site-packages>/torch_npu/_inductor
+_OUR_TORCH_NPU = _OUR_INDUCTOR.parent
+
+
+class WheelUnavailable(RuntimeError):
+    """The wheel could not be had; ``index_unreachable`` says whether the index was the cause."""
+
+    def __init__(self, message: str, index_unreachable: bool = False):
+        super().__init__(message)
+        self.index_unreachable = index_unreachable
+
+
+def cache_dir() -> Path:
+    override = os.environ.get("TORCH_NPU_PATCHSET_WHEEL_CACHE")
+    if override:
+        return Path(override)
+    return Path.home() / ".cache" / "torch-npu-inductor-patches" / "wheels"
+
+
+def _find_wheel(version: str) -> Path | None:
+    found = sorted(cache_dir().glob(f"torch_npu-{version}-*.whl"))
+    return found[0] if found else None
+
+
+_UNREACHABLE_HINTS = (
+    "connection", "network is unreachable", "temporary failure in name resolution",
+    "name or service not known", "max retries exceeded", "timed out", "proxyerror", "ssl",
+)
+
+
+def wheel_path(version: str, download: bool = True) -> Path:
+    found = _find_wheel(version)
+    if found is not None or not download:
+        if found is None:
+            raise WheelUnavailable(f"torch-npu=={version}: no wheel in {cache_dir()} and downloading is off")
+        return found
+    cache_dir().mkdir(parents=True, exist_ok=True)
+    # Only the Python files are used, so any binary wheel of the release will
+    # do: try this interpreter's first, then a fixed, widely published one.
+    attempts = [
+        [],
+        ["--only-binary=:all:", "--platform", "manylinux_2_28_x86_64", "--python-version", "3.11"],
+        ["--only-binary=:all:", "--platform", "manylinux_2_28_aarch64", "--python-version", "3.11"],
+    ]
+    errors = []
+    for extra in attempts:
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
+               "-d", str(cache_dir()), f"torch-npu=={version}", *extra]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+        found = _find_wheel(version)
+        if found is not None:
+            return found
+        errors.append((proc.stdout + proc.stderr).strip().splitlines()[-3:])
+    text = " | ".join(" ".join(e) for e in errors)
+    unreachable = any(h in text.lower() for h in _UNREACHABLE_HINTS)
+    raise WheelUnavailable(f"pip download torch-npu=={version} failed: {text}", index_unreachable=unreachable)
+
+
+def extracted_tree(version: str, download: bool = True) -> Path:
+    """Directory containing ``torch_npu/_inductor`` of the wheel (extracted once)."""
+    dest = cache_dir() / "extracted" / version
+    marker = dest / ".complete"
+    if marker.exists():
+        return dest
+    wheel = wheel_path(version, download=download)
+    prefix = "torch_npu/_inductor/"
+    try:
+        with zipfile.ZipFile(wheel) as zf:
+            names = [n for n in zf.namelist() if n.startswith(prefix) and n.endswith(".py")]
+            if not names:
+                raise WheelUnavailable(f"{wheel.name} has no {prefix} Python files")
+            for n in names:
+                zf.extract(n, dest)
+    except zipfile.BadZipFile as exc:
+        raise WheelUnavailable(f"{wheel} is not a valid wheel ({exc}); delete it to download again") from exc
+    marker.write_text(wheel.name + "\n")
+    return dest
+
+
+def layout_of(tree: Path) -> str:
+    """``"cpp_wrapper_npu"`` (2.7.1.post8+) or ``"legacy"`` (up to 2.7.1.post6)."""
+    ind = tree / "torch_npu" / "_inductor"
+    return "cpp_wrapper_npu" if (ind / "codegen" / "cpp_wrapper_npu.py").exists() else "legacy"
+
+
+# ---- stand-ins -----------------------------------------------------------------
+class _Inert:
+    """Stub value: callable, subscriptable, usable as a base class and as a decorator."""
+
+    def __init__(self, *args, **kwargs):
+        pass
+
+    def __call__(self, *args, **kwargs):
+        if len(args) == 1 and callable(args[0]) and not kwargs:
+            return args[0]
+        return _Inert()
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return _Inert()
+
+    def __bool__(self):
+        return False
+
+    def __iter__(self):
+        return iter(())
+
+
+def _stub_module(name: str) -> types.ModuleType:
+    mod = types.ModuleType(name)
+    mod.__file__ = f"<stand-in for {name}>"
+    mod.__path__ = []  # a package, so that submodules can be stubbed too
+
+    def __getattr__(attr):
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        STAND_INS.append(f"{name}.{attr}")
+        return type(attr, (_Inert,), {"__module__": name})
+
+    mod.__getattr__ = __getattr__
+    return mod
+
+
+class _StubFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Last on sys.meta_path: any torch_npu.* module not found on disk is a stub."""
+
+    def find_spec(self, fullname, path, target=None):
+        if not fullname.startswith("torch_npu.") or fullname.startswith("torch_npu._inductor."):
+            return None
+        return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
+
+    def create_module(self, spec):
+        STAND_INS.append(f"module {spec.name}")
+        return _stub_module(spec.name)
+
+    def exec_module(self, module):
+        pass
+
+
+def _fake_torch_npu_device() -> types.ModuleType:
+    npu = _stub_module("torch.npu")
+    npu.current_device = lambda: 0
+    npu.device_count = lambda: 1
+    npu.is_available = lambda: False
+    npu.get_device_properties = lambda device=0: types.SimpleNamespace(
+        name="Ascend910B (stand-in)", cube_core_num=CUBE_CORES, vector_core_num=VECTOR_CORES,
+        total_memory=64 << 30,
+    )
+    npu.current_stream = lambda device=None: types.SimpleNamespace(npu_stream=0)
+    npu.synchronize = lambda device=None: None
+    return npu
+
+
+def _fake_triton_ascend_utils() -> types.ModuleType:
+    mod = _stub_module("triton.backends.ascend.utils")
+    mod._is_auto_map_parallel_blocks_enabled = lambda: TRITON_ASCEND["auto_blockify"]
+    mod.get_ascend_arch_from_env = lambda: "Ascend910B1"
+    mod.is_ffts_supported = lambda arch: TRITON_ASCEND["ffts"]
+    mod.force_disable_ffts = lambda: False
+    return mod
+
+
+class _FakeNpuDriver:
+    """triton-ascend's NPU driver as older torch_npu reads it at import (device properties)."""
+
+    def get_current_target(self):
+        return types.SimpleNamespace(backend="npu", arch="Ascend910B1", warp_size=0)
+
+    def get_current_device(self):
+        return 0
+
+    def get_device_interface(self):
+        return _Inert()
+
+    def get_empty_cache_for_benchmark(self):
+        return _Inert()
+
+    utils = types.SimpleNamespace(
+        get_device_properties=lambda device=0: {"num_aicore": CUBE_CORES, "num_vectorcore": VECTOR_CORES,
+                                                "max_shared_mem": 1 << 20},
+    )
+
+
+def _install_fake_triton_driver() -> None:
+    try:
+        import triton.runtime.driver  # noqa: F401
+    except ImportError:
+        return
+    # triton.runtime re-exports the DriverConfig instance under the submodule's name.
+    config = sys.modules["triton.runtime.driver"].driver
+    if config is not None and hasattr(config, "set_active"):
+        config.set_active(_FakeNpuDriver())
+        STAND_INS.append("triton.runtime.driver.active (an NPU driver answering device properties)")
+
+
+def install_stand_ins(tree: Path) -> None:
+    """Make ``torch_npu._inductor.*`` resolve to ``tree``'s files in this process."""
+    import torch  # the real one: torch_npu's code builds on it
+    import torch._dynamo  # noqa: F401  (torch's own import order: importing
+    import torch._inductor.compile_fx  # noqa: F401  inductor modules first is circular)
+    import torch._inductor.codegen.cpp_wrapper_gpu  # noqa: F401
+
+    real = sys.modules.get("torch_npu")
+    if real is not None and getattr(real, "__file__", None) and not str(real.__file__).startswith("<"):
+        raise RuntimeError(f"a real torch_npu is imported ({real.__file__}); use a fresh process")
+    tn = types.ModuleType("torch_npu")
+    tn.__file__ = f"<stand-in torch_npu over {tree}>"
+    tn.__path__ = [str(tree / "torch_npu"), str(_OUR_TORCH_NPU)]
+    tn.__version__ = tree.name
+    ind = types.ModuleType("torch_npu._inductor")
+    ind.__file__ = f"<stand-in torch_npu._inductor over {tree}; the wheel's __init__ is not run>"
+    ind.__path__ = [str(tree / "torch_npu" / "_inductor"), str(_OUR_INDUCTOR)]
+    tn._inductor = ind
+    ours = sys.modules.get("torch_npu._inductor.patchset")
+    if ours is not None:
+        ind.patchset = ours
+    sys.modules["torch_npu"] = tn
+    sys.modules["torch_npu._inductor"] = ind
+    npu_backends = _stub_module("torch_npu.npu._backends")
+    npu_backends.get_soc_version = lambda: SOC_VERSION
+    sys.modules["torch_npu.npu._backends"] = npu_backends
+    sys.modules.setdefault("torch_npu.npu", _stub_module("torch_npu.npu")).__dict__["_backends"] = npu_backends
+    import torch as _torch
+
+    _torch.npu = _fake_torch_npu_device()
+    sys.modules["torch.npu"] = _torch.npu
+    for name in ("triton.backends.ascend",):
+        sys.modules.setdefault(name, _stub_module(name))
+    sys.modules["triton.backends.ascend.utils"] = _fake_triton_ascend_utils()
+    for dep in _THIRD_PARTY:  # torch_npu's own dependencies, inert when not installed
+        if dep not in sys.modules and importlib.util.find_spec(dep) is None:
+            sys.modules[dep] = _stub_module(dep)
+            STAND_INS.append(f"{dep} (not installed here; inert)")
+    _install_fake_triton_driver()
+    try:  # triton-ascend's language extension (torch_npu's triton_helpers reads it)
+        import triton.language.extra as tl_extra
+    except ImportError:
+        tl_extra = None
+    if tl_extra is not None and not hasattr(tl_extra, "ascend"):
+        tl_extra.ascend = sys.modules["triton.language.extra.ascend"] = _stub_module("triton.language.extra.ascend")
+        STAND_INS.append("triton.language.extra.ascend (inert)")
+    if not any(isinstance(f, _StubFinder) for f in sys.meta_path):
+        sys.meta_path.append(_StubFinder())
+    STAND_INS.extend(
+        [
+            "torch_npu (package object; C extension absent)",
+            "torch_npu._inductor (package object; the wheel's __init__ not run)",
+            f"torch_npu.npu._backends.get_soc_version -> {SOC_VERSION}",
+            f"torch.npu (device 0: {VECTOR_CORES} vector / {CUBE_CORES} cube cores)",
+            "triton.backends.ascend.utils (FFTS / auto-blockify answers)",
+        ]
+    )
+
+
+#: torch_npu's third-party runtime dependencies that its _inductor code imports.
+_THIRD_PARTY = ("psutil",)
+
+TARGETS = ("torch_npu._inductor.runtime.triton_heuristics", "torch_npu._inductor.codegen.cpp_wrapper_npu")
+
+
+def load(version: str, download: bool = True) -> dict:
+    """Install the stand-ins for ``version`` and import its target modules.
+
+    Returns ``{"version", "tree", "layout", "modules": {name: module or None},
+    "import_errors": {name: text}}``. A module missing from the wheel is None
+    without an error; one that exists but fails to import has an error.
+    """
+    tree = extracted_tree(version, download=download)
+    install_stand_ins(tree)
+    modules, errors = {}, {}
+    for name in TARGETS:
+        rel = Path(*name.split(".")).with_suffix(".py")
+        if not (tree / rel).exists():
+            modules[name] = None
+            continue
+        try:
+            modules[name] = importlib.import_module(name)
+        except Exception as exc:  # reported, never hidden
+            modules[name] = None
+            errors[name] = f"{type(exc).__name__}: {exc}"
+    return {"version": version, "tree": str(tree), "layout": layout_of(tree), "modules": modules,
+            "import_errors": errors}
+
+
+def status_against(version: str, download: bool = True) -> dict:
+    """In THIS process: load ``version``, apply the patch set, return its status."""
+    loaded = load(version, download=download)
+    from . import _applier
+
+    rows = _applier.apply(import_targets=True)
+    return {
+        "torch_npu": version,
+        "layout": loaded["layout"],
+        "loaded_from": loaded["tree"],
+        "import_errors": loaded["import_errors"],
+        "stand_ins": sorted(set(STAND_INS)),
+        "patches": [r.to_json() for r in rows],
+    }
+
+
+def status_in_subprocess(version: str, timeout: float = 600) -> dict:
+    """Run :func:`status_against` in a fresh interpreter; never raises for a bad wheel.
+
+    The result always has ``"ok"``; when false, ``"error"`` says exactly why
+    (download failure, index unreachable, import failure, crash).
+    """
+    cmd = [sys.executable, "-m", "torch_npu._inductor.patchset.upstream_wheels", "status", version]
+    env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0")
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+    try:
+        data = json.loads(proc.stdout.strip().splitlines()[-1])
+    except (IndexError, json.JSONDecodeError):
+        return {"ok": False, "torch_npu": version,
+                "error": f"status subprocess exited {proc.returncode}: {proc.stderr.strip()[-2000:]}"}
+    return data
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m torch_npu._inductor.patchset.upstream_wheels")
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    st = sub.add_parser("status", help="apply the patch set to a torch_npu wheel's code; print status JSON")
+    st.add_argument("version")
+    st.add_argument("--no-download", action="store_true")
+    fetch = sub.add_parser("fetch", help="download and extract wheels into the cache")
+    fetch.add_argument("versions", nargs="+")
+    args = parser.parse_args(argv)
+    if args.cmd == "fetch":
+        for v in args.versions:
+            print(v, extracted_tree(v))
+        return 0
+    try:
+        data = status_against(args.version, download=not args.no_download)
+        data["ok"] = True
+    except WheelUnavailable as exc:
+        data = {"ok": False, "torch_npu": args.version, "error": str(exc),
+                "index_unreachable": exc.index_unreachable}
+    except Exception as exc:
+        data = {"ok": False, "torch_npu": args.version, "error": f"{type(exc).__name__}: {exc}"}
+    print(json.dumps(data))
+    return 0 if data["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
