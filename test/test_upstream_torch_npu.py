@@ -209,6 +209,26 @@ def test_status_against_wheel_reports_versions():
     assert not missing["ok"] and "2.7.1.post999" in missing["error"]
 
 
+def test_status_command_against_wheels():
+    """The user-facing command: post11 replaced, post6 truthful and untouched."""
+    needs_torch_271()
+    runs = {}
+    for version in (FIXED, LEGACY):
+        proc = subprocess.run(
+            [sys.executable, "-m", "torch_npu._inductor.patchset", "status", "--against-wheel", version],
+            capture_output=True, text=True, timeout=900,
+        )
+        if proc.returncode != 0 and "index" in proc.stderr and "unreachable" in proc.stderr:
+            pytest.skip(f"package index unreachable: {proc.stderr.strip()}")
+        assert proc.returncode == 0, proc.stderr
+        runs[version] = proc.stdout
+    assert f"torch_npu      {FIXED} (wheel code" in runs[FIXED]
+    assert "cpp-wrapper-sync-resources             applied" in runs[FIXED]
+    assert "replaced upstream's allocation" in runs[FIXED]
+    for pid in ("kernel-sync-metadata", "cpp-wrapper-sync-resources"):
+        assert f"{pid:<39}target-missing" in runs[LEGACY]
+
+
 # ---- unknown shapes are refused without touching anything (no wheel needed) -------------------
 def _fake_cpp_wrapper_module(args_decl_src: str):
     import types

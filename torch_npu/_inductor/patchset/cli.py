@@ -13,12 +13,44 @@ from . import _applier, _environment
 
 
 def _status(args) -> int:
+    if args.against_wheel:
+        return _status_against_wheel(args)
     rows = _applier.apply(import_targets=not args.no_import)
     env = _environment.describe()
     if args.json:
         json.dump({"environment": env, "patches": [r.to_json() for r in rows]}, sys.stdout, indent=2)
         sys.stdout.write("\n")
         return 0
+    print(_table(env, rows))
+    return 0
+
+
+def _status_against_wheel(args) -> int:
+    """Apply the patch set to a downloaded torch_npu wheel's Inductor code
+    (loaded with stand-ins for the NPU, in a subprocess) and report."""
+    from . import upstream_wheels
+    from ._applier import PatchStatus
+
+    data = upstream_wheels.status_in_subprocess(args.against_wheel)
+    if args.json:
+        json.dump(data, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return 0 if data.get("ok") else 1
+    if not data.get("ok"):
+        print(f"torch_npu {args.against_wheel}: could not be loaded: {data.get('error')}", file=sys.stderr)
+        return 1
+    env = _environment.describe()
+    env["torch_npu"] = f"{args.against_wheel} (wheel code, layout {data['layout']}, NPU stand-ins)"
+    for name, err in data.get("import_errors", {}).items():
+        env["autoload_failures"].append(f"importing {name}: {err}")
+    fields = ("id", "state", "reason", "targets", "note")
+    rows = [PatchStatus(**{k: (tuple(v) if k == "targets" else v) for k, v in p.items() if k in fields})
+            for p in data["patches"]]
+    print(_table(env, rows))
+    return 0
+
+
+def _table(env: dict, rows) -> str:
     out = [f"torch-npu-inductor-patches {env['patchset']}"]
     for key in ("torch", "torch_npu", "triton-ascend", "python"):
         out.append(f"  {key:<14} {env[key] or 'not installed'}")
@@ -37,8 +69,7 @@ def _status(args) -> int:
             out.append(f"    why:    {r.reason}")
         if r.note:
             out.append(f"    note:   {r.note}")
-    print("\n".join(out))
-    return 0
+    return "\n".join(out)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -50,6 +81,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-import",
         action="store_true",
         help="do not import target modules; report patches still waiting as pending",
+    )
+    st.add_argument(
+        "--against-wheel",
+        metavar="VERSION",
+        help="apply to a torch_npu wheel's Inductor code instead (downloaded, cached; e.g. 2.7.1.post11)",
     )
     st.set_defaults(func=_status)
     try:
