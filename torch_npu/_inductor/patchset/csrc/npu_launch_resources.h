@@ -72,8 +72,9 @@
 // sequence "request, initialise locks, launch" must not interleave with
 // another thread doing the same on that stream (the second initialisation
 // would land before the first kernel). acquire_launch_resources therefore
-// takes a per-stream turn (64 striped gates, no allocation) that the returned
-// LaunchResources releases when destroyed. Acquiring again for the same stream
+// takes a per-stream turn (64 striped gates, no allocation; uncontended it is
+// one CAS to take and one exchange to give back, and only a contended take
+// blocks) that the returned LaunchResources releases when destroyed. Acquiring again for the same stream
 // on a thread that still holds a LaunchResources for it throws
 // std::logic_error instead of deadlocking (the two would alias).
 //
@@ -83,7 +84,9 @@
 //     aclrtMemsetAsync;
 //   * otherwise aclrtMemcpyAsync (host to device) from a page-locked buffer
 //     (aclrtMallocHost) in a process-wide cache keyed by (layout, init_value,
-//     P). Entries are immutable once filled; lookup allocates nothing. The
+//     P). Entries are immutable once filled; lookup allocates nothing, and a
+//     repeated hit (same thread, stream already known to the entry) takes no
+//     mutex (a per-thread memo validated by the entry's incarnation). The
 //     cache is bounded (default 64 entries / 64 MiB); an evicted buffer gets
 //     an ACL event recorded on every stream that copied from it and is freed
 //     only after aclrtQueryEventStatus reports all of them complete (polled,
@@ -319,12 +322,18 @@ inline bool uniform_byte(const LockLayout &layout, uint8_t *byte) noexcept {
 }
 
 // ---- per-stream turn --------------------------------------------------------
-struct StreamGate {
-  std::mutex m;
+// A gate is a three-state lock word (0 free, 1 held, 2 held with possible
+// waiters; Drepper's "mutex2"): an uncontended take is one CAS and a release
+// one exchange. Only a contended take blocks, on the gate's condition variable
+// (the release then takes the gate mutex and notifies, so no wake-up is lost).
+// `owner` and `stream` are written only by the holder; a thread reading its own
+// identity in `owner` therefore holds the gate.
+struct alignas(64) StreamGate {
+  std::atomic<uint32_t> state{0};
+  std::atomic<uintptr_t> owner{0};        // thread_self() of the holder, 0 when free
+  std::atomic<aclrtStream> stream{nullptr};
+  std::mutex m;                           // contended path only
   std::condition_variable cv;
-  bool busy = false;
-  std::thread::id owner;
-  aclrtStream stream = nullptr;
 };
 constexpr size_t kStreamGates = 64;
 inline StreamGate *stream_gates() {
@@ -337,6 +346,11 @@ inline size_t gate_index(aclrtStream s) noexcept {
   x *= 0xff51afd7ed558ccdULL;
   x ^= x >> 33;
   return static_cast<size_t>(x % kStreamGates);
+}
+// A nonzero identity of the calling thread (the address of a thread_local).
+inline uintptr_t thread_self() noexcept {
+  static thread_local char marker;
+  return reinterpret_cast<uintptr_t>(&marker);
 }
 
 class StreamTurn {
@@ -357,9 +371,9 @@ class StreamTurn {
 
   static StreamTurn take(const char *kernel, aclrtStream stream) {
     StreamGate &g = stream_gates()[gate_index(stream)];
-    std::unique_lock<std::mutex> l(g.m);
-    if (g.busy && g.owner == std::this_thread::get_id()) {
-      if (g.stream == stream) {
+    const uintptr_t me = thread_self();
+    if (g.owner.load(std::memory_order_relaxed) == me) {  // only this thread stores `me` there
+      if (g.stream.load(std::memory_order_relaxed) == stream) {
         char buf[512];
         std::snprintf(buf, sizeof buf,
                       "torch_npu_patchset: kernel '%s': this thread still holds launch resources for the same stream; "
@@ -370,10 +384,13 @@ class StreamTurn {
       }
       return StreamTurn();  // another stream sharing the gate: the outer holder already excludes others
     }
-    g.cv.wait(l, [&] { return !g.busy; });
-    g.busy = true;
-    g.owner = std::this_thread::get_id();
-    g.stream = stream;
+    uint32_t expected = 0;
+    if (!g.state.compare_exchange_strong(expected, 1, std::memory_order_acquire, std::memory_order_relaxed)) {
+      std::unique_lock<std::mutex> l(g.m);
+      while (g.state.exchange(2, std::memory_order_acquire) != 0) g.cv.wait(l);
+    }
+    g.owner.store(me, std::memory_order_relaxed);
+    g.stream.store(stream, std::memory_order_relaxed);
     StreamTurn t;
     t.gate_ = &g;
     return t;
@@ -381,14 +398,14 @@ class StreamTurn {
 
   void release() noexcept {
     if (gate_ == nullptr) return;
-    {
-      std::lock_guard<std::mutex> l(gate_->m);
-      gate_->busy = false;
-      gate_->owner = std::thread::id();
-      gate_->stream = nullptr;
-    }
-    gate_->cv.notify_one();
+    StreamGate &g = *gate_;
     gate_ = nullptr;
+    g.owner.store(0, std::memory_order_relaxed);
+    g.stream.store(nullptr, std::memory_order_relaxed);
+    if (g.state.exchange(0, std::memory_order_release) == 2) {
+      { std::lock_guard<std::mutex> l(g.m); }  // a waiter between its exchange and wait holds m
+      g.cv.notify_one();
+    }
   }
 
  private:
@@ -420,6 +437,24 @@ struct LockContentKey {
 };
 
 // Process-wide cache of page-locked lock images (see the top of this file).
+//
+// Hit path without the cache mutex: each thread keeps a small memo of the
+// entries it used last, as (entry, incarnation). Entry objects are pooled and
+// never freed, so a memo pointer is always safe to read; `state` carries the
+// incarnation and an "evicted" bit, so a recycled or evicting entry never
+// matches a memo. A lock-free hit is only taken when the stream is already in
+// the entry's stream list (adding one needs the mutex), and it is bracketed by
+// `users`:
+//   reader:  users++; state == memo? (else slow path); enqueue the copy;
+//            state still == memo? else register the stream as "late"; users--
+//   evictor: state |= evicted; record an event on every listed stream; park
+//   reaper:  frees only when users == 0, every late stream got an event
+//            recorded (after the late copy was enqueued) and all events completed.
+// All four state/users accesses are seq_cst, so either the reader sees the
+// eviction or the evictor's events are recorded after the reader's copy on a
+// stream that is listed; a copy is therefore always covered by an event.
+// LRU is approximate on the lock-free path: a hit stamps the current tick
+// (advanced by every locked operation) instead of advancing it.
 class PinnedLockCache {
  public:
   static PinnedLockCache &instance() {
@@ -430,39 +465,26 @@ class PinnedLockCache {
   // Enqueue the copy of the lock image for `key` into `dst` on `stream`.
   void copy_locks(const char *kernel, aclrtStream stream, void *dst, const LockContentKey &key,
                   const LockLayout &layout, uint64_t bytes) {
-    std::lock_guard<std::mutex> g(mu_);
-    reap_locked(kernel);
-    for (Entry &e : entries_) {
-      if (e.key == key && e.bytes == bytes) {
-        aclError rc = aclrtMemcpyAsync(dst, bytes, e.host, bytes, ACL_MEMCPY_HOST_TO_DEVICE, stream);
-        if (rc != ACL_SUCCESS) throw_acl(kernel, "aclrtMemcpyAsync", rc);
-        note_stream(e, stream);
-        e.last_use = ++tick_;
-        ++hits_;
-        return;
+    Memo &m = memo();
+    for (MemoSlot &slot : m.slots) {
+      if (slot.entry == nullptr || slot.bytes != bytes || !(slot.key == key)) continue;
+      Entry &e = *slot.entry;
+      e.users.fetch_add(1, std::memory_order_seq_cst);
+      if (e.state.load(std::memory_order_seq_cst) != slot.state || !e.has_stream_fast(stream)) {
+        e.users.fetch_sub(1, std::memory_order_release);
+        break;  // evicted, recycled, or a new stream for it: locked path
       }
+      const aclError rc = aclrtMemcpyAsync(dst, bytes, e.host, bytes, ACL_MEMCPY_HOST_TO_DEVICE, stream);
+      if (rc == ACL_SUCCESS) {
+        if (e.state.load(std::memory_order_seq_cst) != slot.state) note_late(e, stream);
+        e.last_use.store(tick_.load(std::memory_order_relaxed), std::memory_order_relaxed);
+        e.fast_hits.fetch_add(1, std::memory_order_relaxed);
+      }
+      e.users.fetch_sub(1, std::memory_order_release);
+      if (rc != ACL_SUCCESS) throw_acl(kernel, "aclrtMemcpyAsync", rc);
+      return;
     }
-    ++misses_;
-    while (!entries_.empty() && (entries_.size() >= max_entries_ || bytes_ + bytes > max_bytes_)) evict_lru_locked(kernel);
-    Entry fresh;
-    fresh.key = key;
-    fresh.bytes = bytes;
-    fresh.streams.reserve(4);
-    if (parked_.capacity() < parked_.size() + max_entries_) parked_.reserve(parked_.size() + max_entries_);
-    void *host = nullptr;
-    aclError rc = aclrtMallocHost(&host, bytes);
-    if (rc != ACL_SUCCESS) throw_acl(kernel, "aclrtMallocHost", rc);
-    fill_lock_content(layout, key.participants, static_cast<int64_t *>(host), bytes / 8);
-    rc = aclrtMemcpyAsync(dst, bytes, host, bytes, ACL_MEMCPY_HOST_TO_DEVICE, stream);
-    if (rc != ACL_SUCCESS) {
-      (void)aclrtFreeHost(host);  // nothing was queued from it
-      throw_acl(kernel, "aclrtMemcpyAsync", rc);
-    }
-    fresh.host = host;
-    fresh.streams.push_back(stream);
-    fresh.last_use = ++tick_;
-    entries_.push_back(std::move(fresh));  // capacity reserved: cannot throw
-    bytes_ += bytes;
+    copy_locks_locked(kernel, stream, dst, key, layout, bytes, m);
   }
 
   void reap_if_parked(const char *kernel) {
@@ -494,6 +516,8 @@ class PinnedLockCache {
     s.bytes = bytes_;
     s.parked = parked_.size();
     s.hits = hits_;
+    for (const Entry *e : entries_) s.hits += e->fast_hits.load(std::memory_order_relaxed);
+    for (const Parked &p : parked_) s.hits += p.entry->fast_hits.load(std::memory_order_relaxed);
     s.misses = misses_;
     s.evictions = evictions_;
     s.freed = freed_;
@@ -503,17 +527,49 @@ class PinnedLockCache {
   }
 
  private:
+  static constexpr uint32_t kInlineStreams = 16;
+  static constexpr uint64_t kEvicted = 1;  // low bit of Entry::state; the rest is the incarnation
   struct Entry {
+    std::atomic<uint64_t> state{kEvicted};  // (incarnation << 1) | evicted; pooled entries are "evicted"
+    std::atomic<uint32_t> users{0};         // lock-free hits in progress
+    std::atomic<uint32_t> nstreams{0};      // published prefix of `streams`
+    std::atomic<uint64_t> last_use{0};
+    std::atomic<uint64_t> fast_hits{0};
+    std::atomic<aclrtStream> streams[kInlineStreams] = {};
+    // Below: written under mu_ only, while the entry is not live (or, for the
+    // vectors, read under mu_ only). `host` is read lock-free after `state`.
     LockContentKey key{};
     void *host = nullptr;
     uint64_t bytes = 0;
-    uint64_t last_use = 0;
-    std::vector<aclrtStream> streams;  // every stream a copy from `host` was queued on
+    std::vector<aclrtStream> more_streams;  // beyond kInlineStreams (those always take the locked path)
+    std::vector<aclrtStream> late_streams;  // copied lock-free while eviction began: need an event
+
+    bool has_stream_fast(aclrtStream s) const noexcept {
+      const uint32_t n = nstreams.load(std::memory_order_acquire);
+      for (uint32_t i = 0; i < n; ++i)
+        if (streams[i].load(std::memory_order_relaxed) == s) return true;
+      return false;
+    }
   };
   struct Parked {
-    void *host = nullptr;
-    std::vector<aclrtEvent> events;  // recorded at eviction on each of those streams
+    Entry *entry = nullptr;
+    std::vector<aclrtEvent> events;  // recorded at eviction on each of its streams (+ late ones at reaping)
   };
+  struct MemoSlot {
+    Entry *entry;
+    uint64_t state;
+    uint64_t bytes;
+    LockContentKey key;
+  };
+  static constexpr int kMemoSlots = 4;
+  struct Memo {
+    MemoSlot slots[kMemoSlots];
+    unsigned next;
+  };
+  static Memo &memo() noexcept {
+    static thread_local Memo m{};  // trivially constructible: no TLS guard, no allocation
+    return m;
+  }
 
   PinnedLockCache()
       : max_entries_(env_u64("TORCH_NPU_PATCHSET_PINNED_CACHE_ENTRIES", kDefaultPinnedCacheEntries, 1)),
@@ -521,39 +577,127 @@ class PinnedLockCache {
     entries_.reserve(max_entries_ + 1);
   }
 
-  static void note_stream(Entry &e, aclrtStream s) {
-    for (aclrtStream x : e.streams)
+  static void remember(Memo &m, Entry *e, uint64_t state, const LockContentKey &key, uint64_t bytes) noexcept {
+    for (MemoSlot &slot : m.slots) {
+      if (slot.entry != nullptr && slot.bytes == bytes && slot.key == key) {
+        slot = MemoSlot{e, state, bytes, key};
+        return;
+      }
+    }
+    m.slots[m.next++ % kMemoSlots] = MemoSlot{e, state, bytes, key};
+  }
+
+  void note_late(Entry &e, aclrtStream s) {
+    std::lock_guard<std::mutex> g(mu_);
+    e.late_streams.push_back(s);  // rare: only when an eviction raced this hit
+  }
+
+  // Requires mu_. Adds `s` to the entry's streams (first copy on this stream only).
+  static void note_stream_locked(Entry &e, aclrtStream s) {
+    const uint32_t n = e.nstreams.load(std::memory_order_relaxed);
+    for (uint32_t i = 0; i < n; ++i)
+      if (e.streams[i].load(std::memory_order_relaxed) == s) return;
+    for (aclrtStream x : e.more_streams)
       if (x == s) return;
-    e.streams.push_back(s);  // first copy on this stream only
+    if (n < kInlineStreams) {
+      e.streams[n].store(s, std::memory_order_relaxed);
+      e.nstreams.store(n + 1, std::memory_order_release);
+    } else {
+      e.more_streams.push_back(s);
+    }
+  }
+
+  void copy_locks_locked(const char *kernel, aclrtStream stream, void *dst, const LockContentKey &key,
+                         const LockLayout &layout, uint64_t bytes, Memo &m) {
+    std::lock_guard<std::mutex> g(mu_);
+    reap_locked(kernel);
+    for (Entry *e : entries_) {
+      if (e->key == key && e->bytes == bytes) {
+        // Listed before the copy is queued: an eviction records an event after it.
+        note_stream_locked(*e, stream);
+        aclError rc = aclrtMemcpyAsync(dst, bytes, e->host, bytes, ACL_MEMCPY_HOST_TO_DEVICE, stream);
+        if (rc != ACL_SUCCESS) throw_acl(kernel, "aclrtMemcpyAsync", rc);
+        e->last_use.store(tick_.fetch_add(1, std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+        ++hits_;
+        remember(m, e, e->state.load(std::memory_order_relaxed), key, bytes);
+        return;
+      }
+    }
+    ++misses_;
+    while (!entries_.empty() && (entries_.size() >= max_entries_ || bytes_ + bytes > max_bytes_)) evict_lru_locked(kernel);
+    if (parked_.capacity() < parked_.size() + max_entries_) parked_.reserve(parked_.size() + max_entries_);
+    if (pool_.capacity() < pool_.size() + parked_.size() + max_entries_ + 1)
+      pool_.reserve(pool_.size() + parked_.size() + max_entries_ + 1);
+    Entry *e = nullptr;
+    if (!pool_.empty()) {
+      e = pool_.back();
+      pool_.pop_back();
+    } else {
+      e = new Entry();  // cold path only; entries are pooled, never freed
+    }
+    void *host = nullptr;
+    aclError rc = aclrtMallocHost(&host, bytes);
+    if (rc != ACL_SUCCESS) {
+      pool_.push_back(e);  // capacity reserved above
+      throw_acl(kernel, "aclrtMallocHost", rc);
+    }
+    fill_lock_content(layout, key.participants, static_cast<int64_t *>(host), bytes / 8);
+    rc = aclrtMemcpyAsync(dst, bytes, host, bytes, ACL_MEMCPY_HOST_TO_DEVICE, stream);
+    if (rc != ACL_SUCCESS) {
+      (void)aclrtFreeHost(host);  // nothing was queued from it
+      pool_.push_back(e);
+      throw_acl(kernel, "aclrtMemcpyAsync", rc);
+    }
+    e->key = key;
+    e->bytes = bytes;
+    e->host = host;
+    e->more_streams.clear();
+    e->late_streams.clear();
+    e->fast_hits.store(0, std::memory_order_relaxed);
+    e->streams[0].store(stream, std::memory_order_relaxed);
+    e->nstreams.store(1, std::memory_order_relaxed);
+    e->last_use.store(tick_.fetch_add(1, std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    const uint64_t live = (e->state.load(std::memory_order_relaxed) | kEvicted) + 1;  // next incarnation, live
+    e->state.store(live, std::memory_order_seq_cst);  // publishes the fields above
+    entries_.push_back(e);  // capacity reserved: cannot throw
+    bytes_ += bytes;
+    remember(m, e, live, key, bytes);
   }
 
   void evict_lru_locked(const char *kernel) {
     size_t v = 0;
     for (size_t i = 1; i < entries_.size(); ++i)
-      if (entries_[i].last_use < entries_[v].last_use) v = i;
-    Entry &e = entries_[v];
+      if (entries_[i]->last_use.load(std::memory_order_relaxed) < entries_[v]->last_use.load(std::memory_order_relaxed))
+        v = i;
+    Entry &e = *entries_[v];
     Parked p;
-    p.host = e.host;
-    p.events.reserve(e.streams.size());
+    p.entry = &e;
+    const uint32_t n = e.nstreams.load(std::memory_order_relaxed);
+    p.events.reserve(n + e.more_streams.size());
     parked_.reserve(parked_.size() + 1);
-    for (aclrtStream s : e.streams) {
+    const uint64_t live = e.state.load(std::memory_order_relaxed);
+    // Evicted first: a lock-free hit that still sees "live" after queuing its
+    // copy queued it before the events below are recorded.
+    e.state.store(live | kEvicted, std::memory_order_seq_cst);
+    auto fail = [&](const char *call, aclError rc) {
+      for (aclrtEvent x : p.events) (void)aclrtDestroyEvent(x);
+      e.state.store(live, std::memory_order_seq_cst);  // the entry stays cached and valid
+      throw_acl(kernel, call, rc);
+    };
+    auto record = [&](aclrtStream s) {
       aclrtEvent ev = nullptr;
       aclError rc = aclrtCreateEvent(&ev);
-      if (rc != ACL_SUCCESS) {
-        for (aclrtEvent x : p.events) (void)aclrtDestroyEvent(x);
-        throw_acl(kernel, "aclrtCreateEvent", rc);  // the entry stays cached and valid
-      }
+      if (rc != ACL_SUCCESS) fail("aclrtCreateEvent", rc);
       p.events.push_back(ev);
       rc = aclrtRecordEvent(ev, s);
-      if (rc != ACL_SUCCESS) {
-        for (aclrtEvent x : p.events) (void)aclrtDestroyEvent(x);
-        throw_acl(kernel, "aclrtRecordEvent", rc);
-      }
-    }
+      if (rc != ACL_SUCCESS) fail("aclrtRecordEvent", rc);
+    };
+    for (uint32_t i = 0; i < n; ++i) record(e.streams[i].load(std::memory_order_relaxed));
+    for (aclrtStream s : e.more_streams) record(s);
     parked_.push_back(std::move(p));  // capacity reserved above
     has_parked_.store(true, std::memory_order_release);
     bytes_ -= e.bytes;
-    if (v + 1 != entries_.size()) entries_[v] = std::move(entries_.back());
+    if (v + 1 != entries_.size()) entries_[v] = entries_.back();
     entries_.pop_back();
     ++evictions_;
   }
@@ -563,6 +707,24 @@ class PinnedLockCache {
     size_t i = 0;
     while (i < parked_.size()) {
       Parked &p = parked_[i];
+      Entry &e = *p.entry;
+      if (e.users.load(std::memory_order_seq_cst) != 0) {  // a lock-free hit is still queuing
+        ++i;
+        continue;
+      }
+      while (!e.late_streams.empty()) {  // recorded now: after the late copies were queued
+        if (p.events.capacity() == p.events.size()) p.events.reserve(p.events.size() + e.late_streams.size());
+        aclrtEvent ev = nullptr;
+        aclError rc = aclrtCreateEvent(&ev);
+        if (rc != ACL_SUCCESS) throw_acl(kernel, "aclrtCreateEvent", rc);  // retried at the next reap
+        rc = aclrtRecordEvent(ev, e.late_streams.back());
+        if (rc != ACL_SUCCESS) {
+          (void)aclrtDestroyEvent(ev);
+          throw_acl(kernel, "aclrtRecordEvent", rc);
+        }
+        p.events.push_back(ev);
+        e.late_streams.pop_back();
+      }
       bool done = true;
       for (aclrtEvent ev : p.events) {
         aclrtEventRecordedStatus st = ACL_EVENT_RECORDED_STATUS_NOT_READY;
@@ -577,14 +739,18 @@ class PinnedLockCache {
         ++i;
         continue;
       }
+      if (pool_.size() == pool_.capacity()) pool_.reserve(pool_.size() * 2 + 8);  // before anything is freed
       while (!p.events.empty()) {
         aclError rc = aclrtDestroyEvent(p.events.back());
         if (rc != ACL_SUCCESS) throw_acl(kernel, "aclrtDestroyEvent", rc);  // retried at the next reap
         p.events.pop_back();
       }
-      aclError rc = aclrtFreeHost(p.host);
+      aclError rc = aclrtFreeHost(e.host);
       if (rc != ACL_SUCCESS) throw_acl(kernel, "aclrtFreeHost", rc);  // retried at the next reap
       ++freed_;
+      hits_ += e.fast_hits.exchange(0, std::memory_order_relaxed);
+      e.host = nullptr;
+      pool_.push_back(&e);  // capacity reserved at every miss
       if (i + 1 != parked_.size()) parked_[i] = std::move(parked_.back());
       parked_.pop_back();
     }
@@ -592,13 +758,14 @@ class PinnedLockCache {
   }
 
   std::mutex mu_;
-  std::vector<Entry> entries_;
+  std::vector<Entry *> entries_;
   std::vector<Parked> parked_;
+  std::vector<Entry *> pool_;  // recycled entries (never freed: memos may still point at them)
   std::atomic<bool> has_parked_{false};
+  std::atomic<uint64_t> tick_{0};
   uint64_t max_entries_;
   uint64_t max_bytes_;
   uint64_t bytes_ = 0;
-  uint64_t tick_ = 0;
   uint64_t hits_ = 0, misses_ = 0, evictions_ = 0, freed_ = 0;
 };
 

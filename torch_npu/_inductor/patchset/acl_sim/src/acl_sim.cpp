@@ -37,16 +37,49 @@ thread_local uint64_t t_heap = 0;
 thread_local uint64_t t_last_launch = 0;
 
 // ---------------------------------------------------------------- counters
-struct AtomicCounters {
-  std::atomic<uint64_t> allocator_requests{0}, allocator_growths{0}, sync_copies{0}, async_copies{0},
-      pageable_async_copies{0}, memsets{0}, launches{0}, host_blocking{0}, pinned_allocs{0}, pinned_frees{0},
-      device_allocs{0}, device_frees{0}, events_created{0}, events_recorded{0}, event_queries{0}, errors{0};
-  std::atomic<uint64_t> live_device_allocs{0}, live_allocator_blocks{0}, live_workspace_dataptrs{0},
-      live_pinned{0}, live_events{0};
+// Sharded per thread: each thread bumps its own shard with plain (relaxed)
+// load + store, no locked instruction; counters() sums the shards, and
+// reset_counters() records the sums as a baseline (shards are never written
+// by other threads, and never freed, so counts of exited threads remain).
+#define ACL_SIM_RESET_COUNTERS(X)                                                                       \
+  X(allocator_requests) X(allocator_growths) X(sync_copies) X(async_copies) X(pageable_async_copies)   \
+  X(memsets) X(launches) X(host_blocking) X(pinned_allocs) X(pinned_frees) X(device_allocs)            \
+  X(device_frees) X(events_created) X(events_recorded) X(event_queries) X(errors)
+#define ACL_SIM_LIVE_COUNTERS(X) \
+  X(live_device_allocs) X(live_allocator_blocks) X(live_workspace_dataptrs) X(live_pinned) X(live_events)
+struct ShardCounter {
+  std::atomic<uint64_t> v{0};
+  void operator++(int) noexcept { v.store(v.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed); }
+  void operator--(int) noexcept { v.store(v.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed); }
+  uint64_t get() const noexcept { return v.load(std::memory_order_relaxed); }
 };
-AtomicCounters &C() {
-  static AtomicCounters *c = new AtomicCounters();
+struct AtomicCounters {
+#define ACL_SIM_FIELD(n) ShardCounter n;
+  ACL_SIM_RESET_COUNTERS(ACL_SIM_FIELD)
+  ACL_SIM_LIVE_COUNTERS(ACL_SIM_FIELD)
+#undef ACL_SIM_FIELD
+};
+std::mutex g_shard_mu;
+std::vector<AtomicCounters *> &shards() {
+  static auto *v = new std::vector<AtomicCounters *>();
+  return *v;
+}
+Counters g_counter_baseline;  // under g_shard_mu
+thread_local AtomicCounters *t_shard = nullptr;
+AtomicCounters &new_shard() {
+  ++t_suspend;  // simulation bookkeeping: not counted as the caller's heap allocation
+  auto *c = new AtomicCounters();
+  {
+    std::lock_guard<std::mutex> g(g_shard_mu);
+    shards().push_back(c);
+  }
+  --t_suspend;
+  t_shard = c;
   return *c;
+}
+inline AtomicCounters &C() {
+  AtomicCounters *c = t_shard;
+  return c != nullptr ? *c : new_shard();
 }
 
 // ---------------------------------------------------------------- errors
@@ -72,13 +105,18 @@ struct Fault {
   uint64_t at;
   aclError code;
 };
+// "The nth call counted from now" only needs calls counted while a fault is
+// armed: with none armed (the common case) a call costs one atomic load; with
+// one armed, calls are counted and matched under the fault mutex.
 std::mutex g_fault_mu;
-uint64_t g_calls[kApiCount];
+uint64_t g_calls[kApiCount];  // under g_fault_mu
+std::atomic<bool> g_faults_armed{false};
 std::vector<Fault> g_faults[kApiCount];
 
 aclError fault(Api a) {
+  if (!g_faults_armed.load(std::memory_order_acquire)) return ACL_SUCCESS;
   std::lock_guard<std::mutex> g(g_fault_mu);
-  uint64_t n = ++g_calls[a];
+  const uint64_t n = ++g_calls[a];
   for (const Fault &f : g_faults[a])
     if (f.at == n) return f.code;
   return ACL_SUCCESS;
@@ -285,37 +323,84 @@ void check_write_vs_running(uintptr_t p, size_t n, aclrtStream writer, bool is_h
 }
 
 // ---------------------------------------------------------------- streams
+// Fixed-size task record: what a queued copy, memset or launch needs (no
+// std::function, no per-task heap allocation unless a launch's argument bytes
+// exceed kInlineArgs).
+struct Kernel;
+enum class TaskKind : uint8_t { kPinnedCopy, kCopy, kMemset, kLaunch };
+constexpr size_t kInlineArgs = 192;
+struct Task {
+  TaskKind kind;
+  aclrtMemcpyKind copy_kind;
+  uint8_t value;          // memset
+  uint32_t block_dim;     // launch
+  aclrtStream stream;     // the handle the caller passed (writer identity / KernelCall::stream)
+  void *dst;              // copy / memset
+  const void *src;        // copy
+  size_t count;           // copy / memset bytes; launch: argument bytes
+  uint64_t id;            // pinned copy: page-locked buffer id; launch: launch id
+  Kernel *kernel;         // launch
+  uint8_t *heap_args;     // launch: argument bytes beyond kInlineArgs (else nullptr)
+  alignas(16) uint8_t args[kInlineArgs];
+};
+void run_task(const Task &t);
+
+// One worker per stream; the queue is a growable ring of Task records under
+// the stream's mutex. The worker takes the mutex once per task (completion
+// of the previous one + pop of the next); producers notify only when the
+// worker sleeps, and the worker notifies only when someone waits for it.
 struct Stream {
   std::mutex mu;
   std::condition_variable cv, idle_cv;
-  std::deque<std::function<void()>> q;
+  std::vector<Task> ring;  // capacity a power of two
+  uint64_t head = 0, tail = 0;
   uint64_t enqueued = 0, completed = 0;
-  bool stop = false, destroyed = false;
+  bool stop = false, sleeping = false;
+  int idle_waiters = 0;
+  std::atomic<bool> destroyed{false};
   std::thread th;
+  // torch_npu workspace allocator: this stream's block (see malloc_with_stream)
+  // Growth happens under ws_mu; a fitting request reads (base, size) without
+  // it, as a seqlock (ws_ver odd while a growth rewrites them).
+  std::mutex ws_mu;
+  std::atomic<uint64_t> ws_ver{0};
+  std::atomic<uintptr_t> ws_base{0};
+  std::atomic<size_t> ws_size{0};
+  Stream() : ring(256) {}
 };
 std::mutex g_streams_mu;
 std::set<Stream *> &streams() {
   static auto *s = new std::set<Stream *>();
   return *s;
 }
-Stream *g_default_stream = nullptr;
+std::atomic<Stream *> g_default_stream{nullptr};
 
 void worker(Stream *s) {
+  Task t;
+  bool have = false;
+  std::unique_lock<std::mutex> l(s->mu);
   for (;;) {
-    std::function<void()> task;
-    {
-      std::unique_lock<std::mutex> l(s->mu);
-      s->cv.wait(l, [&] { return s->stop || !s->q.empty(); });
-      if (s->q.empty()) return;
-      task = std::move(s->q.front());
-      s->q.pop_front();
-    }
-    task();
-    {
-      std::lock_guard<std::mutex> l(s->mu);
+    if (have) {
       s->completed++;
+      if (s->idle_waiters != 0) s->idle_cv.notify_all();
+      if (t.heap_args != nullptr) {
+        internal::SimScope sc;
+        delete[] t.heap_args;
+      }
+      have = false;
     }
-    s->idle_cv.notify_all();
+    while (!s->stop && s->head == s->tail) {
+      s->sleeping = true;
+      s->cv.wait(l);
+      s->sleeping = false;
+    }
+    if (s->head == s->tail) return;
+    t = s->ring[s->head & (s->ring.size() - 1)];
+    s->head++;
+    have = true;
+    l.unlock();
+    run_task(t);
+    l.lock();
   }
 }
 
@@ -327,36 +412,68 @@ Stream *new_stream() {
   return s;
 }
 
+// Streams are never deleted (destroyed ones are kept to detect stale handles),
+// so a handle once found in the registry stays a valid Stream object: each
+// thread remembers a few, and only re-checks `destroyed`.
+constexpr int kStreamMemo = 8;
+thread_local Stream *t_known_streams[kStreamMemo];
+thread_local unsigned t_known_next = 0;
+
 Stream *get_stream(aclrtStream h) {
   if (h == nullptr) {
+    Stream *d = g_default_stream.load(std::memory_order_acquire);
+    if (d != nullptr) return d;
     std::lock_guard<std::mutex> g(g_streams_mu);
-    if (g_default_stream == nullptr) {
-      auto *s = new Stream();
-      s->th = std::thread(worker, s);
-      streams().insert(s);
-      g_default_stream = s;
+    d = g_default_stream.load(std::memory_order_relaxed);
+    if (d == nullptr) {
+      d = new Stream();
+      d->th = std::thread(worker, d);
+      streams().insert(d);
+      g_default_stream.store(d, std::memory_order_release);
     }
-    return g_default_stream;
+    return d;
   }
-  std::lock_guard<std::mutex> g(g_streams_mu);
   auto *s = static_cast<Stream *>(h);
-  if (!streams().count(s) || s->destroyed) return nullptr;
-  return s;
+  for (Stream *k : t_known_streams)
+    if (k == s) return s->destroyed.load(std::memory_order_acquire) ? nullptr : s;
+  {
+    std::lock_guard<std::mutex> g(g_streams_mu);
+    if (!streams().count(s)) return nullptr;
+  }
+  t_known_streams[t_known_next++ % kStreamMemo] = s;
+  return s->destroyed.load(std::memory_order_acquire) ? nullptr : s;
 }
 
-uint64_t enqueue(Stream *s, std::function<void()> fn) {
+// Appends a task (filled by `fill` in place, under the stream mutex); returns
+// its queue position.
+template <class F>
+uint64_t enqueue(Stream *s, F &&fill) {
   uint64_t seq;
+  bool wake;
   {
     std::lock_guard<std::mutex> l(s->mu);
-    s->q.push_back(std::move(fn));
+    if (s->tail - s->head == s->ring.size()) {  // full: double, keeping order
+      std::vector<Task> bigger(s->ring.size() * 2);
+      const size_t mask = s->ring.size() - 1;
+      for (uint64_t i = s->head; i != s->tail; ++i) bigger[i - s->head] = s->ring[i & mask];
+      s->tail -= s->head;
+      s->head = 0;
+      s->ring.swap(bigger);
+    }
+    Task &t = s->ring[s->tail & (s->ring.size() - 1)];
+    fill(t);
+    s->tail++;
     seq = ++s->enqueued;
+    wake = s->sleeping;
   }
-  s->cv.notify_one();
+  if (wake) s->cv.notify_one();
   return seq;
 }
 void wait_until(Stream *s, uint64_t seq) {
   std::unique_lock<std::mutex> l(s->mu);
+  s->idle_waiters++;
   s->idle_cv.wait(l, [&] { return s->completed >= seq; });
+  s->idle_waiters--;
 }
 void wait_idle(Stream *s) {
   uint64_t seq;
@@ -387,15 +504,43 @@ std::map<uintptr_t, Pinned> &pinned() {
   return *m;
 }
 uint64_t g_pin_next_id = 0;
+std::atomic<uint64_t> g_pin_gen{0};  // bumped (under g_pin_mu) by every aclrtMallocHost / aclrtFreeHost
 
 // Requires g_pin_mu. Id of the live pinned buffer containing [p, p+n), or 0.
-uint64_t pinned_id_locked(uintptr_t p, size_t n) {
+uint64_t pinned_id_locked(uintptr_t p, size_t n, uintptr_t *base = nullptr, size_t *size = nullptr) {
   auto &m = pinned();
   auto it = m.upper_bound(p);
   if (it == m.begin()) return 0;
   --it;
-  if (p + n <= it->first + it->second.size && p + n >= p) return it->second.id;
+  if (p + n <= it->first + it->second.size && p + n >= p) {
+    if (base != nullptr) *base = it->first;
+    if (size != nullptr) *size = it->second.size;
+    return it->second.id;
+  }
   return 0;
+}
+
+// Host-side "is this source page-locked?" at call time. A per-thread memo of
+// the last buffer found is valid while no pinned buffer was allocated or
+// freed since (generation unchanged); otherwise the registry is searched.
+struct PinMemo {
+  uintptr_t base;
+  size_t size;
+  uint64_t id;
+  uint64_t gen;
+};
+thread_local PinMemo t_pin_memo{0, 0, 0, 0};
+uint64_t pinned_id_now(uintptr_t p, size_t n) {
+  PinMemo &m = t_pin_memo;
+  if (m.id != 0 && m.gen == g_pin_gen.load(std::memory_order_acquire) && p >= m.base && p + n >= p &&
+      p + n <= m.base + m.size)
+    return m.id;
+  std::lock_guard<std::mutex> g(g_pin_mu);
+  uintptr_t base = 0;
+  size_t size = 0;
+  const uint64_t id = pinned_id_locked(p, n, &base, &size);
+  if (id != 0) m = PinMemo{base, size, id, g_pin_gen.load(std::memory_order_relaxed)};
+  return id;
 }
 
 // ---------------------------------------------------------------- events
@@ -421,6 +566,20 @@ std::set<Kernel *> &kernels() {
   return *s;
 }
 std::atomic<uint64_t> g_launch_ids{0};
+// Kernels are never unregistered: a handle once found stays valid.
+constexpr int kKernelMemo = 8;
+thread_local Kernel *t_known_kernels[kKernelMemo];
+thread_local unsigned t_known_kernel_next = 0;
+bool kernel_known(Kernel *k) {
+  for (Kernel *x : t_known_kernels)
+    if (x == k && k != nullptr) return true;
+  {
+    std::lock_guard<std::mutex> g(g_kern_mu);
+    if (!kernels().count(k)) return false;
+  }
+  t_known_kernels[t_known_kernel_next++ % kKernelMemo] = k;
+  return true;
+}
 std::atomic<int> g_memcpy_model{static_cast<int>(MemcpyModel::kWaits)};
 
 uintptr_t hw_sync_addr() {
@@ -459,6 +618,44 @@ aclError do_copy(void *dst, const void *src, size_t count, aclrtMemcpyKind kind,
     }
   }
   return ACL_ERROR_INVALID_PARAM;
+}
+
+// Runs one queued task on its stream's worker thread.
+void run_task(const Task &t) {
+  internal::SimScope sc;
+  switch (t.kind) {
+    case TaskKind::kPinnedCopy: {
+      auto hs = reinterpret_cast<uintptr_t>(t.copy_kind == ACL_MEMCPY_DEVICE_TO_HOST ? t.dst : t.src);
+      std::lock_guard<std::mutex> g(g_pin_mu);  // the pinned buffer cannot be freed mid-copy
+      if (pinned_id_locked(hs, t.count) != t.id) {
+        char buf[200];
+        std::snprintf(buf, sizeof buf,
+                      "aclrtMemcpyAsync: page-locked host buffer %#lx (%zu bytes) was freed before the queued copy ran",
+                      static_cast<unsigned long>(hs), t.count);
+        internal::report(ErrorKind::kStalePinnedSource, buf);
+        return;
+      }
+      do_copy(t.dst, t.src, t.count, t.copy_kind, t.stream, false, "aclrtMemcpyAsync");
+      return;
+    }
+    case TaskKind::kCopy:
+      do_copy(t.dst, t.src, t.count, t.copy_kind, t.stream, false, "aclrtMemcpyAsync");
+      return;
+    case TaskKind::kMemset: {
+      auto p = reinterpret_cast<uintptr_t>(t.dst);
+      check_write_vs_running(p, t.count, t.stream, false, "aclrtMemsetAsync");
+      dev_fill(p, t.value, t.count, "aclrtMemsetAsync");
+      return;
+    }
+    case TaskKind::kLaunch: {
+      const void *args = t.heap_args != nullptr ? static_cast<const void *>(t.heap_args) : t.args;
+      for (uint32_t b = 0; b < t.block_dim; ++b) {
+        KernelCall call{args, t.count, t.block_dim, b, t.id, t.stream, t.kernel->user};
+        t.kernel->fn(call);
+      }
+      return;
+    }
+  }
 }
 
 }  // namespace
@@ -504,40 +701,31 @@ void release_regions(uint64_t launch_id) {
 }  // namespace internal
 
 // ================================================================ control API
-Counters counters() {
-  AtomicCounters &c = C();
+namespace {
+Counters sum_shards_locked() {
   Counters r;
-  r.allocator_requests = c.allocator_requests;
-  r.allocator_growths = c.allocator_growths;
-  r.sync_copies = c.sync_copies;
-  r.async_copies = c.async_copies;
-  r.pageable_async_copies = c.pageable_async_copies;
-  r.memsets = c.memsets;
-  r.launches = c.launches;
-  r.host_blocking = c.host_blocking;
-  r.pinned_allocs = c.pinned_allocs;
-  r.pinned_frees = c.pinned_frees;
-  r.device_allocs = c.device_allocs;
-  r.device_frees = c.device_frees;
-  r.events_created = c.events_created;
-  r.events_recorded = c.events_recorded;
-  r.event_queries = c.event_queries;
-  r.errors = c.errors;
-  r.live_device_allocs = c.live_device_allocs;
-  r.live_allocator_blocks = c.live_allocator_blocks;
-  r.live_workspace_dataptrs = c.live_workspace_dataptrs;
-  r.live_pinned = c.live_pinned;
-  r.live_events = c.live_events;
+  for (const AtomicCounters *c : shards()) {
+#define ACL_SIM_SUM(n) r.n += c->n.get();
+    ACL_SIM_RESET_COUNTERS(ACL_SIM_SUM)
+    ACL_SIM_LIVE_COUNTERS(ACL_SIM_SUM)
+#undef ACL_SIM_SUM
+  }
+  return r;
+}
+}  // namespace
+
+Counters counters() {
+  std::lock_guard<std::mutex> g(g_shard_mu);
+  Counters r = sum_shards_locked();
+#define ACL_SIM_SUB(n) r.n -= g_counter_baseline.n;
+  ACL_SIM_RESET_COUNTERS(ACL_SIM_SUB)
+#undef ACL_SIM_SUB
   return r;
 }
 
 void reset_counters() {
-  AtomicCounters &c = C();
-  for (auto *a : {&c.allocator_requests, &c.allocator_growths, &c.sync_copies, &c.async_copies,
-                  &c.pageable_async_copies, &c.memsets, &c.launches, &c.host_blocking, &c.pinned_allocs,
-                  &c.pinned_frees, &c.device_allocs, &c.device_frees, &c.events_created, &c.events_recorded,
-                  &c.event_queries, &c.errors})
-    a->store(0);
+  std::lock_guard<std::mutex> g(g_shard_mu);
+  g_counter_baseline = sum_shards_locked();
 }
 
 const char *error_kind_name(ErrorKind k) {
@@ -579,6 +767,7 @@ void inject_fault(const char *api, uint64_t nth, aclError code) {
     if (std::strcmp(api, kApiNames[i]) == 0) {
       std::lock_guard<std::mutex> g(g_fault_mu);
       g_faults[i].push_back(Fault{g_calls[i] + nth, code});
+      g_faults_armed.store(true, std::memory_order_release);
       return;
     }
   }
@@ -587,6 +776,7 @@ void inject_fault(const char *api, uint64_t nth, aclError code) {
 void clear_faults() {
   std::lock_guard<std::mutex> g(g_fault_mu);
   for (int i = 0; i < kApiCount; ++i) g_faults[i].clear();
+  g_faults_armed.store(false, std::memory_order_release);
 }
 
 void reset() {
@@ -666,6 +856,7 @@ aclError aclrtMallocHost(void **hostPtr, size_t size) {
   {
     std::lock_guard<std::mutex> g(g_pin_mu);
     pinned()[reinterpret_cast<uintptr_t>(p)] = Pinned{size, ++g_pin_next_id};
+    g_pin_gen.fetch_add(1, std::memory_order_release);
   }
   C().pinned_allocs++;
   C().live_pinned++;
@@ -681,6 +872,7 @@ aclError aclrtFreeHost(void *hostPtr) {
   if (it == pinned().end()) return ACL_ERROR_INVALID_PARAM;
   std::memset(hostPtr, 0xDF, it->second.size);  // poison
   pinned().erase(it);
+  g_pin_gen.fetch_add(1, std::memory_order_release);
   std::free(hostPtr);
   C().pinned_frees++;
   C().live_pinned--;
@@ -710,25 +902,19 @@ aclError aclrtMemcpyAsync(void *dst, size_t destMax, const void *src, size_t cou
   if (kind == ACL_MEMCPY_HOST_TO_DEVICE || kind == ACL_MEMCPY_HOST_TO_HOST) host_side = src;
   if (kind == ACL_MEMCPY_DEVICE_TO_HOST) host_side = dst;
   uint64_t pin_id = 0;
-  if (host_side != nullptr) {
-    std::lock_guard<std::mutex> g(g_pin_mu);
-    pin_id = pinned_id_locked(reinterpret_cast<uintptr_t>(host_side), count);
-  }
+  if (host_side != nullptr) pin_id = pinned_id_now(reinterpret_cast<uintptr_t>(host_side), count);
+  auto fill = [&](Task &t) {
+    t.kind = pin_id != 0 ? TaskKind::kPinnedCopy : TaskKind::kCopy;
+    t.copy_kind = kind;
+    t.stream = stream;
+    t.dst = dst;
+    t.src = src;
+    t.count = count;
+    t.id = pin_id;
+    t.heap_args = nullptr;
+  };
   if (host_side != nullptr && pin_id != 0) {
-    auto hs = reinterpret_cast<uintptr_t>(host_side);
-    enqueue(s, [=] {
-      internal::SimScope sc;
-      std::lock_guard<std::mutex> g(g_pin_mu);  // the pinned buffer cannot be freed mid-copy
-      if (pinned_id_locked(hs, count) != pin_id) {
-        char buf[200];
-        std::snprintf(buf, sizeof buf,
-                      "aclrtMemcpyAsync: page-locked host buffer %#lx (%zu bytes) was freed before the queued copy ran",
-                      static_cast<unsigned long>(hs), count);
-        internal::report(ErrorKind::kStalePinnedSource, buf);
-        return;
-      }
-      do_copy(dst, src, count, kind, stream, false, "aclrtMemcpyAsync");
-    });
+    enqueue(s, fill);
     return ACL_SUCCESS;
   }
   // Pageable host memory (or device-to-device): complete on return.
@@ -736,10 +922,7 @@ aclError aclrtMemcpyAsync(void *dst, size_t destMax, const void *src, size_t cou
     C().pageable_async_copies++;
     C().host_blocking++;
   }
-  uint64_t seq = enqueue(s, [=] {
-    internal::SimScope sc;
-    do_copy(dst, src, count, kind, stream, false, "aclrtMemcpyAsync");
-  });
+  uint64_t seq = enqueue(s, fill);
   if (host_side != nullptr) wait_until(s, seq);
   return ACL_SUCCESS;
 }
@@ -751,11 +934,13 @@ aclError aclrtMemsetAsync(void *devPtr, size_t maxCount, int32_t value, size_t c
   Stream *s = get_stream(stream);
   if (s == nullptr) return ACL_ERROR_RT_INVALID_HANDLE;
   C().memsets++;
-  auto p = reinterpret_cast<uintptr_t>(devPtr);
-  enqueue(s, [=] {
-    internal::SimScope sc;
-    check_write_vs_running(p, count, stream, false, "aclrtMemsetAsync");
-    dev_fill(p, static_cast<uint8_t>(value), count, "aclrtMemsetAsync");
+  enqueue(s, [&](Task &t) {
+    t.kind = TaskKind::kMemset;
+    t.value = static_cast<uint8_t>(value);
+    t.stream = stream;
+    t.dst = devPtr;
+    t.count = count;
+    t.heap_args = nullptr;
   });
   return ACL_SUCCESS;
 }
@@ -782,7 +967,7 @@ aclError aclrtDestroyStream(aclrtStream stream) {
   s->cv.notify_all();
   s->th.join();
   std::lock_guard<std::mutex> g(g_streams_mu);
-  s->destroyed = true;  // the object is kept so stale handles are detected
+  s->destroyed.store(true, std::memory_order_release);  // the object is kept so stale handles are detected
   return ACL_SUCCESS;
 }
 
@@ -876,24 +1061,28 @@ aclError aclrtLaunchKernelWithHostArgs(aclrtFuncHandle funcHandle, uint32_t bloc
   internal::SimScope scope;
   if (aclError e = fault(kApiLaunch)) return e;
   auto *k = static_cast<Kernel *>(funcHandle);
-  {
-    std::lock_guard<std::mutex> g(g_kern_mu);
-    if (!kernels().count(k)) return ACL_ERROR_RT_INVALID_HANDLE;
-  }
+  if (!kernel_known(k)) return ACL_ERROR_RT_INVALID_HANDLE;
   if (blockDim == 0 || (argsSize > 0 && hostArgs == nullptr)) return ACL_ERROR_INVALID_PARAM;
   Stream *s = get_stream(stream);
   if (s == nullptr) return ACL_ERROR_RT_INVALID_HANDLE;
-  auto args = std::make_shared<std::vector<uint8_t>>(static_cast<uint8_t *>(hostArgs),
-                                                     static_cast<uint8_t *>(hostArgs) + argsSize);
+  // The argument bytes are copied now (call time), into the task record.
+  uint8_t *heap_args = nullptr;
+  if (argsSize > kInlineArgs) {
+    heap_args = new uint8_t[argsSize];
+    std::memcpy(heap_args, hostArgs, argsSize);
+  }
   uint64_t id = ++g_launch_ids;
   t_last_launch = id;
   C().launches++;
-  enqueue(s, [=] {
-    internal::SimScope sc;
-    for (uint32_t b = 0; b < blockDim; ++b) {
-      KernelCall call{args->data(), args->size(), blockDim, b, id, stream, k->user};
-      k->fn(call);
-    }
+  enqueue(s, [&](Task &t) {
+    t.kind = TaskKind::kLaunch;
+    t.block_dim = blockDim;
+    t.stream = stream;
+    t.count = argsSize;
+    t.id = id;
+    t.kernel = k;
+    t.heap_args = heap_args;
+    if (heap_args == nullptr && argsSize != 0) std::memcpy(t.args, hostArgs, argsSize);
   });
   return ACL_SUCCESS;
 }
@@ -904,15 +1093,6 @@ aclError aclrtLaunchKernelWithHostArgs(aclrtFuncHandle funcHandle, uint32_t bloc
 namespace c10_npu {
 namespace NPUWorkspaceAllocator {
 namespace {
-struct Block {
-  uintptr_t base = 0;
-  size_t size = 0;
-};
-std::mutex g_ws_mu;
-std::map<void *, Block> &blocks() {
-  static auto *m = new std::map<void *, Block>();
-  return *m;
-}
 void release_dataptr(void *) { C().live_workspace_dataptrs--; }
 }  // namespace
 
@@ -929,24 +1109,38 @@ c10::DataPtr malloc_with_stream(size_t size, aclrtStream stream) {
   Stream *s = get_stream(stream);
   if (s == nullptr) throw std::runtime_error("acl_sim: malloc_with_stream on an invalid stream");
   if (size == 0) return c10::DataPtr();
-  std::lock_guard<std::mutex> g(g_ws_mu);
-  Block &b = blocks()[s];
-  if (size > b.size) {
+  // The block lives in the stream object. Fast path: the request fits.
+  const uint64_t v1 = s->ws_ver.load(std::memory_order_acquire);
+  if ((v1 & 1) == 0) {
+    const uintptr_t base = s->ws_base.load(std::memory_order_relaxed);
+    const size_t have = s->ws_size.load(std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (s->ws_ver.load(std::memory_order_relaxed) == v1 && size <= have) {
+      C().live_workspace_dataptrs++;
+      return c10::DataPtr(reinterpret_cast<void *>(base), nullptr, &release_dataptr);
+    }
+  }
+  std::lock_guard<std::mutex> g(s->ws_mu);
+  if (size > s->ws_size.load(std::memory_order_relaxed)) {
     C().allocator_growths++;
     C().host_blocking++;
     sync_all_streams();
-    if (b.base != 0) dev_free(b.base, true);
+    const uint64_t v = s->ws_ver.load(std::memory_order_relaxed);
+    s->ws_ver.store(v + 1, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_release);
+    const uintptr_t old = s->ws_base.load(std::memory_order_relaxed);
+    if (old != 0) dev_free(old, true);
     constexpr size_t k2M = size_t(2) << 20;
     size_t want = (size + 32 + k2M - 1) / k2M * k2M;
     uintptr_t p = dev_alloc(want, true);
-    if (p == 0) {
-      b = Block{};
-      throw std::runtime_error("acl_sim: NPU workspace allocator out of simulated memory");
-    }
-    b = Block{p, want};
+    s->ws_base.store(p, std::memory_order_relaxed);
+    s->ws_size.store(p == 0 ? 0 : want, std::memory_order_relaxed);
+    s->ws_ver.store(v + 2, std::memory_order_release);
+    if (p == 0) throw std::runtime_error("acl_sim: NPU workspace allocator out of simulated memory");
   }
   C().live_workspace_dataptrs++;
-  return c10::DataPtr(reinterpret_cast<void *>(b.base), nullptr, &release_dataptr);
+  return c10::DataPtr(reinterpret_cast<void *>(s->ws_base.load(std::memory_order_relaxed)), nullptr,
+                      &release_dataptr);
 }
 }  // namespace NPUWorkspaceAllocator
 }  // namespace c10_npu
