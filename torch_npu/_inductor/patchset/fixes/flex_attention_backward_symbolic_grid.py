@@ -1,9 +1,124 @@
-"""Placeholder until the fix lands: reports itself truthfully as not implemented."""
+"""Install a ``SymbolicGridFn`` on torch 2.7.1's Flex Attention backward template.
+
+torch 2.7.1 (``torch/_inductor/kernel/flex_attention.py``) builds
+``flex_attention_backward_template = TritonTemplate(name="flex_attention_backward",
+grid=flex_attention_backward_grid, ...)``; ``TritonTemplate.__init__`` keeps it
+as ``self.grid``, and ``TritonTemplateKernel.call_kernel`` asserts
+``cpp_wrapper requires SymbolicGridFn`` for a plain function with symbolic
+call sizes. torch >= 2.8 ships a ``SymbolicGridFn`` there (module
+``torch._inductor.kernel.flex.flex_attention`` in 2.13).
+
+The grid itself lives in :mod:`..flex_grid`; this module only decides.
+"""
+from __future__ import annotations
+
+import importlib
+import inspect
+import sys
+
+from .. import flex_grid
+from .._patching import NEEDED, Probe
+
+# Where torch has kept the template, oldest first.
+TEMPLATE_MODULES = (
+    "torch._inductor.kernel.flex_attention",  # torch 2.7.x
+    "torch._inductor.kernel.flex.flex_attention",  # torch 2.8+ (2.13 checked)
+)
+_ATTR = "grid"  # TritonTemplate.__init__(name, grid, source, ...) -> self.grid
+_CALL_PARAMS = 7  # batch, q_heads, q_len, qk_head_dim, kv_heads, kv_len, meta
 
 
-def probe(modules):
-    raise NotImplementedError("not implemented")
+def _select_algorithm():
+    return sys.modules.get("torch._inductor.select_algorithm") or importlib.import_module(
+        "torch._inductor.select_algorithm"
+    )
 
 
-def apply(modules, patcher):  # pragma: no cover - probe never says NEEDED
-    raise NotImplementedError("not implemented")
+def locate(modules) -> tuple[object, str]:
+    """(template, module name) from the applier's ``modules`` mapping."""
+    for name in TEMPLATE_MODULES + tuple(m for m in modules if m not in TEMPLATE_MODULES):
+        module = modules.get(name)
+        if module is not None and hasattr(module, flex_grid.TEMPLATE):
+            return getattr(module, flex_grid.TEMPLATE), name
+    raise LookupError(f"no {flex_grid.TEMPLATE} in {sorted(modules)}")
+
+
+def is_ours(grid) -> bool:
+    fn = getattr(grid, "fn", None)
+    return getattr(fn, "__module__", None) == flex_grid.__name__
+
+
+def _owner_of(grid) -> str:
+    fn = getattr(grid, "fn", grid)
+    return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', type(fn).__name__)}"
+
+
+def _inspect(modules) -> tuple[Probe, object, str]:
+    try:
+        template, where = locate(modules)
+    except LookupError as exc:
+        return Probe.unrecognised(str(exc)), None, ""
+    sa = _select_algorithm()
+    triton_template = getattr(sa, "TritonTemplate", None)
+    symbolic = getattr(sa, "SymbolicGridFn", None)
+    if symbolic is None or triton_template is None:
+        return Probe.unrecognised("torch._inductor.select_algorithm has no SymbolicGridFn/TritonTemplate"), None, where
+    if not isinstance(template, triton_template):
+        return Probe.unrecognised(f"{where}.{flex_grid.TEMPLATE} is a {type(template).__name__}, not a TritonTemplate"), None, where
+    if not hasattr(template, _ATTR):
+        return Probe.unrecognised(f"{where}.{flex_grid.TEMPLATE} has no attribute {_ATTR!r}"), None, where
+    grid = getattr(template, _ATTR)
+    if isinstance(grid, symbolic):
+        if is_ours(grid):
+            return Probe.needed("grid is already this patch set's SymbolicGridFn (nothing left to do)"), template, where
+        fn = getattr(grid, "fn", None)
+        who = "torch's own" if getattr(fn, "__module__", "").startswith("torch.") else "another patch's"
+        return Probe.upstream_has_fix(f"{where}.{flex_grid.TEMPLATE}.grid is already a SymbolicGridFn ({who}: {_owner_of(grid)})"), template, where
+    if not callable(grid) or hasattr(grid, "sympy_call"):
+        return Probe.unrecognised(f"{flex_grid.TEMPLATE}.grid is a {type(grid).__name__}, expected a plain grid function"), template, where
+    try:
+        params = [p for p in inspect.signature(grid).parameters.values() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        return Probe.unrecognised(f"{flex_grid.TEMPLATE}.grid has no inspectable signature"), template, where
+    if len(params) != _CALL_PARAMS:
+        return Probe.unrecognised(
+            f"{flex_grid.TEMPLATE}.grid takes {len(params)} positional parameters "
+            f"({', '.join(p.name for p in params)}), expected {_CALL_PARAMS} "
+            "(batch, q_heads, q_len, qk_head_dim, kv_heads, kv_len, meta)"
+        ), template, where
+    # Behaviour: the function we replace must compute torch 2.7.1's formula and
+    # layout (a torch_npu build may have swapped in a grid of its own).
+    try:
+        layout = flex_grid.matching_layout(grid)
+    except ImportError as exc:  # the 2.7.1 grid imports triton inside
+        checked = f"formula not evaluated ({exc}); signature matches"
+    except Exception as exc:
+        return Probe.unrecognised(f"{_owner_of(grid)} raised {type(exc).__name__}: {exc} on sample sizes"), template, where
+    else:
+        if layout != flex_grid.LAYOUT_2_7:
+            return Probe.unrecognised(
+                f"{_owner_of(grid)} does not compute torch 2.7.1's backward grid on sample sizes "
+                f"(matches layout {layout!r})"
+            ), template, where
+        checked = "same results as torch 2.7.1's formula on sample sizes"
+    return Probe.needed(f"{where}.{flex_grid.TEMPLATE}.grid is a plain function ({_owner_of(grid)}; {checked})"), template, where
+
+
+def probe(modules) -> Probe:
+    return _inspect(modules)[0]
+
+
+def make_grid(layout: str = flex_grid.LAYOUT_2_7):
+    """Our grid wrapped in the installed torch's SymbolicGridFn."""
+    return _select_algorithm().SymbolicGridFn(flex_grid.GRIDS[layout])
+
+
+def apply(modules, patcher):
+    verdict, template, where = _inspect(modules)
+    if verdict.verdict != NEEDED:
+        return f"nothing changed: {verdict.reason}"
+    current = getattr(template, _ATTR)
+    if is_ours(current):
+        return "nothing changed: this patch set's grid is already installed"
+    patcher.setattr(template, _ATTR, make_grid(flex_grid.LAYOUT_2_7))
+    return f"{where}.{flex_grid.TEMPLATE}.grid: {_owner_of(current)} -> SymbolicGridFn({flex_grid.__name__}.backward_grid)"
