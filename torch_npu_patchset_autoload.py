@@ -82,13 +82,20 @@ def disabled_ids(value: str | None = None) -> frozenset[str] | None:
     return frozenset(part.strip() for part in value.split(",") if part.strip())
 
 
+def hook_sets(table: dict) -> list[list[str]]:
+    """A declaration's ``hooks``, then each of its ``alternative_hooks`` sets
+    (where other releases keep the same objects)."""
+    return [list(table.get("hooks", []))] + [list(alt) for alt in table.get("alternative_hooks", [])]
+
+
 def target_modules(table: dict) -> list[str]:
-    """Modules a declaration hooks, from its ``module:qualname`` entries."""
+    """Modules a declaration may hook, from its ``module:qualname`` entries."""
     mods: list[str] = []
-    for hook in table.get("hooks", []):
-        mod = hook.split(":", 1)[0]
-        if mod not in mods:
-            mods.append(mod)
+    for hooks in hook_sets(table):
+        for hook in hooks:
+            mod = hook.split(":", 1)[0]
+            if mod not in mods:
+                mods.append(mod)
     return mods
 
 

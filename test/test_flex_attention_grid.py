@@ -404,14 +404,9 @@ def test_status_command_reports_this_patch():
         assert row["state"] == "applied", row
         assert "SymbolicGridFn" in row["note"]
         return
-    if importlib.util.find_spec(MOD_271) is None:
-        assert row["state"] == "target-missing", row
-        pytest.xfail(
-            f"torch {torch.__version__} moved the template to {fix.TEMPLATE_MODULES[1]}; the declaration hooks "
-            f"only {MOD_271}, so the applier stops at target-missing before the probe (which does say "
-            "upstream-has-fix: test_newer_torch_grid_left_alone). Needs a declaration/applier change."
-        )
     assert row["state"] == "upstream-has-fix", row
+    assert "torch's own" in row["reason"], row
+    assert row["targets"] == [f"{fix.TEMPLATE_MODULES[1]}:flex_attention_backward_template.grid"], row
 
 
 def test_example_explains_itself_without_accelerator():

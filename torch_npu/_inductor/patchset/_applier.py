@@ -84,10 +84,11 @@ def _resolve(hook: str, modules: dict[str, ModuleType]):
     return obj
 
 
-def _gather(decl, import_targets: bool) -> tuple[str, str, dict[str, ModuleType]]:
-    """(state, reason, modules): PENDING/TARGET_MISSING/FAILED or '' when ready."""
+def _gather_set(decl, hooks, import_targets: bool) -> tuple[str, str, dict[str, ModuleType]]:
+    """(state, reason, modules) for one hook set: PENDING/TARGET_MISSING/FAILED,
+    or '' when every module is imported and every hooked object resolves."""
     modules: dict[str, ModuleType] = {}
-    for name in decl.target_modules:
+    for name in _declarations.modules_of(hooks):
         if not _autoload._imported(name):
             if not import_targets:
                 return PENDING, f"{name} not imported yet", modules
@@ -104,7 +105,7 @@ def _gather(decl, import_targets: bool) -> tuple[str, str, dict[str, ModuleType]
             except Exception as exc:
                 return FAILED, f"importing {name} raised {type(exc).__name__}: {exc}", modules
         modules[name] = sys.modules[name]
-    for hook in decl.hooks:
+    for hook in hooks:
         try:
             _resolve(hook, modules)
         except AttributeError as exc:
@@ -112,12 +113,28 @@ def _gather(decl, import_targets: bool) -> tuple[str, str, dict[str, ModuleType]
     return "", "", modules
 
 
+def _gather(decl, import_targets: bool) -> tuple[str, str, dict[str, ModuleType], tuple[str, ...]]:
+    """The first hook set that is present wins; (state, reason, modules, hooks)."""
+    first = None
+    for hooks in decl.hook_sets:
+        state, reason, modules = _gather_set(decl, hooks, import_targets)
+        if state in ("", FAILED):
+            return state, reason, modules, hooks
+        if first is None or (first[0] == TARGET_MISSING and state == PENDING):
+            first = (state, reason, modules, hooks)
+    state, reason, modules, hooks = first
+    if state == TARGET_MISSING and decl.alternative_hooks:
+        reason += f" (nor any of {len(decl.alternative_hooks)} alternative hook set(s))"
+    return state, reason, modules, hooks
+
+
 def _settle(decl, st: PatchStatus, import_targets: bool) -> None:
     off = _autoload.disabled_ids()
     if off is not None and ("*" in off or decl.id in off):
         st.state, st.reason = DISABLED, f"{_autoload.DISABLE_ENV}={_autoload.os.environ.get(_autoload.DISABLE_ENV, '')}"
         return
-    state, reason, modules = _gather(decl, import_targets)
+    state, reason, modules, hooks = _gather(decl, import_targets)
+    st.targets = hooks
     if st.state in SETTLED:
         return  # importing a target ran the import hook, which settled it
     if state == PENDING and st.state == TARGET_MISSING:

@@ -17,6 +17,7 @@ class Declaration:
     upstream: str
     implementation: str  # module with probe() and apply()
     hooks: tuple[str, ...]  # "module:qualname"
+    alternative_hooks: tuple[tuple[str, ...], ...]  # tried in order when `hooks` is missing
     import_first: tuple[str, ...]
     detection: str
     torch_lines: tuple[str, ...]
@@ -24,8 +25,12 @@ class Declaration:
     path: str
 
     @property
-    def target_modules(self) -> tuple[str, ...]:
-        return tuple(_autoload.target_modules({"hooks": self.hooks}))
+    def hook_sets(self) -> tuple[tuple[str, ...], ...]:
+        return (self.hooks, *self.alternative_hooks)
+
+
+def modules_of(hooks) -> tuple[str, ...]:
+    return tuple(_autoload.target_modules({"hooks": list(hooks)}))
 
 
 def parse(table: dict) -> Declaration:
@@ -33,10 +38,12 @@ def parse(table: dict) -> Declaration:
     missing = [k for k in _REQUIRED if k not in table]
     if missing:
         raise ValueError(f"{where}: missing {', '.join(missing)}")
-    hooks = tuple(table["hooks"])
-    bad = [h for h in hooks if h.count(":") != 1 or not all(h.split(":"))]
-    if not hooks or bad:
-        raise ValueError(f"{where}: hooks must be non-empty 'module:qualname' strings, got {bad or hooks}")
+    sets = [tuple(hooks) for hooks in _autoload.hook_sets(table)]
+    for hooks in sets:
+        bad = [h for h in hooks if not isinstance(h, str) or h.count(":") != 1 or not all(h.split(":"))]
+        if not hooks or bad:
+            raise ValueError(f"{where}: hooks must be non-empty 'module:qualname' strings, got {bad or hooks}")
+    hooks = sets[0]
     targets = table["targets"]
     return Declaration(
         id=table["id"],
@@ -45,6 +52,7 @@ def parse(table: dict) -> Declaration:
         upstream=table["upstream"],
         implementation=table["implementation"],
         hooks=hooks,
+        alternative_hooks=tuple(sets[1:]),
         import_first=tuple(table.get("import_first", ())),
         detection=" ".join(table["detection"].split()),
         torch_lines=tuple(targets.get("torch", ())),
