@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import sysconfig
 import zipfile
 from pathlib import Path
 
@@ -47,7 +46,11 @@ def test_pip_install_into_fresh_env_with_torch_but_no_torch_npu(tmp_path):
     site = Path(subprocess.check_output([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], text=True).strip())
     # torch from the test environment, without the editable install of this
     # project (a path listed in a .pth file is not itself scanned for .pth files).
-    (site / "with_torch.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    import torch
+
+    torch_site = Path(torch.__file__).resolve().parents[1]
+    assert not list(torch_site.glob("torch_npu_inductor_patches-*")), "the project is installed beside torch"
+    (site / "with_torch.pth").write_text(f"{torch_site}\n")
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "TORCH_NPU_PATCHSET_DECLARATIONS")}
     subprocess.run(
         [py, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", str(ROOT)],
