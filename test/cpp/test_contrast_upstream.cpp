@@ -25,12 +25,6 @@ uint64_t upstream_launch(aclrtFuncHandle h, aclrtStream s, uint32_t g, uint64_t 
   int32_t grid[3] = {int32_t(g), 1, 1};
   return launch(h, s, lk.get(), ws.get(), g, grid);
 }
-LockLayout legacy(uint64_t n, int64_t v) {
-  LockLayout l;
-  l.legacy_slots = n;
-  l.init_value = v;
-  return l;
-}
 }  // namespace
 
 TEST_CASE(upstream_locks_and_workspace_alias) {

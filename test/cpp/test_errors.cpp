@@ -26,12 +26,6 @@ void check_all_released() {
   CHECK_EQ(c.live_events, 0u);
   CHECK_EQ(c.live_workspace_dataptrs, 0u);
 }
-LockLayout legacy(uint64_t n, int64_t v) {
-  LockLayout l;
-  l.legacy_slots = n;
-  l.init_value = v;
-  return l;
-}
 }  // namespace
 
 TEST_CASE(workspace_size_overflow_throws_before_allocation) {

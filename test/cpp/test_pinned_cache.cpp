@@ -8,14 +8,6 @@
 using namespace t;
 using torch_npu_patchset::acquire_launch_resources;
 
-namespace {
-LockLayout legacy(uint64_t n, int64_t v) {
-  LockLayout l;
-  l.legacy_slots = n;
-  l.init_value = v;
-  return l;
-}
-}  // namespace
 
 TEST_CASE(cache_hit_makes_no_pinned_allocation) {
   aclrtStream s = stream(0);

@@ -130,6 +130,14 @@ using torch_npu_patchset::LaunchResources;
 using torch_npu_patchset::LockLayout;
 
 // A process-wide pool of streams (like torch_npu's), never destroyed.
+// A legacy lock layout: n int64 slots, each = v.
+inline LockLayout legacy(uint64_t n, int64_t v) {
+  LockLayout l;
+  l.legacy_slots = n;
+  l.init_value = v;
+  return l;
+}
+
 inline aclrtStream stream(int i) {
   static aclrtStream pool[16] = {};
   if (pool[i] == nullptr) {
