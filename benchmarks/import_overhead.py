@@ -29,26 +29,27 @@ ENTRY_POINT = (
 )
 
 
-def _median_seconds(code: str, runs: int, **env_extra) -> float:
+def _seconds(code: str, **env_extra) -> float:
     env = {k: v for k, v in os.environ.items() if k != "TORCH_NPU_PATCHSET_DISABLE"}
     env.update(env_extra)
-    samples = []
-    for _ in range(runs):
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
-        samples.append(float(out.stdout.strip().splitlines()[-1]))
-    return statistics.median(samples)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    return float(out.stdout.strip().splitlines()[-1])
 
 
 def measure(runs: int) -> dict:
-    armed = _median_seconds(IMPORT_TORCH, runs)
-    disabled = _median_seconds(IMPORT_TORCH, runs, TORCH_NPU_PATCHSET_DISABLE="1")
-    entry = _median_seconds(ENTRY_POINT, runs, TORCH_DEVICE_BACKEND_AUTOLOAD="0")
+    # Interleaved, so page-cache warm-up and machine drift hit every variant alike.
+    armed, disabled, entry = [], [], []
+    for _ in range(runs):
+        armed.append(_seconds(IMPORT_TORCH))
+        disabled.append(_seconds(IMPORT_TORCH, TORCH_NPU_PATCHSET_DISABLE="1"))
+        entry.append(_seconds(ENTRY_POINT, TORCH_DEVICE_BACKEND_AUTOLOAD="0"))
+    med = statistics.median
     return {
         "runs": runs,
-        "import_torch_ms_armed": armed * 1e3,
-        "import_torch_ms_disabled": disabled * 1e3,
-        "import_torch_delta_ms": (armed - disabled) * 1e3,
-        "entry_point_ms": entry * 1e3,
+        "import_torch_ms_armed": med(armed) * 1e3,
+        "import_torch_ms_disabled": med(disabled) * 1e3,
+        "import_torch_delta_ms": (med(armed) - med(disabled)) * 1e3,
+        "entry_point_ms": med(entry) * 1e3,
     }
 
 

@@ -75,3 +75,16 @@ def test_plot_without_matplotlib_is_not_fatal(tmp_path):
     png = tmp_path / "bench.png"
     doc = _run(tmp_path, "--layouts", "ordered", "--strategies", "null,patchset", "--plot", str(png))
     assert len(doc["cells"]) == 2 * 2
+
+
+def test_import_overhead_script_runs(tmp_path):
+    out = tmp_path / "import.json"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "import_overhead.py"), "--runs", "1", "--json", str(out)],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(out.read_text())
+    assert set(data) == {"runs", "import_torch_ms_armed", "import_torch_ms_disabled", "import_torch_delta_ms",
+                         "entry_point_ms"}
+    assert data["entry_point_ms"] > 0
