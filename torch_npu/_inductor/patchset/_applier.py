@@ -13,6 +13,7 @@ import dataclasses
 import importlib
 import importlib.util
 import logging
+import os
 import sys
 import threading
 from types import ModuleType
@@ -131,7 +132,7 @@ def _gather(decl, import_targets: bool) -> tuple[str, str, dict[str, ModuleType]
 def _settle(decl, st: PatchStatus, import_targets: bool) -> None:
     off = _autoload.disabled_ids()
     if off is not None and ("*" in off or decl.id in off):
-        st.state, st.reason = DISABLED, f"{_autoload.DISABLE_ENV}={_autoload.os.environ.get(_autoload.DISABLE_ENV, '')}"
+        st.state, st.reason = DISABLED, f"{_autoload.DISABLE_ENV}={os.environ.get(_autoload.DISABLE_ENV, '')}"
         return
     state, reason, modules, hooks = _gather(decl, import_targets)
     st.targets = hooks
