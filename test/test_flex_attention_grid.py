@@ -344,6 +344,20 @@ def test_applier_applies_on_271(fa, unpatched):
 
 
 @needs_271
+def test_superseded_reports_a_grid_installed_after_ours(fa, patched, unpatched):
+    """torch_npu 2.7.1.post11 replaces this grid with its own when its
+    _inductor package is imported, possibly after our patch: status says so."""
+    assert fix.superseded({MOD_271: fa}) is None
+    import torch._inductor.select_algorithm as sa
+
+    def other_grid(b, hq, m, d, hkv, n, meta, *, cdiv):
+        return (1, 1, 1)
+
+    unpatched.grid = sa.SymbolicGridFn(other_grid)
+    assert fix.superseded({MOD_271: fa}).endswith("other_grid")
+
+
+@needs_271
 def test_probe_classifies_other_grids(fa, unpatched):
     sa = importlib.import_module("torch._inductor.select_algorithm")
     modules = {MOD_271: fa}

@@ -295,3 +295,17 @@ def test_status_table_lists_every_patch():
     for pid in REAL_IDS:
         assert pid in proc.stdout
     assert "torch " in proc.stdout and "torch_npu" in proc.stdout and "triton-ascend" in proc.stdout
+
+
+def test_status_says_when_an_applied_patch_was_replaced_later(fixture_patchset):
+    rows = by_id(_applier.apply(["fix-ok"]))
+    assert "superseded" not in rows["fix-ok"].note
+    heur = sys.modules[HEURISTICS]
+    ours = heur.Autotuner.save_gpu_kernel
+    heur.Autotuner.save_gpu_kernel = lambda self, stream, launcher: {}
+    try:
+        rows = by_id(_applier.status())
+        assert rows["fix-ok"].state == "applied"
+        assert "; since superseded: " in rows["fix-ok"].note and rows["fix-ok"].note.endswith("<lambda>")
+    finally:
+        heur.Autotuner.save_gpu_kernel = ours

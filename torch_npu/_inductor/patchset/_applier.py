@@ -59,6 +59,7 @@ class PatchStatus:
 
 _lock = threading.RLock()
 _status: dict[str, PatchStatus] = {}
+_applied: dict[str, tuple[ModuleType, dict[str, ModuleType]]] = {}  # id -> (fix module, targets)
 
 
 def _initial(decl) -> PatchStatus:
@@ -67,7 +68,20 @@ def _initial(decl) -> PatchStatus:
 
 def status() -> list[PatchStatus]:
     with _lock:
-        return [dataclasses.replace(_status.setdefault(d.id, _initial(d))) for d in _declarations.load()]
+        rows = [dataclasses.replace(_status.setdefault(d.id, _initial(d))) for d in _declarations.load()]
+    for row in rows:
+        # Something imported later (say, torch_npu's own copy of a fix) may
+        # have replaced what we installed; a fix can tell through superseded().
+        fix, modules = _applied.get(row.id, (None, None))
+        check = getattr(fix, "superseded", None)
+        if row.state == APPLIED and check is not None:
+            try:
+                by = check(modules)
+            except Exception as exc:
+                by = f"could not check ({type(exc).__name__}: {exc})"
+            if by:
+                row.note = f"{row.note}; since superseded: {by}" if row.note else f"since superseded: {by}"
+    return rows
 
 
 def _module_findable(name: str) -> bool:
@@ -166,6 +180,7 @@ def _settle(decl, st: PatchStatus, import_targets: bool) -> None:
         st.state, st.reason = FAILED, f"apply raised {type(exc).__name__}: {exc} (rolled back)"
         return
     st.state, st.reason, st.note = APPLIED, probe.reason, note or ""
+    _applied[decl.id] = (fix, modules)
 
 
 def apply(ids: Iterable[str] | None = None, *, import_targets: bool = True) -> list[PatchStatus]:
@@ -197,4 +212,5 @@ def apply_ready(trigger: str = "") -> list[PatchStatus]:
 def _reset_for_tests() -> None:
     with _lock:
         _status.clear()
+        _applied.clear()
         _declarations.load.cache_clear()

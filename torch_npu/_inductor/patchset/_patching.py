@@ -7,7 +7,11 @@ A fix module (``fixes/<id>.py``) defines
 
 ``apply`` makes every change through ``patcher`` so that the applier can undo
 all of them if anything raises half way: a patch is applied whole or not at
-all. It may return a short note for the status table.
+all. It may return a short note for the status table. Optionally,
+
+    def superseded(modules) -> str | None
+
+says what has since replaced the patch's work (status reports it).
 """
 from __future__ import annotations
 

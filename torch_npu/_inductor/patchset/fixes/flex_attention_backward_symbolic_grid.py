@@ -122,3 +122,10 @@ def apply(modules, patcher):
         return "nothing changed: this patch set's grid is already installed"
     patcher.setattr(template, _ATTR, make_grid(flex_grid.LAYOUT_2_7))
     return f"{where}.{flex_grid.TEMPLATE}.grid: {_owner_of(current)} -> SymbolicGridFn({flex_grid.__name__}.backward_grid)"
+
+
+def superseded(modules) -> str | None:
+    """What replaced our grid after we installed it (e.g. torch_npu's own fix)."""
+    template, _ = locate(modules)
+    grid = getattr(template, _ATTR, None)
+    return None if is_ours(grid) else _owner_of(grid)
