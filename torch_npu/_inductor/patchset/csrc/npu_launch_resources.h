@@ -161,14 +161,14 @@ namespace detail {
 
 inline const char *kname(const char *k) noexcept { return (k != nullptr && *k != '\0') ? k : "<unnamed>"; }
 
-[[noreturn]] inline void throw_acl(const char *kernel, const char *call, aclError code) {
+[[noreturn]] __attribute__((noinline, cold)) inline void throw_acl(const char *kernel, const char *call, aclError code) {
   char buf[512];
   std::snprintf(buf, sizeof buf, "torch_npu_patchset: kernel '%s': %s failed with error 0x%x", kname(kernel), call,
                 static_cast<unsigned>(code));
   throw std::runtime_error(buf);
 }
 
-[[noreturn]] inline void throw_overflow(const char *kernel, const char *what, uint64_t a, uint64_t b) {
+[[noreturn]] __attribute__((noinline, cold)) inline void throw_overflow(const char *kernel, const char *what, uint64_t a, uint64_t b) {
   char buf[512];
   std::snprintf(buf, sizeof buf,
                 "torch_npu_patchset: kernel '%s': %s overflows 64 bits (%llu and %llu)", kname(kernel), what,
@@ -178,7 +178,7 @@ inline const char *kname(const char *k) noexcept { return (k != nullptr && *k !=
 
 inline uint64_t add(const char *kernel, const char *what, uint64_t a, uint64_t b) {
   uint64_t r;
-  if (__builtin_add_overflow(a, b, &r)) throw_overflow(kernel, what, a, b);
+  if (__builtin_expect(__builtin_add_overflow(a, b, &r), 0)) throw_overflow(kernel, what, a, b);
   return r;
 }
 inline uint64_t align_up(const char *kernel, const char *what, uint64_t v) {
@@ -215,39 +215,77 @@ inline void set_max_launch_bytes(uint64_t bytes) {
   detail::max_launch_bytes_storage().store(bytes, std::memory_order_relaxed);
 }
 
-inline LaunchSizes compute_launch_sizes(const char *kernel_name, uint32_t grid_x, uint32_t grid_y, uint32_t grid_z,
+namespace detail {
+// Error paths of compute_launch_sizes / acquire_launch_resources: out of line
+// and cold, so the success path carries no message formatting (and stays small
+// enough to inline).
+[[noreturn]] __attribute__((noinline, cold)) inline void throw_both_layouts(const char *kernel,
+                                                                          const LockLayout &locks) {
+  char buf[512];
+  std::snprintf(buf, sizeof buf,
+                "torch_npu_patchset: kernel '%s': lock layout has both a legacy slot count (%llu) and a packed "
+                "layout (%u ordered, %u unordered); expected one of them",
+                kname(kernel), static_cast<unsigned long long>(locks.legacy_slots), locks.ordered, locks.unordered);
+  throw std::invalid_argument(buf);
+}
+[[noreturn]] __attribute__((noinline, cold)) inline void throw_no_participants(const char *kernel, uint32_t block_num,
+                                                                             const LockLayout &locks) {
+  char buf[512];
+  std::snprintf(buf, sizeof buf,
+                "torch_npu_patchset: kernel '%s': %u unordered locks need a positive participant count, got "
+                "block_num %u x participant_factor %u",
+                kname(kernel), locks.unordered, block_num, locks.participant_factor);
+  throw std::invalid_argument(buf);
+}
+[[noreturn]] __attribute__((noinline, cold)) inline void throw_workspace_overflow(const char *kernel,
+                                                                                uint64_t workspace_per_block,
+                                                                                uint32_t grid_x, uint32_t grid_y,
+                                                                                uint32_t grid_z) {
+  char buf[512];
+  std::snprintf(buf, sizeof buf,
+                "torch_npu_patchset: kernel '%s': workspace size overflows 64 bits: %llu bytes per block x grid "
+                "%u x %u x %u",
+                kname(kernel), static_cast<unsigned long long>(workspace_per_block), grid_x, grid_y, grid_z);
+  throw std::overflow_error(buf);
+}
+[[noreturn]] __attribute__((noinline, cold)) inline void throw_lock_overflow(const char *kernel, uint32_t block_num,
+                                                                           const LockLayout &locks) {
+  char buf[512];
+  std::snprintf(buf, sizeof buf,
+                "torch_npu_patchset: kernel '%s': lock size overflows 64 bits: legacy slots %llu, ordered %u, "
+                "unordered %u, participants %u blocks x %u",
+                kname(kernel), static_cast<unsigned long long>(locks.legacy_slots), locks.ordered, locks.unordered,
+                block_num, locks.participant_factor);
+  throw std::overflow_error(buf);
+}
+[[noreturn]] __attribute__((noinline, cold)) inline void throw_over_cap(const char *kernel, const LaunchSizes &s,
+                                                                      uint64_t workspace_per_block, uint32_t grid_x,
+                                                                      uint32_t grid_y, uint32_t grid_z, uint64_t cap) {
+  char buf[512];
+  std::snprintf(buf, sizeof buf,
+                "torch_npu_patchset: kernel '%s': launch needs %llu bytes (locks %llu, workspace %llu = %llu per "
+                "block x grid %u x %u x %u), over the limit of %llu bytes (TORCH_NPU_PATCHSET_MAX_LAUNCH_BYTES)",
+                kname(kernel), static_cast<unsigned long long>(s.total_bytes),
+                static_cast<unsigned long long>(s.lock_bytes), static_cast<unsigned long long>(s.workspace_bytes),
+                static_cast<unsigned long long>(workspace_per_block), grid_x, grid_y, grid_z,
+                static_cast<unsigned long long>(cap));
+  throw std::length_error(buf);
+}
+}  // namespace detail
+
+__attribute__((always_inline)) inline LaunchSizes compute_launch_sizes(const char *kernel_name, uint32_t grid_x, uint32_t grid_y, uint32_t grid_z,
                                         uint32_t block_num, uint64_t workspace_per_block, const LockLayout &locks) {
   using namespace detail;
-  const char *k = kname(kernel_name);
   LaunchSizes s;
   if (grid_x == 0 || grid_y == 0 || grid_z == 0) return s;
   const bool packed = locks.ordered != 0 || locks.unordered != 0;
-  if (packed && locks.legacy_slots != 0) {
-    char buf[512];
-    std::snprintf(buf, sizeof buf,
-                  "torch_npu_patchset: kernel '%s': lock layout has both a legacy slot count (%llu) and a packed "
-                  "layout (%u ordered, %u unordered); expected one of them",
-                  k, static_cast<unsigned long long>(locks.legacy_slots), locks.ordered, locks.unordered);
-    throw std::invalid_argument(buf);
-  }
-  if (locks.unordered != 0 && (block_num == 0 || locks.participant_factor == 0)) {
-    char buf[512];
-    std::snprintf(buf, sizeof buf,
-                  "torch_npu_patchset: kernel '%s': %u unordered locks need a positive participant count, got "
-                  "block_num %u x participant_factor %u",
-                  k, locks.unordered, block_num, locks.participant_factor);
-    throw std::invalid_argument(buf);
-  }
+  if (__builtin_expect(packed && locks.legacy_slots != 0, 0)) throw_both_layouts(kernel_name, locks);
+  if (__builtin_expect(locks.unordered != 0 && (block_num == 0 || locks.participant_factor == 0), 0))
+    throw_no_participants(kernel_name, block_num, locks);
   uint64_t ws = 0;
   if (__builtin_mul_overflow(workspace_per_block, uint64_t(grid_x), &ws) ||
-      __builtin_mul_overflow(ws, uint64_t(grid_y), &ws) || __builtin_mul_overflow(ws, uint64_t(grid_z), &ws)) {
-    char buf[512];
-    std::snprintf(buf, sizeof buf,
-                  "torch_npu_patchset: kernel '%s': workspace size overflows 64 bits: %llu bytes per block x grid "
-                  "%u x %u x %u",
-                  k, static_cast<unsigned long long>(workspace_per_block), grid_x, grid_y, grid_z);
-    throw std::overflow_error(buf);
-  }
+      __builtin_mul_overflow(ws, uint64_t(grid_y), &ws) || __builtin_mul_overflow(ws, uint64_t(grid_z), &ws))
+    throw_workspace_overflow(kernel_name, workspace_per_block, grid_x, grid_y, grid_z);
   uint64_t lock = 0;
   bool lock_overflow = false;
   if (!packed) {
@@ -264,32 +302,17 @@ inline LaunchSizes compute_launch_sizes(const char *kernel_name, uint32_t grid_x
                       __builtin_add_overflow(lock, un, &lock);
     }
   }
-  if (lock_overflow) {
-    char buf[512];
-    std::snprintf(buf, sizeof buf,
-                  "torch_npu_patchset: kernel '%s': lock size overflows 64 bits: legacy slots %llu, ordered %u, "
-                  "unordered %u, participants %u blocks x %u",
-                  k, static_cast<unsigned long long>(locks.legacy_slots), locks.ordered, locks.unordered, block_num,
-                  locks.participant_factor);
-    throw std::overflow_error(buf);
-  }
+  if (__builtin_expect(lock_overflow, 0)) throw_lock_overflow(kernel_name, block_num, locks);
   s.lock_bytes = lock;
   s.workspace_bytes = ws;
   if (lock == 0 && ws == 0) return s;
-  s.workspace_offset = (lock != 0 && ws != 0) ? align_up(k, "workspace offset", lock) : 0;
-  uint64_t end = ws != 0 ? add(k, "launch bytes (workspace offset + workspace)", s.workspace_offset, ws) : lock;
-  s.total_bytes = add(k, "launch bytes (+ alignment slack)", end, kRegionAlignment - 1);
+  s.workspace_offset = (lock != 0 && ws != 0) ? align_up(kernel_name, "workspace offset", lock) : 0;
+  uint64_t end =
+      ws != 0 ? add(kernel_name, "launch bytes (workspace offset + workspace)", s.workspace_offset, ws) : lock;
+  s.total_bytes = add(kernel_name, "launch bytes (+ alignment slack)", end, kRegionAlignment - 1);
   const uint64_t cap = max_launch_bytes();
-  if (s.total_bytes > cap) {
-    char buf[512];
-    std::snprintf(buf, sizeof buf,
-                  "torch_npu_patchset: kernel '%s': launch needs %llu bytes (locks %llu, workspace %llu = %llu per "
-                  "block x grid %u x %u x %u), over the limit of %llu bytes (TORCH_NPU_PATCHSET_MAX_LAUNCH_BYTES)",
-                  k, static_cast<unsigned long long>(s.total_bytes), static_cast<unsigned long long>(lock),
-                  static_cast<unsigned long long>(ws), static_cast<unsigned long long>(workspace_per_block), grid_x,
-                  grid_y, grid_z, static_cast<unsigned long long>(cap));
-    throw std::length_error(buf);
-  }
+  if (__builtin_expect(s.total_bytes > cap, 0))
+    throw_over_cap(kernel_name, s, workspace_per_block, grid_x, grid_y, grid_z, cap);
   return s;
 }
 
@@ -313,11 +336,9 @@ namespace detail {
 // True (and the byte) when the whole lock content is one repeated byte.
 inline bool uniform_byte(const LockLayout &layout, uint8_t *byte) noexcept {
   if (layout.unordered != 0) return false;  // slot 0 = P >= 1, the rest 0
-  uint8_t b[8];
-  std::memcpy(b, &layout.init_value, 8);
-  for (int i = 1; i < 8; ++i)
-    if (b[i] != b[0]) return false;
-  *byte = b[0];
+  const uint64_t v = static_cast<uint64_t>(layout.init_value);
+  if (v != (v & 0xFF) * UINT64_C(0x0101010101010101)) return false;
+  *byte = static_cast<uint8_t>(v);
   return true;
 }
 
@@ -372,23 +393,14 @@ class StreamTurn {
   static StreamTurn take(const char *kernel, aclrtStream stream) {
     StreamGate &g = stream_gates()[gate_index(stream)];
     const uintptr_t me = thread_self();
-    if (g.owner.load(std::memory_order_relaxed) == me) {  // only this thread stores `me` there
-      if (g.stream.load(std::memory_order_relaxed) == stream) {
-        char buf[512];
-        std::snprintf(buf, sizeof buf,
-                      "torch_npu_patchset: kernel '%s': this thread still holds launch resources for the same stream; "
-                      "issue that launch and release them first (the workspace allocator would hand both launches "
-                      "the same memory)",
-                      kname(kernel));
-        throw std::logic_error(buf);
-      }
+    if (__builtin_expect(g.owner.load(std::memory_order_relaxed) == me, 0)) {  // only this thread stores `me` there
+      if (g.stream.load(std::memory_order_relaxed) == stream) throw_reentrant(kernel);
       return StreamTurn();  // another stream sharing the gate: the outer holder already excludes others
     }
     uint32_t expected = 0;
-    if (!g.state.compare_exchange_strong(expected, 1, std::memory_order_acquire, std::memory_order_relaxed)) {
-      std::unique_lock<std::mutex> l(g.m);
-      while (g.state.exchange(2, std::memory_order_acquire) != 0) g.cv.wait(l);
-    }
+    if (__builtin_expect(
+            !g.state.compare_exchange_strong(expected, 1, std::memory_order_acquire, std::memory_order_relaxed), 0))
+      wait_contended(g);
     g.owner.store(me, std::memory_order_relaxed);
     g.stream.store(stream, std::memory_order_relaxed);
     StreamTurn t;
@@ -402,13 +414,28 @@ class StreamTurn {
     gate_ = nullptr;
     g.owner.store(0, std::memory_order_relaxed);
     g.stream.store(nullptr, std::memory_order_relaxed);
-    if (g.state.exchange(0, std::memory_order_release) == 2) {
-      { std::lock_guard<std::mutex> l(g.m); }  // a waiter between its exchange and wait holds m
-      g.cv.notify_one();
-    }
+    if (__builtin_expect(g.state.exchange(0, std::memory_order_release) == 2, 0)) wake_one(g);
   }
 
  private:
+  [[noreturn]] __attribute__((noinline, cold)) static void throw_reentrant(const char *kernel) {
+    char buf[512];
+    std::snprintf(buf, sizeof buf,
+                  "torch_npu_patchset: kernel '%s': this thread still holds launch resources for the same stream; "
+                  "issue that launch and release them first (the workspace allocator would hand both launches "
+                  "the same memory)",
+                  kname(kernel));
+    throw std::logic_error(buf);
+  }
+  __attribute__((noinline)) static void wait_contended(StreamGate &g) {
+    std::unique_lock<std::mutex> l(g.m);
+    while (g.state.exchange(2, std::memory_order_acquire) != 0) g.cv.wait(l);
+  }
+  __attribute__((noinline)) static void wake_one(StreamGate &g) noexcept {
+    { std::lock_guard<std::mutex> l(g.m); }  // a waiter between its exchange and wait holds m
+    g.cv.notify_one();
+  }
+
   StreamGate *gate_ = nullptr;
 };
 
@@ -779,6 +806,24 @@ inline void set_pinned_cache_limits(uint64_t max_entries, uint64_t max_bytes) {
 // how many still wait (call again later). Never blocks.
 inline uint64_t trim_pinned_cache() { return detail::PinnedLockCache::instance().trim("<pinned cache>"); }
 
+namespace detail {
+// what == nullptr: the allocator returned an empty DataPtr.
+[[noreturn]] __attribute__((noinline, cold)) inline void throw_allocator_failed(const char *kernel, uint64_t bytes,
+                                                                              const char *what) {
+  char buf[768];
+  if (what != nullptr)
+    std::snprintf(buf, sizeof buf,
+                  "torch_npu_patchset: kernel '%s': NPUWorkspaceAllocator::malloc_with_stream(%llu bytes) failed: %s",
+                  kname(kernel), static_cast<unsigned long long>(bytes), what);
+  else
+    std::snprintf(buf, sizeof buf,
+                  "torch_npu_patchset: kernel '%s': NPUWorkspaceAllocator::malloc_with_stream(%llu bytes) returned "
+                  "no memory",
+                  kname(kernel), static_cast<unsigned long long>(bytes));
+  throw std::runtime_error(buf);
+}
+}  // namespace detail
+
 class LaunchResources {  // move-only owner; keeps the allocation alive until the launch is issued
  public:
   LaunchResources() noexcept = default;
@@ -844,27 +889,14 @@ inline LaunchResources acquire_launch_resources(const char *kernel_name, aclrtSt
   PinnedLockCache &cache = PinnedLockCache::instance();
   cache.reap_if_parked(kernel_name);
 
-  c10::DataPtr data;
   try {
-    data = c10_npu::NPUWorkspaceAllocator::malloc_with_stream(static_cast<size_t>(sz.total_bytes), stream);
+    r.data_ = c10_npu::NPUWorkspaceAllocator::malloc_with_stream(static_cast<size_t>(sz.total_bytes), stream);
   } catch (const std::exception &e) {
-    char buf[768];
-    std::snprintf(buf, sizeof buf,
-                  "torch_npu_patchset: kernel '%s': NPUWorkspaceAllocator::malloc_with_stream(%llu bytes) failed: %s",
-                  kname(kernel_name), static_cast<unsigned long long>(sz.total_bytes), e.what());
-    throw std::runtime_error(buf);
+    throw_allocator_failed(kernel_name, sz.total_bytes, e.what());
   }
-  if (data.get() == nullptr) {
-    char buf[512];
-    std::snprintf(buf, sizeof buf,
-                  "torch_npu_patchset: kernel '%s': NPUWorkspaceAllocator::malloc_with_stream(%llu bytes) returned "
-                  "no memory",
-                  kname(kernel_name), static_cast<unsigned long long>(sz.total_bytes));
-    throw std::runtime_error(buf);
-  }
-  const uintptr_t raw = reinterpret_cast<uintptr_t>(data.get());
+  if (__builtin_expect(r.data_.get() == nullptr, 0)) throw_allocator_failed(kernel_name, sz.total_bytes, nullptr);
+  const uintptr_t raw = reinterpret_cast<uintptr_t>(r.data_.get());
   const uintptr_t base = (raw + (kRegionAlignment - 1)) & ~uintptr_t(kRegionAlignment - 1);
-  r.data_ = std::move(data);
   r.lock_bytes_ = sz.lock_bytes;
   r.workspace_bytes_ = sz.workspace_bytes;
   r.total_bytes_ = sz.total_bytes;

@@ -419,7 +419,8 @@ constexpr int kStreamMemo = 8;
 thread_local Stream *t_known_streams[kStreamMemo];
 thread_local unsigned t_known_next = 0;
 
-Stream *get_stream(aclrtStream h) {
+// Registry path (default stream, or a handle this thread has not memoised yet).
+__attribute__((noinline)) Stream *get_stream_slow(aclrtStream h) {
   if (h == nullptr) {
     Stream *d = g_default_stream.load(std::memory_order_acquire);
     if (d != nullptr) return d;
@@ -443,6 +444,16 @@ Stream *get_stream(aclrtStream h) {
   t_known_streams[t_known_next++ % kStreamMemo] = s;
   return s->destroyed.load(std::memory_order_acquire) ? nullptr : s;
 }
+// Per-call path: a memoised handle only re-checks `destroyed` (inlined into
+// every API entry point; the registry lookup stays out of line).
+inline __attribute__((always_inline)) Stream *get_stream(aclrtStream h) {
+  if (h != nullptr) {
+    auto *s = static_cast<Stream *>(h);
+    for (Stream *k : t_known_streams)
+      if (k == s) return s->destroyed.load(std::memory_order_acquire) ? nullptr : s;
+  }
+  return get_stream_slow(h);
+}
 
 // Appends a task (filled by `fill` in place, under the stream mutex); returns
 // its queue position.
@@ -464,7 +475,11 @@ uint64_t enqueue(Stream *s, F &&fill) {
     fill(t);
     s->tail++;
     seq = ++s->enqueued;
+    // One notification per sleep: the worker sets `sleeping` again (under mu)
+    // before it waits again, so back-to-back tasks (e.g. lock init + launch)
+    // do not each pay for a wake-up.
     wake = s->sleeping;
+    s->sleeping = false;
   }
   if (wake) s->cv.notify_one();
   return seq;
