@@ -11,9 +11,7 @@ using torch_npu_patchset::acquire_launch_resources;
 
 TEST_CASE(back_to_back_launches_first_still_running) {
   aclrtStream s = stream(0);
-  LockLayout la;
-  la.legacy_slots = 8;
-  la.init_value = 7;
+  LockLayout la = legacy(8, 7);
   LockLayout lb;
   lb.ordered = 2;
   lb.init_value = 0;

@@ -47,6 +47,10 @@ class PatchStatus:
     def label(self) -> str:
         return f"{FAILED}: {self.reason}" if self.state == FAILED else self.state
 
+    @classmethod
+    def from_json(cls, row: dict) -> "PatchStatus":
+        return cls(row["id"], row["state"], row["reason"], tuple(row["targets"]), row.get("note", ""))
+
     def to_json(self) -> dict:
         return {
             "id": self.id,

@@ -16,6 +16,7 @@ says what has since replaced the patch's work (status reports it).
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from typing import Any
 
 NEEDED = "needed"
@@ -41,6 +42,15 @@ class Probe:
     @classmethod
     def unrecognised(cls, what_differs: str) -> "Probe":
         return cls(UNRECOGNISED, what_differs)
+
+
+def source_of(obj: Any) -> str:
+    """Source text of a hooked function, or '' when it cannot be read (a
+    probe then treats the shape as unrecognised rather than guessing)."""
+    try:
+        return inspect.getsource(obj)
+    except (OSError, TypeError):
+        return ""
 
 
 class Patcher:

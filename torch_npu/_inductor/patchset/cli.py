@@ -43,9 +43,7 @@ def _status_against_wheel(args) -> int:
     env["torch_npu"] = f"{args.against_wheel} (wheel code, layout {data['layout']}, NPU stand-ins)"
     for name, err in data.get("import_errors", {}).items():
         env["autoload_failures"].append(f"importing {name}: {err}")
-    fields = ("id", "state", "reason", "targets", "note")
-    rows = [PatchStatus(**{k: (tuple(v) if k == "targets" else v) for k, v in p.items() if k in fields})
-            for p in data["patches"]]
+    rows = [PatchStatus.from_json(p) for p in data["patches"]]
     print(_table(env, rows))
     return 0
 

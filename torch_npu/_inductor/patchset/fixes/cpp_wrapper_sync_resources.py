@@ -34,8 +34,8 @@ import inspect
 import re
 from pathlib import Path
 
-from .._patching import Probe
-from ..launch_codegen import HELPER_HEADER, MARKER, LaunchSite, resource_lines
+from .._patching import Probe, source_of
+from ..launch_codegen import HELPER_HEADER, LaunchSite, resource_lines
 from ..launch_plan import plan_from_params
 
 MODULE = "torch_npu._inductor.codegen.cpp_wrapper_npu"
@@ -67,13 +67,6 @@ def _classes(modules):
     return mod, getattr(mod, "CppWrapperNpu", None), getattr(mod, "DeferredNpuTritonCallWrapper", None)
 
 
-def _source(obj) -> str:
-    try:
-        return inspect.getsource(obj)
-    except (OSError, TypeError):
-        return ""
-
-
 def _param_names(fn) -> list[str]:
     try:
         return list(inspect.signature(fn).parameters)
@@ -103,7 +96,7 @@ def _shape(modules) -> tuple[str, str]:
         return "unknown", f"DeferredNpuTritonCallWrapper.generate_launch_kernel{inspect.signature(launch)} is not (prefix, wrapper, kernel_var_name, params)"
     if not isinstance(inspect.getattr_static(wrapper_cls, "get_device_include_path"), staticmethod):
         return "unknown", "CppWrapperNpu.get_device_include_path is not a staticmethod"
-    src = _source(args_decl)
+    src = source_of(args_decl)
     if not src:
         return "unknown", "the source of CppWrapperNpu.generate_args_decl is not readable"
     if not ("workspace_addr = NULL" in src and "sync_block_lock = NULL" in src):

@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import inspect
 
-from .._patching import Probe
+from .._patching import Probe, source_of
 from ..launch_plan import PARAMS_KEY, plan_from_metadata
 
 MODULE = "torch_npu._inductor.runtime.triton_heuristics"
@@ -25,13 +25,6 @@ _RAW_FIELDS = ("workspace_size", "lock_init_val", "sync_block_lock_layout")
 
 def _cls(modules):
     return getattr(modules[MODULE], CLASS, None)
-
-
-def _source(obj) -> str:
-    try:
-        return inspect.getsource(obj)
-    except (OSError, TypeError):
-        return ""
 
 
 def probe(modules) -> Probe:
@@ -50,7 +43,7 @@ def probe(modules) -> Probe:
     if len(params) != 3 or params[0] != "self":
         return Probe.unrecognised(f"{CLASS}.{METHOD}{inspect.signature(fn)} is not (self, stream, launcher)")
     saver = getattr(cls, "save_npu_kernel", None)
-    upstream_fields = [f for f in _RAW_FIELDS if f in _source(saver)] if saver else []
+    upstream_fields = [f for f in _RAW_FIELDS if f in source_of(saver)] if saver else []
     why = f"{CLASS}.{METHOD}(self, stream, launcher) saves params without a sync plan"
     if upstream_fields:
         why += f" (upstream records the raw fields {', '.join(upstream_fields)}; the plan is validated and laid out)"
@@ -80,6 +73,6 @@ def apply(modules, patcher) -> str:
     setattr(save_gpu_kernel, _MARK, True)
     patcher.setattr(cls, METHOD, save_gpu_kernel)
     saver = getattr(cls, "save_npu_kernel", None)
-    if saver is not None and "workspace_size" in _source(saver):
+    if saver is not None and "workspace_size" in source_of(saver):
         return "stores the validated sync plan beside the raw fields upstream already records"
     return "stores the validated sync plan in the kernel's saved params"
