@@ -36,10 +36,10 @@ def _run(tmp_path: Path, *extra: str) -> dict:
 def test_tiny_run_writes_schema_and_patchset_is_clean(tmp_path):
     doc = _run(tmp_path, "--layouts", "ordered,unordered")
     cells = doc["cells"]
-    assert len(cells) == 2 * 2 * 3  # layouts x kernel times x strategies
+    assert len(cells) == 2 * 2 * 4  # layouts x kernel times x strategies
     for c in cells:
         assert CELL_KEYS <= set(c), CELL_KEYS - set(c)
-        assert c["strategy"] in ("null", "upstream", "patchset")
+        assert c["strategy"] in ("null", "fill-only", "upstream", "patchset")
         assert c["memcpy_model"] == "waits"
         assert c["layout"] in ("ordered", "unordered")
         assert c["kernel_us"] in (0, 5)
@@ -59,6 +59,12 @@ def test_tiny_run_writes_schema_and_patchset_is_clean(tmp_path):
         assert "aliasing" in c["verdict"].split("+"), c  # the simulation catches the upstream approach
     for c in (c for c in cells if c["strategy"] == "null"):
         assert c["verdict"] == "null-pointers", c
+    for c in (c for c in cells if c["strategy"] == "fill-only"):  # the floor hands the kernel what it needs
+        assert c["verdict"] == "clean" and c["allocator_calls"] == 0 and c["async_copies"] == 1, c
+    decomp = doc["decomposition"]
+    assert len(decomp) == 2 * 2
+    for d in decomp:
+        assert d["fill_only_ns"] > 0 and d["bookkeeping_ns"] == d["patchset_ns"] - d["fill_only_ns"], d
 
 
 def test_emit_launchers_uses_launch_codegen(tmp_path):

@@ -357,15 +357,17 @@ struct Stream {
   uint64_t enqueued = 0, completed = 0;
   bool stop = false, sleeping = false;
   int idle_waiters = 0;
-  std::atomic<bool> destroyed{false};
   std::thread th;
+  // Read by every API call on the calling thread: kept off the cache lines
+  // the worker writes per task (above), so a call does not miss on them.
+  alignas(64) std::atomic<bool> destroyed{false};
   // torch_npu workspace allocator: this stream's block (see malloc_with_stream)
   // Growth happens under ws_mu; a fitting request reads (base, size) without
   // it, as a seqlock (ws_ver odd while a growth rewrites them).
-  std::mutex ws_mu;
   std::atomic<uint64_t> ws_ver{0};
   std::atomic<uintptr_t> ws_base{0};
   std::atomic<size_t> ws_size{0};
+  std::mutex ws_mu;
   Stream() : ring(256) {}
 };
 std::mutex g_streams_mu;
