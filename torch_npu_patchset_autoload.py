@@ -12,13 +12,20 @@ torch calls :func:`autoload` from ``import torch``. This module therefore:
   imported only once those modules have finished executing. A target already
   imported is patched at once. This also makes the order in which torch loads
   entry points (ours and torch_npu's) irrelevant.
+* never makes a real torch_npu's ``_inductor/__init__`` run early: a torch-side
+  target (the Flex template) is imported half way through
+  ``torch._inductor.lowering``, so when ``torch_npu._inductor`` is a regular
+  package that has not been imported yet, the patch set is loaded from its
+  directory without importing that parent (see :func:`patchset_package`).
 
 It also knows where the patch declarations live, so that the one place that
 must find them before ``torch_npu._inductor`` may be imported is this one.
 """
 from __future__ import annotations
 
+import importlib
 import importlib.abc
+import importlib.util
 import logging
 import os
 import sys
@@ -26,6 +33,8 @@ import threading
 from pathlib import Path
 
 LOGGER_NAME = "torch_npu._inductor.patchset"
+PACKAGE = "torch_npu._inductor.patchset"
+_PARENT = "torch_npu._inductor"
 DISABLE_ENV = "TORCH_NPU_PATCHSET_DISABLE"
 _log = logging.getLogger(LOGGER_NAME)
 
@@ -165,6 +174,49 @@ def _imported(name: str) -> bool:
     return not getattr(spec, "_initializing", False)
 
 
+def _heavy_parent_on_path() -> bool:
+    """True when ``torch_npu/_inductor`` on sys.path is a regular package (a
+    real torch_npu), whose ``__init__`` an import of our subpackage would run."""
+    for entry in sys.path:
+        try:
+            if (Path(entry or ".") / "torch_npu" / "_inductor" / "__init__.py").is_file():
+                return True
+        except (OSError, ValueError):
+            continue
+    return False
+
+
+def patchset_package():
+    """``torch_npu._inductor.patchset``, imported without running a real
+    torch_npu's ``_inductor/__init__`` before torch_npu itself does.
+
+    When the parent is a regular package not imported yet, the subpackage is
+    loaded from the directory installed beside this module and registered
+    under its real name; its own imports are relative or ``from`` imports, so
+    they resolve without the parent. The parent gets its ``patchset``
+    attribute when it is imported later. Otherwise this is a plain import.
+    """
+    module = sys.modules.get(PACKAGE)
+    if module is not None:
+        return module
+    pkg_dir = Path(__file__).resolve().parent / "torch_npu" / "_inductor" / "patchset"
+    if _PARENT in sys.modules or not (pkg_dir / "__init__.py").is_file() or not _heavy_parent_on_path():
+        return importlib.import_module(PACKAGE)
+    spec = importlib.util.spec_from_file_location(PACKAGE, pkg_dir / "__init__.py",
+                                                  submodule_search_locations=[str(pkg_dir)])
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[PACKAGE] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(PACKAGE, None)
+        raise
+    if _finder is not None:
+        _finder.watched.add(_PARENT)  # to bind parent.patchset once torch_npu imports it
+    _log.debug("%s: loaded from %s without importing %s", PACKAGE, pkg_dir, _PARENT)
+    return module
+
+
 def _on_imported(name: str) -> None:
     """A watched module finished executing: apply every patch now complete."""
     with _lock:
@@ -172,9 +224,10 @@ def _on_imported(name: str) -> None:
         if _finder is not None:
             _finder.watched.discard(name)
         try:
-            from torch_npu._inductor.patchset import _applier
-
-            _applier.apply_ready(trigger=name)
+            if name == _PARENT and PACKAGE in sys.modules and not hasattr(sys.modules[name], "patchset"):
+                setattr(sys.modules[name], "patchset", sys.modules[PACKAGE])
+            patchset_package()
+            importlib.import_module(PACKAGE + "._applier").apply_ready(trigger=name)
         except Exception as exc:  # never break the user's import
             FAILURES.append((f"applying after import of {name}", repr(exc)))
             _log.warning("torch_npu._inductor.patchset: applying after import of %s failed: %r", name, exc)

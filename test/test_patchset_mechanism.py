@@ -247,6 +247,47 @@ def test_namespace_torch_npu_runs_nothing_of_ours():
     assert proc.stdout.strip() == "None []"
 
 
+HEAVY_INIT = """\
+# Stands in for a real torch_npu's _inductor/__init__ (heavy: imports
+# torch._inductor, applies torch_npu's own patches). Logs which torch._inductor
+# modules were still initialising when it ran.
+import os, sys
+busy = sorted(n for n, m in list(sys.modules.items()) if n.startswith("torch._inductor")
+              and getattr(getattr(m, "__spec__", None), "_initializing", False))
+with open(os.environ["HEAVY_INIT_LOG"], "a") as f:
+    f.write(repr(busy) + "\\n")
+"""
+
+
+def test_flex_hook_does_not_run_a_real_torch_npus_inductor_init(tmp_path):
+    """The Flex patch's target is imported by torch itself, half way through
+    ``torch._inductor.lowering``. Applying it must not import a real
+    torch_npu's ``_inductor`` package (its __init__ would run in the middle of
+    torch's import, before torch registered the rest of its lowerings)."""
+    pkg = tmp_path / "torch_npu" / "_inductor"
+    pkg.mkdir(parents=True)
+    (tmp_path / "torch_npu" / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text(HEAVY_INIT)
+    (pkg / "patchset").symlink_to(Path(_applier.__file__).resolve().parent, target_is_directory=True)
+    log = tmp_path / "heavy.log"
+    proc = run_py(
+        "import sys, torch\n"
+        "import torch._inductor.lowering\n"
+        "print('parent imported:', 'torch_npu._inductor' in sys.modules)\n"
+        "from torch_npu._inductor.patchset import status\n"
+        "print({r.id: r.state for r in status()}['flex-attention-backward-symbolic-grid'])\n"
+        "import torch_npu._inductor\n"  # torch_npu's own, later import runs its __init__ once
+        "print('bound:', torch_npu._inductor.patchset is sys.modules['torch_npu._inductor.patchset'])\n",
+        PYTHONPATH=str(tmp_path), HEAVY_INIT_LOG=str(log),
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "parent imported: False", proc.stdout
+    assert lines[1] in ("applied", "upstream-has-fix"), proc.stdout
+    assert lines[2] == "bound: True", proc.stdout
+    assert log.read_text().splitlines() == ["[]"]  # ran once, with nothing of torch._inductor mid-import
+
+
 # --- status command ------------------------------------------------------------
 
 
