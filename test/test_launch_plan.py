@@ -130,6 +130,27 @@ def test_plan_from_raw_params_without_stored_plan():
     assert (plan.workspace_per_block, plan.legacy_slots, plan.lock_init_value) == (16, 2, 3)
 
 
+def test_raw_fields_of_the_launch_win_over_a_stored_plan():
+    # torch_npu 2.13's grouped launches: {**group params (with our stored plan), **variant load_meta}.
+    stored = lp.plan_from_metadata({"workspace_size": 16, "lock_num": 2}, kernel="group").to_dict()
+    variant = {lp.PARAMS_KEY: stored, "workspace_size": 64, "lock_num": 0, "sync_block_lock_layout": 1 << 32,
+               "mix_mode": "mix", "auto_tile_and_bind_subblock": True, "lock_init_val": 0}
+    plan = lp.plan_from_params(variant, "variant")
+    assert (plan.workspace_per_block, plan.unordered_locks, plan.participant_factor) == (64, 1, 2)
+    assert lp.plan_from_params({lp.PARAMS_KEY: stored, "mix_mode": "aiv"}, "k") == lp.SyncPlan.from_dict(stored)
+
+
+@pytest.mark.parametrize("fields, simt", [({"is_pure_simt": True}, True), ({"force_simt_only": True}, True),
+                                         ({"is_pure_simt": False, "force_simt_only": False}, False), ({}, False)])
+def test_simt_only_flag_under_either_name(fields, simt):
+    assert lp.plan_from_metadata({"name": "k", **fields}).simt_only is simt
+
+
+def test_disagreeing_simt_flags_are_an_error_naming_both():
+    with pytest.raises(ValueError, match=r"'k'.*force_simt_only=True, is_pure_simt=False"):
+        lp.plan_from_metadata({"name": "k", "force_simt_only": True, "is_pure_simt": False})
+
+
 @given(
     workspace=st.integers(0, lp.INT64_MAX),
     lock_num=st.integers(0, lp.INT64_MAX),

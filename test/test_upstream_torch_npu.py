@@ -9,7 +9,9 @@ run with the probe kernel.
 
 Wheels are cached in ~/.cache/torch-npu-inductor-patches/wheels (downloaded
 with pip on first use). A version that cannot be had fails the test with the
-reason; only an unreachable package index skips, and says so.
+reason; only an unreachable package index skips, and says so. A wheel runs on
+its own torch line only (2.7.1.* on torch 2.7.1, 2.13.0 on torch 2.13 with
+triton installed): each CI leg covers the wheels of its torch.
 """
 from __future__ import annotations
 
@@ -29,18 +31,29 @@ from torch_npu._inductor.patchset.sample_kernels import SAMPLES
 
 HARNESS = Path(__file__).with_name("upstream_harness.py")
 NO_FIX, FIXED, LEGACY = "2.7.1.post10", "2.7.1.post11", "2.7.1.post6"
+NEWEST = "2.13.0"  # the newest release checked: post11's launch code, newer torch's wrapper API
 _cache: dict = {}
 
 
-def needs_torch_271() -> None:
+def needs_matching_torch(version: str) -> None:
+    """torch_npu X.Y.* is built for torch X.Y; its Inductor code imports torch X.Y's internals."""
+    import importlib.util
+
     import torch
 
-    if not torch.__version__.startswith("2.7."):
-        pytest.skip(f"torch_npu 2.7.1.* wheels run on torch 2.7.1 only; this interpreter has torch {torch.__version__}")
+    line = ".".join(version.split(".")[:2])
+    if ".".join(torch.__version__.split("+")[0].split(".")[:2]) != line:
+        pytest.skip(f"torch_npu {version} wheels run on torch {line} only; this interpreter has torch {torch.__version__}")
+    if version == NEWEST and importlib.util.find_spec("triton") is None:
+        pytest.fail(f"torch_npu {version}'s Inductor code imports triton; test/requirements-torch2.13.0.txt installs it")
+
+
+def needs_torch_271() -> None:
+    needs_matching_torch(FIXED)
 
 
 def harness(version: str, tmp_path_factory) -> dict:
-    needs_torch_271()
+    needs_matching_torch(version)
     if version not in _cache:
         out = tmp_path_factory.mktemp("upstream") / f"{version}.json"
         env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0")
@@ -93,8 +106,9 @@ def run_rendered(version: str, s, entry: dict) -> dict:
     site = sample_site(s)
     args = lc.args_from_signature("*fp32,*fp32,i32")  # the harness kernel's own arguments
     grid = (math.prod(s.grid), 1, 1)  # Grid1D, XBLOCK=64: xnumel = 64 * grid_0
+    device_idx = "0, " if "int32_t device_idx_," in entry["cpp"] else ""  # newer wrappers take the device index
     call = (f"g_probe = kernel_handle; call_{s.kernel}_patched(FakeTensor{{buf_in_ptr0}}, FakeTensor{{buf_in_ptr1}}, "
-            f"static_cast<int64_t>({64 * grid[0]}), stream);")
+            f"static_cast<int64_t>({64 * grid[0]}), {device_idx}stream);")
     src = launcher_cli.harness_source(plan, site, args, grid, launcher_cpp=PREAMBLE + entry["cpp"], call=call)
     exe = sim_build.compile_program(src, f"upstream-{version}-{s.key}")
     return launcher_cli.judge(plan, site, grid, launcher_cli.run_program(exe))
@@ -119,7 +133,7 @@ def test_post10_unpatched_passes_null(tmp_path_factory):
     assert "acquire_launch_resources" not in up["cpp"]
 
 
-@pytest.mark.parametrize("version", [NO_FIX, FIXED])
+@pytest.mark.parametrize("version", [NO_FIX, FIXED, NEWEST])
 @pytest.mark.parametrize("s", SAMPLES, ids=[s.key for s in SAMPLES])
 def test_patched_params_and_cpp(version, s, tmp_path_factory):
     data = harness(version, tmp_path_factory)
@@ -138,7 +152,7 @@ def test_patched_params_and_cpp(version, s, tmp_path_factory):
     assert f'#include "{Path(sim_build.CSRC, lc.HELPER_HEADER)}"' in entry["include"]
 
 
-@pytest.mark.parametrize("version", [NO_FIX, FIXED])
+@pytest.mark.parametrize("version", [NO_FIX, FIXED, NEWEST])
 @pytest.mark.parametrize("s", SAMPLES, ids=[s.key for s in SAMPLES])
 def test_patched_launcher_runs_in_simulation(version, s, tmp_path_factory):
     data = harness(version, tmp_path_factory)
@@ -150,7 +164,7 @@ def test_patched_launcher_runs_in_simulation(version, s, tmp_path_factory):
         assert launch["sync_copies"] == 0 and not launch["regions_overlap"]
 
 
-@pytest.mark.parametrize("version", [NO_FIX, FIXED])
+@pytest.mark.parametrize("version", [NO_FIX, FIXED, NEWEST])
 def test_second_apply_changes_nothing(version, tmp_path_factory):
     data = harness(version, tmp_path_factory)
     assert data["changed_by_second_apply"] == []
@@ -159,18 +173,23 @@ def test_second_apply_changes_nothing(version, tmp_path_factory):
     assert again["cpp-wrapper-sync-resources"]["note"] == "already applied"
 
 
-# ---- 2.7.1.post11: upstream's fix (two allocate_workspace + blocking aclrtMemcpy) ---------------
-def test_post11_status_says_it_replaced_upstream_allocation(tmp_path_factory):
-    data = harness(FIXED, tmp_path_factory)
+# ---- 2.7.1.post11 and 2.13.0: upstream's fix (two allocate_workspace + blocking aclrtMemcpy) -----
+@pytest.mark.parametrize("version", [FIXED, NEWEST])
+def test_status_says_it_replaced_upstream_allocation(version, tmp_path_factory):
+    data = harness(version, tmp_path_factory)
     r = rows(data)
     assert r["kernel-sync-metadata"]["state"] == "applied"
     assert "raw fields" in r["kernel-sync-metadata"]["note"]
     assert r["cpp-wrapper-sync-resources"]["state"] == "applied"
     assert "replaced upstream's allocation" in r["cpp-wrapper-sync-resources"]["note"]
+    # 2.13.0 adds includes through the instance method: the alternative hook set was used.
+    include_hook = "add_device_include" if version == NEWEST else "get_device_include_path"
+    assert any(t.endswith(f"CppWrapperNpu.{include_hook}") for t in r["cpp-wrapper-sync-resources"]["targets"])
 
 
-def test_post11_unpatched_has_the_double_allocation(tmp_path_factory):
-    data = harness(FIXED, tmp_path_factory)
+@pytest.mark.parametrize("version", [FIXED, NEWEST])
+def test_unpatched_has_the_double_allocation(version, tmp_path_factory):
+    data = harness(version, tmp_path_factory)
     up = data["upstream"]["both"]
     assert "error" not in up, up.get("traceback")
     assert up["params_raw"]["workspace_size"] == 1024 and up["params_raw"]["lock_num"] == 4
@@ -227,6 +246,24 @@ def test_status_command_against_wheels():
     assert "replaced upstream's allocation" in runs[FIXED]
     for pid in ("kernel-sync-metadata", "cpp-wrapper-sync-resources"):
         assert f"{pid:<39}target-missing" in runs[LEGACY]
+
+
+def test_status_command_against_the_newest_wheel():
+    """torch 2.13 + torch_npu 2.13.0: the launch fix applies through the newer wrapper API, the
+    metadata patch adds its plan, and the Flex grid is torch's own."""
+    needs_matching_torch(NEWEST)
+    proc = subprocess.run(
+        [sys.executable, "-m", "torch_npu._inductor.patchset", "status", "--against-wheel", NEWEST],
+        capture_output=True, text=True, timeout=900,
+    )
+    if proc.returncode != 0 and "index" in proc.stderr and "unreachable" in proc.stderr:
+        pytest.skip(f"package index unreachable: {proc.stderr.strip()}")
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert f"torch_npu      {NEWEST} (wheel code" in out and "autoload failure" not in out
+    assert "kernel-sync-metadata                   applied" in out
+    assert "cpp-wrapper-sync-resources             applied" in out and "add_device_include" in out
+    assert "flex-attention-backward-symbolic-grid  upstream-has-fix" in out
 
 
 # ---- unknown shapes are refused without touching anything (no wheel needed) -------------------

@@ -24,11 +24,13 @@ records whether applying changed any attribute of the wheel's modules.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import json
 import os
 import sys
 import tempfile
 import types
+from pathlib import Path
 
 VERSION = sys.argv[1]
 OUT = sys.argv[2]
@@ -103,9 +105,15 @@ ARG_TYPES = [torch.float32, torch.float32, int]
 XBLOCK = 64
 
 
+# Newer triton-ascend (read by torch_npu 2.13) names the SIMT-only flag is_pure_simt.
+SIMT_FIELD = "is_pure_simt" if "metadata.is_pure_simt" in Path(heur.__file__).read_text() else "force_simt_only"
+
+
 def metadata_for(sample) -> object:
     """A namedtuple like triton-ascend's CompiledKernel.metadata, with only the fields it has."""
     fields = dict(sample.metadata)
+    if SIMT_FIELD != "force_simt_only" and "force_simt_only" in fields:
+        fields[SIMT_FIELD] = fields.pop("force_simt_only")
     fields.setdefault("shared", 1)
     fields.setdefault("num_warps", 1)
     Meta = collections.namedtuple("KernelMetadata", sorted(fields))
@@ -143,6 +151,35 @@ class FakeGraph:
         self.wrapper_code = types.SimpleNamespace(additional_files=[])
 
 
+class FakeHeader:
+    """Collects what CppWrapperNpu.add_device_include (newer torch) splices into the header."""
+
+    def __init__(self):
+        self.parts: list[str] = []
+
+    def splice(self, text, *args, **kwargs):
+        self.parts.append(str(text))
+
+    splice_jit = splice_aot = splice
+
+
+def deferred_wrapper(name):
+    cls = cw.DeferredNpuTritonCallWrapper
+    if "kernel_name_to_body" in {f.name for f in dataclasses.fields(cls)}:  # newer torch's dataclass
+        return cls(wrapper_name=f"call_{name}", kernel_name=name, kernel_name_to_body={name: ""},
+                   arg_types=list(ARG_TYPES))
+    return cls(f"call_{name}", name, list(ARG_TYPES), 0)
+
+
+def include_text(wrapper) -> str:
+    if "get_device_include_path" in vars(cw.CppWrapperNpu):  # torch_npu 2.7.1: a static method
+        return cw.CppWrapperNpu.get_device_include_path("npu")
+    wrapper.header, wrapper.included_devices = FakeHeader(), set()
+    wrapper.add_device_include("npu")
+    wrapper.add_device_include("npu")  # a second call adds nothing more
+    return "\n".join(wrapper.header.parts)
+
+
 def render(sample, tag) -> dict:
     name = kernel_name(sample, tag)
     uw.TRITON_ASCEND["ffts"] = sample.has_ffts
@@ -152,10 +189,10 @@ def render(sample, tag) -> dict:
     wrapper.device_codegen = get_device_op_overrides("npu")
     wrapper.prefix = IndentedBuffer()
     wrapper.arg_var_id = __import__("itertools").count()
-    deferred = cw.DeferredNpuTritonCallWrapper(f"call_{name}", name, list(ARG_TYPES), 0)
+    deferred = deferred_wrapper(name)
     with V.set_graph_handler(FakeGraph()):
         deferred.generate(wrapper)
-        include = cw.CppWrapperNpu.get_device_include_path("npu")
+        include = include_text(wrapper)
     return {"cpp": wrapper.prefix.getvalue(), "include": include}
 
 

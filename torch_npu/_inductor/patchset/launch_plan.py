@@ -51,6 +51,10 @@ _LAYOUTS = (LAYOUT_NONE, LAYOUT_LEGACY, LAYOUT_PACKED)
 
 # Metadata field names, canonical first.
 _INIT_NAMES = ("lock_init_val", "lock_init_value")
+# triton-ascend's "SIMT only" flag: force_simt_only (torch_npu 2.7.1), is_pure_simt (newer releases).
+_SIMT_NAMES = ("force_simt_only", "is_pure_simt")
+#: The sync fields torch_npu itself records in a kernel's params (2.7.1.post11 and later).
+RAW_SYNC_FIELDS = ("workspace_size", "lock_num", "sync_block_lock_layout") + _INIT_NAMES
 _MISSING = object()
 
 
@@ -286,7 +290,10 @@ def plan_from_metadata(metadata: Any, kernel: str | None = None) -> SyncPlan:
     else:
         raise ValueError(f"kernel {k!r}: metadata field mix_mode={mix_mode_raw!r} is not a string")
     auto_tile = _as_flag(k, "auto_tile_and_bind_subblock", _field(metadata, "auto_tile_and_bind_subblock"))
-    simt_only = _as_flag(k, "force_simt_only", _field(metadata, "force_simt_only"))
+    simt_flags = {n: _as_flag(k, n, _field(metadata, n)) for n in _SIMT_NAMES if not _absent(_field(metadata, n))}
+    if len(set(simt_flags.values())) > 1:
+        raise ValueError(f"kernel {k!r}: metadata fields disagree: " + ", ".join(f"{n}={v}" for n, v in simt_flags.items()))
+    simt_only = any(simt_flags.values())
 
     legacy_slots = ordered = unordered = 0
     source = ""
@@ -341,12 +348,17 @@ def plan_from_metadata(metadata: Any, kernel: str | None = None) -> SyncPlan:
 
 
 def plan_from_params(params: Mapping[str, Any], kernel: str) -> SyncPlan:
-    """The plan a saved kernel's params carry; else derived from their raw fields.
+    """The plan for one launch, from the params torch_npu hands its launcher code.
 
-    torch_npu 2.7.1.post11 saves the raw ``workspace_size`` / ``lock_num`` /
-    ``lock_init_val`` / ``sync_block_lock_layout`` fields itself; a params dict
-    without either gives the empty plan (the kernel needs nothing).
+    torch_npu 2.7.1.post11 and later record the raw ``workspace_size`` /
+    ``lock_num`` / ``lock_init_val`` / ``sync_block_lock_layout`` fields of the
+    launch themselves; when present they are used (a grouped launch's variant
+    overrides them per variant, while a stored plan was saved for the group).
+    Otherwise the plan the kernel-sync-metadata patch stored; a params dict
+    with neither gives the empty plan (the kernel needs nothing).
     """
+    if any(not _absent(_field(params, name)) for name in RAW_SYNC_FIELDS):
+        return plan_from_metadata(params, kernel)
     stored = params.get(PARAMS_KEY)
     if stored is not None:
         return SyncPlan.from_dict(stored)

@@ -7,7 +7,11 @@ part comes from ``CppWrapperNpu.generate_args_decl``. Known shapes of it:
   ``void* sync_block_lock = NULL;`` and passes them to the kernel;
 * 2.7.1.post11: given ``kernel_params`` with the kernel's sync fields, it
   additionally asks ``at_npu::native::allocate_workspace`` for the workspace
-  and again for the locks, and fills the locks with a blocking ``aclrtMemcpy``.
+  and again for the locks, and fills the locks with a blocking ``aclrtMemcpy``;
+* 2.13.0 (the newest line checked): post11's code, with the SIMT flag renamed
+  ``is_pure_simt``, the helper include added by the instance method
+  ``add_device_include`` (torch's newer ``CppWrapperGpu`` API), and grouped
+  launches whose variants each pass their own ``kernel_params``.
 
 This patch wraps three members:
 
@@ -19,7 +23,8 @@ This patch wraps three members:
   hidden (so post11 emits no allocation of its own), checks that what came back
   is the NULL-pointer shape, and replaces those two declarations with
   :func:`~torch_npu._inductor.patchset.launch_codegen.resource_lines`;
-* ``CppWrapperNpu.get_device_include_path`` adds the runtime helper's header.
+* ``CppWrapperNpu.get_device_include_path`` (static, 2.7.1) or
+  ``CppWrapperNpu.add_device_include`` (newer) adds the runtime helper's header.
 
 Anything else than the known shapes is refused at probe time (``failed:
 <what differs>``) or, if it only shows when rendering, raises rather than
@@ -42,7 +47,8 @@ MODULE = "torch_npu._inductor.codegen.cpp_wrapper_npu"
 _MARK = "__torch_npu_patchset_sync_resources__"
 HEADER_PATH = Path(__file__).resolve().parent.parent / "csrc" / HELPER_HEADER
 
-_ARGS_DECL_PARAMS = ["self", "code", "call_args", "arg_types", "arg_signatures", "is_triton_kernel", "force_simt_only"]
+_ARGS_DECL_PARAMS = ["self", "code", "call_args", "arg_types", "arg_signatures", "is_triton_kernel"]
+_SIMT_PARAMS = ("force_simt_only", "is_pure_simt")  # 2.7.1, newer
 _LAUNCH_PARAMS = ["self", "prefix", "wrapper", "kernel_var_name", "params"]
 # Sync fields hidden from upstream's own allocation code (post11).
 _SYNC_FIELDS = ("workspace_size", "lock_num", "lock_init_val", "sync_block_lock_layout")
@@ -81,21 +87,26 @@ def _shape(modules) -> tuple[str, str]:
         return "unknown", f"{MODULE} lacks CppWrapperNpu or DeferredNpuTritonCallWrapper"
     args_decl = wrapper_cls.__dict__.get("generate_args_decl")
     launch = deferred_cls.__dict__.get("generate_launch_kernel")
-    include = wrapper_cls.__dict__.get("get_device_include_path")
+    include = _include_hook(wrapper_cls)
     if args_decl is None or launch is None or include is None:
         missing = [n for n, v in (("CppWrapperNpu.generate_args_decl", args_decl),
                                   ("DeferredNpuTritonCallWrapper.generate_launch_kernel", launch),
-                                  ("CppWrapperNpu.get_device_include_path", include)) if v is None]
+                                  ("CppWrapperNpu.get_device_include_path or .add_device_include", include)) if v is None]
         return "unknown", f"{', '.join(missing)} not defined there"
     if getattr(args_decl, _MARK, False):
         return "ours", "already patched"
     names = _param_names(args_decl)
-    if names[: len(_ARGS_DECL_PARAMS)] != _ARGS_DECL_PARAMS or not set(names[len(_ARGS_DECL_PARAMS):]) <= {"kernel_params"}:
-        return "unknown", f"CppWrapperNpu.generate_args_decl{inspect.signature(args_decl)} is not (code, call_args, arg_types, arg_signatures, is_triton_kernel, force_simt_only[, kernel_params])"
+    n = len(_ARGS_DECL_PARAMS)
+    if (names[:n] != _ARGS_DECL_PARAMS or len(names) <= n or names[n] not in _SIMT_PARAMS
+            or not set(names[n + 1:]) <= {"kernel_params"}):
+        return "unknown", f"CppWrapperNpu.generate_args_decl{inspect.signature(args_decl)} is not (code, call_args, arg_types, arg_signatures, is_triton_kernel, force_simt_only | is_pure_simt[, kernel_params])"
     if _param_names(launch) != _LAUNCH_PARAMS:
         return "unknown", f"DeferredNpuTritonCallWrapper.generate_launch_kernel{inspect.signature(launch)} is not (prefix, wrapper, kernel_var_name, params)"
-    if not isinstance(inspect.getattr_static(wrapper_cls, "get_device_include_path"), staticmethod):
+    if include == "get_device_include_path" and not isinstance(
+            inspect.getattr_static(wrapper_cls, "get_device_include_path"), staticmethod):
         return "unknown", "CppWrapperNpu.get_device_include_path is not a staticmethod"
+    if include == "add_device_include" and _param_names(wrapper_cls.__dict__[include]) != ["self", "device"]:
+        return "unknown", f"CppWrapperNpu.add_device_include{inspect.signature(wrapper_cls.__dict__[include])} is not (device)"
     src = source_of(args_decl)
     if not src:
         return "unknown", "the source of CppWrapperNpu.generate_args_decl is not readable"
@@ -108,6 +119,15 @@ def _shape(modules) -> tuple[str, str]:
     if "kernel_params" not in names and "allocate_workspace" not in src:
         return "null-pointers", "upstream passes NULL sync_block_lock and workspace_addr"
     return "unknown", "CppWrapperNpu.generate_args_decl allocates in a way this patch does not know"
+
+
+def _include_hook(wrapper_cls) -> str | None:
+    """Where the launcher's includes are written: torch_npu 2.7.1's static
+    ``get_device_include_path``, else newer torch's ``add_device_include``."""
+    for name in ("get_device_include_path", "add_device_include"):
+        if name in wrapper_cls.__dict__:
+            return name
+    return None
 
 
 def probe(modules) -> Probe:
@@ -136,8 +156,9 @@ def apply(modules, patcher) -> str:
     mod, wrapper_cls, deferred_cls = _classes(modules)
     orig_args_decl = wrapper_cls.__dict__["generate_args_decl"]
     orig_launch = deferred_cls.__dict__["generate_launch_kernel"]
-    orig_include = inspect.getattr_static(wrapper_cls, "get_device_include_path").__func__
+    include_hook = _include_hook(wrapper_cls)
     args_sig = inspect.signature(orig_args_decl)
+    simt_param = _param_names(orig_args_decl)[len(_ARGS_DECL_PARAMS)]
 
     @functools.wraps(orig_launch)
     def generate_launch_kernel(self, prefix, wrapper, kernel_var_name, params):
@@ -149,14 +170,17 @@ def apply(modules, patcher) -> str:
         finally:
             _current.reset(token)
         written = prefix.getvalue()[before:]
-        upstream_clamps = re.search(r"block_num\s*=\s*std::min\(\s*block_num\s*,\s*\(uint32_t\)\s*(\d+)\s*\)", written)
-        ours = re.search(r"npu_sync_block_num = std::min\(npu_sync_block_num, static_cast<uint32_t>\((\d+)\)\)", written)
-        if "npu_sync_block_num" in written and (upstream_clamps and upstream_clamps.group(1)) != (ours and ours.group(1)):
-            raise RuntimeError(
-                f"torch_npu_patchset: launch code for {self.kernel_name} clamps the block count differently "
-                f"(torch_npu: {upstream_clamps and upstream_clamps.group(0)!r}, ours: {ours and ours.group(0)!r}); "
-                f"the unordered locks' participant count would be wrong"
-            )
+        # One launch per kernel, or one per variant of a grouped launch (newer torch_npu): every
+        # launch whose resources we sized must clamp its block count the way we assumed.
+        for launch_code in re.split(r"\bauto launch_call = ", written)[1:] or [written]:
+            upstream_clamp = re.search(r"block_num\s*=\s*std::min\(\s*block_num\s*,\s*\(uint32_t\)\s*(\d+)\s*\)", launch_code)
+            ours = re.search(r"npu_sync_block_num = std::min\(npu_sync_block_num, static_cast<uint32_t>\((\d+)\)\)", launch_code)
+            if "npu_sync_block_num" in launch_code and (upstream_clamp and upstream_clamp.group(1)) != (ours and ours.group(1)):
+                raise RuntimeError(
+                    f"torch_npu_patchset: launch code for {self.kernel_name} clamps the block count differently "
+                    f"(torch_npu: {upstream_clamp and upstream_clamp.group(0)!r}, ours: {ours and ours.group(0)!r}); "
+                    f"the unordered locks' participant count would be wrong"
+                )
         return result
 
     @functools.wraps(orig_args_decl)
@@ -172,14 +196,15 @@ def apply(modules, patcher) -> str:
             launch = _Launch(name, kernel_params, _block_clamp(mod, kernel_params, kernel_params))
         elif kernel_params is not None and "enable_auto_blockify" in kernel_params:
             launch = dataclasses.replace(launch, block_clamp=_block_clamp(mod, launch.params, kernel_params))
-        plan = plan_from_params(launch.params, launch.kernel)
+        # kernel_params, when given, describe this very launch (a grouped variant's own fields).
+        plan = plan_from_params(kernel_params if kernel_params is not None else launch.params, launch.kernel)
         if kernel_params is not None:  # post11: keep upstream from allocating on its own
             bound.arguments["kernel_params"] = {k: v for k, v in kernel_params.items() if k not in _SYNC_FIELDS}
         text = orig_args_decl(*bound.args, **bound.kwargs)
         leftovers = [s for s in _UPSTREAM_ALLOC if s in text]
         if leftovers:
             raise RuntimeError(f"torch_npu_patchset: upstream launch code for {launch.kernel} still contains {leftovers}")
-        simt = bool(bound.arguments["force_simt_only"])
+        simt = bool(bound.arguments[simt_param])
         ws, lock = _NULL_WORKSPACE.search(text), _NULL_LOCK.search(text)
         if simt:
             if ws or lock or "sync_block_lock" in text:
@@ -195,15 +220,31 @@ def apply(modules, patcher) -> str:
         text = _NULL_LOCK.sub("", text, count=1)
         return _NULL_WORKSPACE.sub(lambda m: ours, text, count=1)
 
-    def get_device_include_path(device: str) -> str:
-        return orig_include(device) + f'\n        #include "{HEADER_PATH}"\n'
+    include_line = f'#include "{HEADER_PATH}"'
+    if include_hook == "get_device_include_path":
+        orig_include = inspect.getattr_static(wrapper_cls, include_hook).__func__
 
-    functools.update_wrapper(get_device_include_path, orig_include)
-    for fn in (generate_args_decl, generate_launch_kernel, get_device_include_path):
+        def include_fn(device: str) -> str:
+            return orig_include(device) + f"\n        {include_line}\n"
+
+        new_include = staticmethod(functools.update_wrapper(include_fn, orig_include))
+    else:
+        orig_add = wrapper_cls.__dict__[include_hook]
+
+        @functools.wraps(orig_add)
+        def include_fn(self, device):
+            result = orig_add(self, device)
+            if not getattr(self, "_npu_sync_resources_included", False):  # once per wrapper, like torch's own
+                self.header.splice(include_line)
+                self._npu_sync_resources_included = True
+            return result
+
+        new_include = include_fn
+    for fn in (generate_args_decl, generate_launch_kernel, include_fn):
         setattr(fn, _MARK, True)
     patcher.setattr(deferred_cls, "generate_launch_kernel", generate_launch_kernel)
     patcher.setattr(wrapper_cls, "generate_args_decl", generate_args_decl)
-    patcher.setattr(wrapper_cls, "get_device_include_path", staticmethod(get_device_include_path))
+    patcher.setattr(wrapper_cls, include_hook, new_include)
     if shape == "double-allocate":
         return ("replaced upstream's allocation (two allocate_workspace requests per launch and a blocking "
                 "aclrtMemcpy of the locks) with one carved, stream-initialised request")
