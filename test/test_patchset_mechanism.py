@@ -56,9 +56,11 @@ def test_real_declarations_are_complete():
         assert all(":" in h for h in d.hooks)
         assert d.torch_lines and d.torch_npu_branches
     npu = [d for d in decls if d.id != "flex-attention-backward-symbolic-grid"]
+    # The ten branches of the upstream pull request, plus the newest release the tests check (2.13.0).
     branches = {f"v{v}{s}" for v in ("2.7.1", "2.9.0", "2.10.0", "2.11.0", "2.12.0") for s in ("", "-26.1.0")}
     for d in npu:
-        assert set(d.torch_npu_branches) == branches
+        assert set(d.torch_npu_branches) == branches | {"v2.13.0"}
+        assert "2.13" in d.torch_lines
 
 
 def test_declaration_validation_names_the_problem(tmp_path):
