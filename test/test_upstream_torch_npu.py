@@ -52,17 +52,19 @@ def needs_torch_271() -> None:
     needs_matching_torch(FIXED)
 
 
-def harness(version: str, tmp_path_factory) -> dict:
+def harness(version: str, tmp_path_factory, soc: int = 220) -> dict:
+    """The harness's JSON for ``version``, rendered for a stand-in device of SoC ``soc``
+    (220: Ascend 910B1; 260: Ascend 950, where SIMT-only kernels are honoured)."""
     needs_matching_torch(version)
-    if version not in _cache:
-        out = tmp_path_factory.mktemp("upstream") / f"{version}.json"
-        env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0")
+    if (version, soc) not in _cache:
+        out = tmp_path_factory.mktemp("upstream") / f"{version}-{soc}.json"
+        env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0", TORCH_NPU_PATCHSET_STAND_IN_SOC=str(soc))
         proc = subprocess.run([sys.executable, str(HARNESS), version, str(out)], capture_output=True, text=True,
                               timeout=900, env=env)
         if not out.exists():
             pytest.fail(f"harness for torch-npu=={version} crashed (exit {proc.returncode}):\n{proc.stderr[-4000:]}")
-        _cache[version] = json.loads(out.read_text())
-    data = _cache[version]
+        _cache[(version, soc)] = json.loads(out.read_text())
+    data = _cache[(version, soc)]
     if not data.get("loaded"):
         if data.get("index_unreachable"):
             pytest.skip(f"package index unreachable, torch-npu=={version} not cached: {data['error']}")
@@ -197,6 +199,22 @@ def test_unpatched_has_the_double_allocation(version, tmp_path_factory):
     assert "aclrtMemcpy(" in up["cpp"]
     packed = data["upstream"]["packed-mix"]["cpp"]
     assert "sync_block_lock_participant_factor =\n            2;" in packed or "participant_factor" in packed
+
+
+# ---- Ascend 950 stand-in: SIMT-only kernels get no sync fields, before and after ----------------
+@pytest.mark.parametrize("version", [FIXED, NEWEST])
+def test_simt_only_launch_is_left_alone_on_ascend950(version, tmp_path_factory):
+    data = harness(version, tmp_path_factory, soc=260)
+    assert rows(data)["cpp-wrapper-sync-resources"]["state"] == "applied"
+    up, ours = data["upstream"]["simt-only"], data["patched"]["simt-only"]
+    assert "error" not in up and "error" not in ours, (up.get("traceback"), ours.get("traceback"))
+    for cpp in (up["cpp"], ours["cpp"]):
+        assert "sync_block_lock" not in cpp and "workspace_addr" not in cpp
+        assert "acquire_launch_resources" not in cpp and "allocate_workspace" not in cpp
+    assert ours["cpp"].replace("_patched", "") == up["cpp"].replace("_upstream", "")  # untouched
+    assert ours["params_plan"]["simt_only"] is True
+    both = data["patched"]["both"]  # a SIMD kernel on the same device still gets its resources
+    assert "error" not in both and both["cpp"].count("acquire_launch_resources(") == 1
 
 
 # ---- 2.7.1.post6: older layout, no cpp_wrapper_npu.py ----------------------------------------

@@ -34,8 +34,10 @@ import types
 import zipfile
 from pathlib import Path
 
-#: What the stand-ins answer (an Ascend 910B-like device).
-SOC_VERSION = 220  # torch_npu's Ascend910B1; below Ascend950 (260): SIMT-only is not honoured
+#: What the stand-ins answer (an Ascend 910B-like device). torch_npu's Ascend910B1 is 220; from
+#: Ascend950 (260) on, torch_npu honours a kernel's SIMT-only flag. Tests set
+#: TORCH_NPU_PATCHSET_STAND_IN_SOC=260 to render for an Ascend 950.
+SOC_VERSION = int(os.environ.get("TORCH_NPU_PATCHSET_STAND_IN_SOC", "220"))
 VECTOR_CORES = 48
 CUBE_CORES = 24
 
