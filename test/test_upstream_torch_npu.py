@@ -246,19 +246,22 @@ def test_status_against_wheel_reports_versions():
     assert not missing["ok"] and "2.7.1.post999" in missing["error"]
 
 
+def status_command(version: str) -> str:
+    """stdout of the user-facing ``status --against-wheel VERSION``."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "torch_npu._inductor.patchset", "status", "--against-wheel", version],
+        capture_output=True, text=True, timeout=900,
+    )
+    if proc.returncode != 0 and "index" in proc.stderr and "unreachable" in proc.stderr:
+        pytest.skip(f"package index unreachable: {proc.stderr.strip()}")
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
 def test_status_command_against_wheels():
     """The user-facing command: post11 replaced, post6 truthful and untouched."""
     needs_torch_271()
-    runs = {}
-    for version in (FIXED, LEGACY):
-        proc = subprocess.run(
-            [sys.executable, "-m", "torch_npu._inductor.patchset", "status", "--against-wheel", version],
-            capture_output=True, text=True, timeout=900,
-        )
-        if proc.returncode != 0 and "index" in proc.stderr and "unreachable" in proc.stderr:
-            pytest.skip(f"package index unreachable: {proc.stderr.strip()}")
-        assert proc.returncode == 0, proc.stderr
-        runs[version] = proc.stdout
+    runs = {version: status_command(version) for version in (FIXED, LEGACY)}
     assert f"torch_npu      {FIXED} (wheel code" in runs[FIXED]
     assert "cpp-wrapper-sync-resources             applied" in runs[FIXED]
     assert "replaced upstream's allocation" in runs[FIXED]
@@ -270,14 +273,7 @@ def test_status_command_against_the_newest_wheel():
     """torch 2.13 + torch_npu 2.13.0: the launch fix applies through the newer wrapper API, the
     metadata patch adds its plan, and the Flex grid is torch's own."""
     needs_matching_torch(NEWEST)
-    proc = subprocess.run(
-        [sys.executable, "-m", "torch_npu._inductor.patchset", "status", "--against-wheel", NEWEST],
-        capture_output=True, text=True, timeout=900,
-    )
-    if proc.returncode != 0 and "index" in proc.stderr and "unreachable" in proc.stderr:
-        pytest.skip(f"package index unreachable: {proc.stderr.strip()}")
-    assert proc.returncode == 0, proc.stderr
-    out = proc.stdout
+    out = status_command(NEWEST)
     assert f"torch_npu      {NEWEST} (wheel code" in out and "autoload failure" not in out
     assert "kernel-sync-metadata                   applied" in out
     assert "cpp-wrapper-sync-resources             applied" in out and "add_device_include" in out

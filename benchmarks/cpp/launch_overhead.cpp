@@ -95,6 +95,21 @@ void fill_locks(const LayoutSpec &L, uint32_t blocks, int64_t *out, uint64_t slo
     for (uint64_t j = 0; j < per; ++j, ++i) out[i] = j == 0 ? int64_t(participants(L, blocks)) : 0;
 }
 
+// The packed argument struct of the benchmark kernel, in the generated launcher's field order
+// (sync_block_lock, workspace_addr, the kernel's own arguments, grid), for the hand-written launchers.
+struct __attribute__((packed)) KernelArgs {
+  void *sync_block_lock __attribute__((aligned(8)));
+  void *workspace_addr __attribute__((aligned(8)));
+  void *var_0 __attribute__((aligned(8)));
+  void *var_1 __attribute__((aligned(8)));
+  int32_t var_2 __attribute__((aligned(4)));
+  int32_t grid_0 __attribute__((aligned(4)));
+  int32_t grid_1 __attribute__((aligned(4)));
+  int32_t grid_2 __attribute__((aligned(4)));
+};
+static_assert(sizeof(KernelArgs) == 16 + bench_gen::kOwnArgsBytes + 12,
+              "the hand-written argument struct must match the generated one");
+
 // ---- upstream (DOMAIN.md section 7), hand-written in the generated launcher's shape
 const LayoutSpec *g_upstream_layout = nullptr;
 
@@ -115,27 +130,8 @@ static inline aclError call_upstream(aclrtFuncHandle kernel_handle, void *in_ptr
     if (ret != ACL_SUCCESS) {
       throw std::runtime_error(std::string("aclrtMemcpy of the lock buffer failed, error ") + std::to_string(ret));
     }
-    void *sync_block_lock = lock.get();
-    void *workspace_addr = workspace.get();
-    struct __attribute__((packed)) {
-      void *sync_block_lock __attribute__((aligned(8)));
-      void *workspace_addr __attribute__((aligned(8)));
-      void *var_0 __attribute__((aligned(8)));
-      void *var_1 __attribute__((aligned(8)));
-      int32_t var_2 __attribute__((aligned(4)));
-      int32_t grid_0 __attribute__((aligned(4)));
-      int32_t grid_1 __attribute__((aligned(4)));
-      int32_t grid_2 __attribute__((aligned(4)));
-    } kernel_args = {sync_block_lock,
-                     workspace_addr,
-                     in_ptr0,
-                     in_ptr1,
-                     arg2,
-                     static_cast<int32_t>(grid_0),
-                     static_cast<int32_t>(grid_1),
-                     static_cast<int32_t>(grid_2)};
-    static_assert(sizeof(kernel_args) == 16 + bench_gen::kOwnArgsBytes + 12,
-                  "upstream argument struct must match the generated one");
+    KernelArgs kernel_args = {lock.get(), workspace.get(), in_ptr0, in_ptr1, arg2, static_cast<int32_t>(grid_0),
+                              static_cast<int32_t>(grid_1), static_cast<int32_t>(grid_2)};
     ret = aclrtLaunchKernelWithHostArgs(kernel_handle, block_num, stream_, nullptr, static_cast<void *>(&kernel_args),
                                         sizeof(kernel_args), nullptr, 0);
     return ret;
@@ -165,27 +161,9 @@ static inline aclError call_fill_only(aclrtFuncHandle kernel_handle, void *in_pt
   auto launch_call = [=, &B]() -> aclError {
     aclError ret = aclrtMemcpyAsync(B.dev, B.lock_bytes, B.pinned, B.lock_bytes, ACL_MEMCPY_HOST_TO_DEVICE, stream_);
     if (ret != ACL_SUCCESS) return ret;
-    void *sync_block_lock = B.dev;
-    void *workspace_addr = static_cast<char *>(B.dev) + B.workspace_offset;
-    struct __attribute__((packed)) {
-      void *sync_block_lock __attribute__((aligned(8)));
-      void *workspace_addr __attribute__((aligned(8)));
-      void *var_0 __attribute__((aligned(8)));
-      void *var_1 __attribute__((aligned(8)));
-      int32_t var_2 __attribute__((aligned(4)));
-      int32_t grid_0 __attribute__((aligned(4)));
-      int32_t grid_1 __attribute__((aligned(4)));
-      int32_t grid_2 __attribute__((aligned(4)));
-    } kernel_args = {sync_block_lock,
-                     workspace_addr,
-                     in_ptr0,
-                     in_ptr1,
-                     arg2,
-                     static_cast<int32_t>(grid_0),
-                     static_cast<int32_t>(grid_1),
-                     static_cast<int32_t>(grid_2)};
-    static_assert(sizeof(kernel_args) == 16 + bench_gen::kOwnArgsBytes + 12,
-                  "fill-only argument struct must match the generated one");
+    KernelArgs kernel_args = {B.dev, static_cast<char *>(B.dev) + B.workspace_offset, in_ptr0, in_ptr1, arg2,
+                              static_cast<int32_t>(grid_0), static_cast<int32_t>(grid_1),
+                              static_cast<int32_t>(grid_2)};
     uint32_t block_num = launch_blocks(grid_0, grid_1, grid_2);
     return aclrtLaunchKernelWithHostArgs(kernel_handle, block_num, stream_, nullptr,
                                          static_cast<void *>(&kernel_args), sizeof(kernel_args), nullptr, 0);
