@@ -97,6 +97,15 @@ def _as_flag(kernel: str, name: str, value: Any) -> bool:
     raise ValueError(f"kernel {kernel!r}: metadata field {name}={value!r} is not a boolean")
 
 
+def _agreed(kernel: str, metadata: Any, names: tuple[str, ...], parse, default):
+    """One value read under several names (aliases): the value of those present, which
+    must agree; ``default`` when none is present."""
+    values = {n: parse(n, _field(metadata, n)) for n in names if not _absent(_field(metadata, n))}
+    if len(set(values.values())) > 1:
+        raise ValueError(f"kernel {kernel!r}: metadata fields disagree: " + ", ".join(f"{n}={v}" for n, v in values.items()))
+    return next(iter(values.values()), default)
+
+
 def mix_mode_kind(mix_mode: str) -> str:
     """``"vector"``, ``"cube"``, ``"mix"``, ``""`` (absent) or ``"unknown"``."""
     norm = mix_mode.lower().strip("_")
@@ -273,14 +282,7 @@ def plan_from_metadata(metadata: Any, kernel: str | None = None) -> SyncPlan:
     lock_num = _as_int(k, "lock_num", _field(metadata, "lock_num"), 0, INT64_MAX)
     layout = _as_int(k, "sync_block_lock_layout", _field(metadata, "sync_block_lock_layout"), 0, INT64_MAX)
 
-    init_values = {}
-    for name in _INIT_NAMES:
-        raw = _field(metadata, name)
-        if not _absent(raw):
-            init_values[name] = _as_int(k, name, raw, INT64_MIN, INT64_MAX)
-    if len(set(init_values.values())) > 1:
-        raise ValueError(f"kernel {k!r}: metadata fields disagree: " + ", ".join(f"{n}={v}" for n, v in init_values.items()))
-    init = next(iter(init_values.values()), 0)
+    init = _agreed(k, metadata, _INIT_NAMES, lambda n, v: _as_int(k, n, v, INT64_MIN, INT64_MAX), 0)
 
     mix_mode_raw = _field(metadata, "mix_mode")
     if _absent(mix_mode_raw):
@@ -290,10 +292,7 @@ def plan_from_metadata(metadata: Any, kernel: str | None = None) -> SyncPlan:
     else:
         raise ValueError(f"kernel {k!r}: metadata field mix_mode={mix_mode_raw!r} is not a string")
     auto_tile = _as_flag(k, "auto_tile_and_bind_subblock", _field(metadata, "auto_tile_and_bind_subblock"))
-    simt_flags = {n: _as_flag(k, n, _field(metadata, n)) for n in _SIMT_NAMES if not _absent(_field(metadata, n))}
-    if len(set(simt_flags.values())) > 1:
-        raise ValueError(f"kernel {k!r}: metadata fields disagree: " + ", ".join(f"{n}={v}" for n, v in simt_flags.items()))
-    simt_only = any(simt_flags.values())
+    simt_only = _agreed(k, metadata, _SIMT_NAMES, lambda n, v: _as_flag(k, n, v), False)
 
     legacy_slots = ordered = unordered = 0
     source = ""
