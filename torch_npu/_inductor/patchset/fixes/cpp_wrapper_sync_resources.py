@@ -41,7 +41,7 @@ from pathlib import Path
 
 from .._patching import Probe, source_of
 from ..launch_codegen import HELPER_HEADER, LaunchSite, resource_lines
-from ..launch_plan import plan_from_params
+from ..launch_plan import RAW_SYNC_FIELDS, plan_from_params
 
 MODULE = "torch_npu._inductor.codegen.cpp_wrapper_npu"
 _MARK = "__torch_npu_patchset_sync_resources__"
@@ -50,12 +50,12 @@ HEADER_PATH = Path(__file__).resolve().parent.parent / "csrc" / HELPER_HEADER
 _ARGS_DECL_PARAMS = ["self", "code", "call_args", "arg_types", "arg_signatures", "is_triton_kernel"]
 _SIMT_PARAMS = ("force_simt_only", "is_pure_simt")  # 2.7.1, newer
 _LAUNCH_PARAMS = ["self", "prefix", "wrapper", "kernel_var_name", "params"]
-# Sync fields hidden from upstream's own allocation code (post11).
-_SYNC_FIELDS = ("workspace_size", "lock_num", "lock_init_val", "sync_block_lock_layout")
 
 _NULL_WORKSPACE = re.compile(r"^([ \t]*)void\*\s*workspace_addr\s*=\s*NULL;[ \t]*\n", re.M)
 _NULL_LOCK = re.compile(r"^[ \t]*void\*\s*sync_block_lock\s*=\s*NULL;[ \t]*\n", re.M)
 _UPSTREAM_ALLOC = ("allocate_workspace", "aclrtMemcpy(")
+_UPSTREAM_CLAMP = re.compile(r"block_num\s*=\s*std::min\(\s*block_num\s*,\s*\(uint32_t\)\s*(\d+)\s*\)")
+_OUR_CLAMP = re.compile(r"npu_sync_block_num = std::min\(npu_sync_block_num, static_cast<uint32_t>\((\d+)\)\)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -173,8 +173,7 @@ def apply(modules, patcher) -> str:
         # One launch per kernel, or one per variant of a grouped launch (newer torch_npu): every
         # launch whose resources we sized must clamp its block count the way we assumed.
         for launch_code in re.split(r"\bauto launch_call = ", written)[1:] or [written]:
-            upstream_clamp = re.search(r"block_num\s*=\s*std::min\(\s*block_num\s*,\s*\(uint32_t\)\s*(\d+)\s*\)", launch_code)
-            ours = re.search(r"npu_sync_block_num = std::min\(npu_sync_block_num, static_cast<uint32_t>\((\d+)\)\)", launch_code)
+            upstream_clamp, ours = _UPSTREAM_CLAMP.search(launch_code), _OUR_CLAMP.search(launch_code)
             if "npu_sync_block_num" in launch_code and (upstream_clamp and upstream_clamp.group(1)) != (ours and ours.group(1)):
                 raise RuntimeError(
                     f"torch_npu_patchset: launch code for {self.kernel_name} clamps the block count differently "
@@ -198,8 +197,8 @@ def apply(modules, patcher) -> str:
             launch = dataclasses.replace(launch, block_clamp=_block_clamp(mod, launch.params, kernel_params))
         # kernel_params, when given, describe this very launch (a grouped variant's own fields).
         plan = plan_from_params(kernel_params if kernel_params is not None else launch.params, launch.kernel)
-        if kernel_params is not None:  # post11: keep upstream from allocating on its own
-            bound.arguments["kernel_params"] = {k: v for k, v in kernel_params.items() if k not in _SYNC_FIELDS}
+        if kernel_params is not None:  # post11 and later: keep upstream from allocating on its own
+            bound.arguments["kernel_params"] = {k: v for k, v in kernel_params.items() if k not in RAW_SYNC_FIELDS}
         text = orig_args_decl(*bound.args, **bound.kwargs)
         leftovers = [s for s in _UPSTREAM_ALLOC if s in text]
         if leftovers:
