@@ -246,9 +246,14 @@ def checks(cells: list[dict]) -> list[dict]:
     return out
 
 
+def medians(cells: list[dict]) -> dict:
+    """{(layout, memcpy_model, kernel_us, strategy): host_ns_median}"""
+    return {(c["layout"], c["memcpy_model"], c["kernel_us"], c["strategy"]): c["host_ns_median"] for c in cells}
+
+
 def decomposition(cells: list[dict]) -> list[dict]:
     """Per cell: where patchset's host time goes, against the two references (medians, ns)."""
-    by = {(c["layout"], c["memcpy_model"], c["kernel_us"], c["strategy"]): c["host_ns_median"] for c in cells}
+    by = medians(cells)
     out = []
     for (layout, model, kus, strat), p in sorted(by.items()):
         n, f = by.get((layout, model, kus, "null")), by.get((layout, model, kus, "fill-only"))
@@ -280,15 +285,12 @@ def table(cells: list[dict]) -> str:
     head = ("layout", "model", "k_us", "strategy", "med_ns", "p99_ns", "x_null", "x_fill", "issue/s", "e2e/s",
             "alloc", "sync", "block", "heap", "verdict")
     rows = []
-    null = {(c["layout"], c["memcpy_model"], c["kernel_us"]): c["host_ns_median"]
-            for c in cells if c["strategy"] == "null"}
-    fill = {(c["layout"], c["memcpy_model"], c["kernel_us"]): c["host_ns_median"]
-            for c in cells if c["strategy"] == "fill-only"}
+    by = medians(cells)
     order = {s: i for i, s in enumerate(STRATEGIES)}
     for c in sorted(cells, key=lambda c: (list(LAYOUTS).index(c["layout"]) if c["layout"] in LAYOUTS else 99,
                                           MODELS.index(c["memcpy_model"]), c["kernel_us"], order[c["strategy"]])):
-        n = null.get((c["layout"], c["memcpy_model"], c["kernel_us"]))
-        f = fill.get((c["layout"], c["memcpy_model"], c["kernel_us"]))
+        cell = (c["layout"], c["memcpy_model"], c["kernel_us"])
+        n, f = by.get(cell + ("null",)), by.get(cell + ("fill-only",))
         rows.append((c["layout"], c["memcpy_model"], str(c["kernel_us"]), c["strategy"],
                      f"{c['host_ns_median']:.0f}", f"{c['host_ns_p99']:.0f}",
                      f"{c['host_ns_median'] / n:.2f}" if n else "-",
