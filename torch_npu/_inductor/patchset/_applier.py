@@ -6,6 +6,12 @@ objects resolve, its probe says upstream lacks the fix, and it is not
 disabled through ``TORCH_NPU_PATCHSET_DISABLE``. Settled states (applied,
 upstream-has-fix, disabled, failed) are never re-evaluated, so nothing is
 applied twice; ``pending`` and ``target-missing`` are re-evaluated.
+
+``target-missing`` means no module of any of a patch's hook sets exists (the
+code it fixes is not installed). When a target module exists but the objects
+it hooks do not resolve in it, that is a layout the patch does not know, which
+may well carry the bug: the state is ``failed``, and the reason says what is
+missing where.
 """
 from __future__ import annotations
 
@@ -32,6 +38,7 @@ TARGET_MISSING = "target-missing"
 DISABLED = "disabled"
 FAILED = "failed"
 PENDING = "pending"  # in-process only: waiting for a target module's first import
+_UNRESOLVED = "unresolved"  # internal: a hook set's modules exist, its objects do not
 SETTLED = frozenset({APPLIED, UPSTREAM, DISABLED, FAILED})
 
 
@@ -128,22 +135,34 @@ def _gather_set(decl, hooks, import_targets: bool) -> tuple[str, str, dict[str, 
         try:
             _resolve(hook, modules)
         except AttributeError as exc:
-            return TARGET_MISSING, f"{hook} does not resolve ({exc})", modules
+            return _UNRESOLVED, f"{hook} does not resolve ({exc})", modules
     return "", "", modules
 
 
 def _gather(decl, import_targets: bool) -> tuple[str, str, dict[str, ModuleType], tuple[str, ...]]:
-    """The first hook set that is present wins; (state, reason, modules, hooks)."""
-    first = None
+    """The first hook set that is present wins; (state, reason, modules, hooks).
+
+    None present: PENDING if some set still waits for an import; else FAILED
+    (unrecognised layout) if some set's modules exist without its objects;
+    else TARGET_MISSING."""
+    results = []
     for hooks in decl.hook_sets:
         state, reason, modules = _gather_set(decl, hooks, import_targets)
         if state in ("", FAILED):
             return state, reason, modules, hooks
-        if first is None or (first[0] == TARGET_MISSING and state == PENDING):
-            first = (state, reason, modules, hooks)
-    state, reason, modules, hooks = first
+        results.append((state, reason, modules, hooks))
+    for wanted in (PENDING, _UNRESOLVED, TARGET_MISSING):
+        found = [r for r in results if r[0] == wanted]
+        if found:
+            break
+    state, reason, modules, hooks = found[0]
+    if state == _UNRESOLVED:
+        reasons = "; ".join(r[1] for r in found)
+        return FAILED, f"unrecognised layout: its target module is there, but {reasons}", modules, hooks
     if state == TARGET_MISSING and decl.alternative_hooks:
         reason += f" (nor any of {len(decl.alternative_hooks)} alternative hook set(s))"
+    if state == TARGET_MISSING and decl.missing_means:
+        reason += f": {decl.missing_means}"
     return state, reason, modules, hooks
 
 

@@ -23,6 +23,10 @@ class Declaration:
     torch_lines: tuple[str, ...]
     torch_npu_branches: tuple[str, ...]
     path: str
+    #: layout description -> torch_npu releases read with that layout (``[targets.layouts]``)
+    layouts: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    #: what target-missing means for this patch (appended to that state's reason), if said
+    missing_means: str = ""
 
     @property
     def hook_sets(self) -> tuple[tuple[str, ...], ...]:
@@ -45,6 +49,10 @@ def parse(table: dict) -> Declaration:
             raise ValueError(f"{where}: hooks must be non-empty 'module:qualname' strings, got {bad or hooks}")
     hooks = sets[0]
     targets = table["targets"]
+    layouts = targets.get("layouts", {})
+    if not isinstance(layouts, dict) or not all(
+            isinstance(v, list) and all(isinstance(r, str) for r in v) for v in layouts.values()):
+        raise ValueError(f"{where}: [targets.layouts] must map a layout description to a list of releases")
     return Declaration(
         id=table["id"],
         title=table["title"].strip(),
@@ -58,6 +66,8 @@ def parse(table: dict) -> Declaration:
         torch_lines=tuple(targets.get("torch", ())),
         torch_npu_branches=tuple(targets.get("torch_npu_branches", ())),
         path=where,
+        layouts=tuple((name, tuple(releases)) for name, releases in layouts.items()),
+        missing_means=" ".join(str(table.get("missing_means", "")).split()),
     )
 
 
