@@ -37,15 +37,15 @@ import dataclasses
 import functools
 import inspect
 import re
-from pathlib import Path
 
 from .._patching import Probe, source_of
-from ..launch_codegen import HELPER_HEADER, LaunchSite, resource_lines
+from ..launch_codegen import LaunchSite, resource_lines
 from ..launch_plan import RAW_SYNC_FIELDS, plan_from_params
+from . import cpp_wrapper_rt_launch
+from ._shared import HEADER_PATH, helper_include_lines  # noqa: F401  (HEADER_PATH: kept importable here)
 
 MODULE = "torch_npu._inductor.codegen.cpp_wrapper_npu"
 _MARK = "__torch_npu_patchset_sync_resources__"
-HEADER_PATH = Path(__file__).resolve().parent.parent / "csrc" / HELPER_HEADER
 
 _ARGS_DECL_PARAMS = ["self", "code", "call_args", "arg_types", "arg_signatures", "is_triton_kernel"]
 _SIMT_PARAMS = ("force_simt_only", "is_pure_simt")  # 2.7.1, newer
@@ -131,6 +131,8 @@ def _include_hook(wrapper_cls) -> str | None:
 
 
 def probe(modules) -> Probe:
+    if cpp_wrapper_rt_launch.MODULE in modules:  # the older layout (codegen/cpp_wrapper.py)
+        return cpp_wrapper_rt_launch.probe(modules)
     shape, detail = _shape(modules)
     if shape == "unknown":
         return Probe.unrecognised(detail)
@@ -150,6 +152,8 @@ def _indent(lines: list[str], indent: str) -> str:
 
 
 def apply(modules, patcher) -> str:
+    if cpp_wrapper_rt_launch.MODULE in modules:
+        return cpp_wrapper_rt_launch.apply(modules, patcher)
     shape, detail = _shape(modules)
     if shape == "ours":
         return "already applied"
@@ -219,12 +223,12 @@ def apply(modules, patcher) -> str:
         text = _NULL_LOCK.sub("", text, count=1)
         return _NULL_WORKSPACE.sub(lambda m: ours, text, count=1)
 
-    include_line = f'#include "{HEADER_PATH}"'
+    include_line = "\n".join(helper_include_lines())
     if include_hook == "get_device_include_path":
         orig_include = inspect.getattr_static(wrapper_cls, include_hook).__func__
 
         def include_fn(device: str) -> str:
-            return orig_include(device) + f"\n        {include_line}\n"
+            return orig_include(device) + "".join(f"\n        {ln}" for ln in include_line.splitlines()) + "\n"
 
         new_include = staticmethod(functools.update_wrapper(include_fn, orig_include))
     else:

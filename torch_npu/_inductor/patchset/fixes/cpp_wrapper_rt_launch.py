@@ -1,0 +1,211 @@
+"""cpp-wrapper-sync-resources on the older layout: ``codegen/cpp_wrapper.py``, launch through ``rtKernelLaunch``.
+
+Releases checked with this layout: torch_npu 2.7.1, 2.7.1.post2, post4, post6,
+2.8.0.post5, 2.9.1, 2.11.0.post3, 2.12.0.post3. Their
+``torch_npu._inductor.codegen.cpp_wrapper`` defines ``CppWrapperNpu`` and
+``DeferredNpuTritonCallWrapper`` (no ``cpp_wrapper_npu.py``), and
+``CppWrapperNpu.generate_args_decl(code, call_args, arg_types, arg_signatures,
+kernel_name, kernel_id, is_triton_kernel=True)`` RETURNS the whole launch
+lambda as text, ``(call_name, text)``: ``auto launch_call_<id> = [=]() {
+rtError_t ret; ... void* workspace_addr = NULL; void* sync_block_lock = NULL;
+<packed struct> uint32_t block_num = grid_0 * grid_1 * grid_2; ret =
+rtKernelLaunch(...); return ret; };``. No release of this layout clamps the
+block count (no auto-blockify) or honours a SIMT-only flag (the struct always
+has both sync fields).
+
+This module wraps three members of that module:
+
+* ``DeferredNpuTritonCallWrapper.generate_launch_kernel`` makes the kernel's
+  saved params (and name) known to the call below, through a context variable;
+* ``CppWrapperNpu.generate_args_decl`` checks that the text upstream returned
+  is the known shape (one NULL ``workspace_addr``, one NULL ``sync_block_lock``,
+  an unclamped ``block_num``, one ``rtKernelLaunch``) and swaps the two NULL
+  declarations for :func:`~torch_npu._inductor.patchset.launch_codegen.resource_lines`;
+  ``rtKernelLaunch`` and everything else stay as upstream wrote them;
+* ``CppWrapperNpu.write_header`` appends the runtime helper's include after the
+  header upstream wrote (nothing for a constant graph, which has no header).
+
+As in the newer layout, an unknown shape is refused at probe time, and one
+that only shows when rendering raises rather than emit NULL sync pointers.
+"""
+from __future__ import annotations
+
+import contextvars
+import dataclasses
+import functools
+import inspect
+import re
+
+from .._patching import Probe, source_of
+from ..launch_codegen import LaunchSite, resource_lines
+from ..launch_plan import plan_from_params
+from ._shared import helper_include_lines
+
+MODULE = "torch_npu._inductor.codegen.cpp_wrapper"
+LAYOUT = "codegen/cpp_wrapper.py (rtKernelLaunch)"
+_MARK = "__torch_npu_patchset_sync_resources_rt__"
+
+_ARGS_DECL_PARAMS = ["self", "code", "call_args", "arg_types", "arg_signatures", "kernel_name", "kernel_id",
+                     "is_triton_kernel"]
+_LAUNCH_PARAMS = ["self", "prefix", "wrapper", "kernel_var_name", "params"]
+
+_NULL_WORKSPACE = re.compile(r"^([ \t]*)void\*\s*workspace_addr\s*=\s*NULL;[ \t]*\n", re.M)
+_NULL_LOCK = re.compile(r"^[ \t]*void\*\s*sync_block_lock\s*=\s*NULL;[ \t]*\n", re.M)
+_BLOCK_NUM = re.compile(r"\bblock_num\s*=\s*grid_0\s*\*\s*grid_1\s*\*\s*grid_2\s*;")
+_ANY_CLAMP = re.compile(r"std::min\(\s*block_num\b")
+_RT_LAUNCH = re.compile(r"\brtKernelLaunch\(")
+
+
+@dataclasses.dataclass(frozen=True)
+class _Launch:
+    kernel: str
+    params: dict
+
+
+_current: contextvars.ContextVar[_Launch | None] = contextvars.ContextVar("npu_sync_rt_launch", default=None)
+
+
+def _param_names(fn) -> list[str]:
+    try:
+        return list(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        return []
+
+
+def _classes(modules):
+    mod = modules[MODULE]
+    return mod, getattr(mod, "CppWrapperNpu", None), getattr(mod, "DeferredNpuTritonCallWrapper", None)
+
+
+def shape(modules) -> tuple[str, str]:
+    """(shape, detail): 'null-pointers', 'ours' or 'unknown'."""
+    _, wrapper_cls, deferred_cls = _classes(modules)
+    if wrapper_cls is None or deferred_cls is None:
+        return "unknown", f"{MODULE} lacks CppWrapperNpu or DeferredNpuTritonCallWrapper"
+    members = {
+        "CppWrapperNpu.generate_args_decl": wrapper_cls.__dict__.get("generate_args_decl"),
+        "CppWrapperNpu.write_header": wrapper_cls.__dict__.get("write_header"),
+        "DeferredNpuTritonCallWrapper.generate_launch_kernel": deferred_cls.__dict__.get("generate_launch_kernel"),
+    }
+    missing = [name for name, fn in members.items() if not callable(fn)]
+    if missing:
+        return "unknown", f"{', '.join(missing)} not defined in {MODULE}"
+    args_decl = members["CppWrapperNpu.generate_args_decl"]
+    if getattr(args_decl, _MARK, False):
+        return "ours", "already patched"
+    if _param_names(args_decl) != _ARGS_DECL_PARAMS:
+        return "unknown", (f"CppWrapperNpu.generate_args_decl{inspect.signature(args_decl)} is not (code, call_args, "
+                           "arg_types, arg_signatures, kernel_name, kernel_id, is_triton_kernel)")
+    if _param_names(members["DeferredNpuTritonCallWrapper.generate_launch_kernel"]) != _LAUNCH_PARAMS:
+        return "unknown", "DeferredNpuTritonCallWrapper.generate_launch_kernel is not (prefix, wrapper, kernel_var_name, params)"
+    if _param_names(members["CppWrapperNpu.write_header"]) != ["self"]:
+        return "unknown", "CppWrapperNpu.write_header is not (self)"
+    src = source_of(args_decl)
+    if not src:
+        return "unknown", "the source of CppWrapperNpu.generate_args_decl is not readable"
+    lacking = [what for what, found in (
+        ("void* workspace_addr = NULL", _NULL_WORKSPACE.search(src + "\n")),
+        ("void* sync_block_lock = NULL", _NULL_LOCK.search(src + "\n")),
+        ("rtKernelLaunch(", _RT_LAUNCH.search(src)),
+        ("block_num = grid_0 * grid_1 * grid_2", _BLOCK_NUM.search(src)),
+    ) if not found]
+    if lacking:
+        return "unknown", f"CppWrapperNpu.generate_args_decl does not contain {', '.join(lacking)}"
+    if "allocate_workspace" in src or _ANY_CLAMP.search(src):
+        return "unknown", "CppWrapperNpu.generate_args_decl allocates or clamps the block count in a way this patch does not know"
+    return "null-pointers", f"upstream ({LAYOUT}) passes NULL sync_block_lock and workspace_addr to rtKernelLaunch"
+
+
+def probe(modules) -> Probe:
+    found, detail = shape(modules)
+    if found == "unknown":
+        return Probe.unrecognised(f"{LAYOUT}: {detail}")
+    return Probe.needed(detail)
+
+
+def _indent(lines: list[str], indent: str) -> str:
+    return "".join(f"{indent}{ln}\n" if ln else "\n" for ln in lines)
+
+
+def _params_for(kernel_name: str) -> dict | None:
+    """The saved params of a kernel when generate_args_decl is called on its own."""
+    from torch._inductor.codecache import CudaKernelParamCache
+
+    name = kernel_name[len("kernels_."):] if kernel_name.startswith("kernels_.") else kernel_name
+    return CudaKernelParamCache.get(name)
+
+
+def splice(text: str, plan, kernel: str) -> str:
+    """``text`` (upstream's launch lambda) with its NULL sync pointers replaced; raises on any other shape."""
+    ws, lock = _NULL_WORKSPACE.search(text), _NULL_LOCK.search(text)
+    if not (ws and lock) or len(_NULL_WORKSPACE.findall(text)) != 1 or len(_NULL_LOCK.findall(text)) != 1:
+        raise RuntimeError(
+            f"torch_npu_patchset: launch code for {kernel} does not declare exactly one NULL workspace_addr "
+            f"and one NULL sync_block_lock; refusing to guess where the sync resources go"
+        )
+    if len(_RT_LAUNCH.findall(text)) != 1 or len(_BLOCK_NUM.findall(text)) != 1 or _ANY_CLAMP.search(text):
+        raise RuntimeError(
+            f"torch_npu_patchset: launch code for {kernel} does not launch once with an unclamped "
+            f"block_num = grid_0 * grid_1 * grid_2; the unordered locks' participant count would be wrong"
+        )
+    if "allocate_workspace" in text:
+        raise RuntimeError(f"torch_npu_patchset: upstream launch code for {kernel} allocates a workspace itself")
+    # The struct always has both sync fields here (no SIMT-only launch in this layout).
+    ours = _indent(resource_lines(plan, LaunchSite(block_clamp=None, simt_only=False)), ws.group(1))
+    text = _NULL_LOCK.sub("", text, count=1)
+    return _NULL_WORKSPACE.sub(lambda m: ours, text, count=1)
+
+
+def apply(modules, patcher) -> str:
+    found, detail = shape(modules)
+    if found == "ours":
+        return "already applied"
+    if found != "null-pointers":
+        raise RuntimeError(detail)
+    _, wrapper_cls, deferred_cls = _classes(modules)
+    orig_args_decl = wrapper_cls.__dict__["generate_args_decl"]
+    orig_launch = deferred_cls.__dict__["generate_launch_kernel"]
+    orig_header = wrapper_cls.__dict__["write_header"]
+    args_sig = inspect.signature(orig_args_decl)
+
+    @functools.wraps(orig_launch)
+    def generate_launch_kernel(self, prefix, wrapper, kernel_var_name, params):
+        token = _current.set(_Launch(str(getattr(self, "kernel_name", kernel_var_name)), params))
+        try:
+            return orig_launch(self, prefix, wrapper, kernel_var_name, params)
+        finally:
+            _current.reset(token)
+
+    @functools.wraps(orig_args_decl)
+    def generate_args_decl(self, *args, **kwargs):
+        bound = args_sig.bind(self, *args, **kwargs)
+        bound.apply_defaults()
+        result = orig_args_decl(*bound.args, **bound.kwargs)
+        if not bound.arguments["is_triton_kernel"]:
+            return result
+        launch = _current.get()
+        if launch is None:  # called outside generate_launch_kernel: the params are in the cache
+            name = str(bound.arguments["kernel_name"])
+            params = _params_for(name)
+            if params is None:
+                raise RuntimeError(f"torch_npu_patchset: no saved params for {name}; cannot size its sync resources")
+            launch = _Launch(name, params)
+        plan = plan_from_params(launch.params, launch.kernel)
+        call, text = result
+        return call, splice(text, plan, launch.kernel)
+
+    @functools.wraps(orig_header)
+    def write_header(self):
+        before = len(self.header.getvalue())
+        result = orig_header(self)
+        if len(self.header.getvalue()) > before:  # upstream wrote a header (not a constant graph)
+            self.header.splice("\n".join(helper_include_lines()))
+        return result
+
+    for fn in (generate_args_decl, generate_launch_kernel, write_header):
+        setattr(fn, _MARK, True)
+    patcher.setattr(deferred_cls, "generate_launch_kernel", generate_launch_kernel)
+    patcher.setattr(wrapper_cls, "generate_args_decl", generate_args_decl)
+    patcher.setattr(wrapper_cls, "write_header", write_header)
+    return (f"{LAYOUT}: replaced the NULL sync_block_lock / workspace_addr arguments of rtKernelLaunch "
+            "with one carved, stream-initialised request")
