@@ -22,7 +22,8 @@ HERE = Path(__file__).resolve().parent
 FIXTURES = HERE / "fixtures"
 FIXTURE_DECLS = FIXTURES / "declarations"
 HEURISTICS = "patchset_fixture.upstream_shape.heuristics"
-REAL_IDS = ["kernel-sync-metadata", "cpp-wrapper-sync-resources", "flex-attention-backward-symbolic-grid"]
+REAL_IDS = ["kernel-sync-metadata", "cpp-wrapper-sync-resources", "flex-attention-backward-symbolic-grid",
+            "npu-flex-attention-backward-grid"]
 STATES = {"applied", "upstream-has-fix", "target-missing", "disabled", "failed", "pending"}
 
 
@@ -55,12 +56,20 @@ def test_real_declarations_are_complete():
         assert d.implementation.startswith("torch_npu._inductor.patchset.fixes.")
         assert all(":" in h for h in d.hooks)
         assert d.torch_lines and d.torch_npu_branches
-    npu = [d for d in decls if d.id != "flex-attention-backward-symbolic-grid"]
-    # The ten branches of the upstream pull request, plus the newest release the tests check (2.13.0).
+    launch = [d for d in decls if "flex" not in d.id]
+    # The ten branches of the upstream pull request, the newest release the tests check (2.13.0), and
+    # v2.8.0, whose release 2.8.0.post5 has the older layout (codegen/cpp_wrapper.py).
     branches = {f"v{v}{s}" for v in ("2.7.1", "2.9.0", "2.10.0", "2.11.0", "2.12.0") for s in ("", "-26.1.0")}
-    for d in npu:
-        assert set(d.torch_npu_branches) == branches | {"v2.13.0"}
-        assert "2.13" in d.torch_lines
+    for d in launch:
+        assert set(d.torch_npu_branches) == branches | {"v2.13.0", "v2.8.0"}
+        assert "2.13" in d.torch_lines and "2.8" in d.torch_lines
+        # Every release read, of both layouts, is listed under exactly one layout.
+        releases = [r for _, rs in d.layouts for r in rs]
+        assert len(releases) == len(set(releases))
+        older = [rs for name, rs in d.layouts if "cpp_wrapper.py" in name]
+        assert older and {"2.7.1.post6", "2.8.0.post5", "2.9.1", "2.11.0.post3", "2.12.0.post3"} <= set(older[0])
+    for d in decls:  # each alternative hook set is a real 'module:qualname' too
+        assert all(":" in h for hooks in d.alternative_hooks for h in hooks)
 
 
 def test_declaration_validation_names_the_problem(tmp_path):
@@ -102,8 +111,10 @@ def test_missing_targets(fixture_patchset):
     rows = by_id(_applier.apply())
     assert rows["fix-missing-module"].state == "target-missing"
     assert "patchset_fixture.not_there" in rows["fix-missing-module"].reason
-    assert rows["fix-missing-attr"].state == "target-missing"
-    assert "no_such_method" in rows["fix-missing-attr"].reason
+    # The module is there, the hooked object is not: a layout the patch does not know (it may
+    # carry the bug), never "target-missing".
+    assert rows["fix-missing-attr"].state == "failed"
+    assert "unrecognised layout" in rows["fix-missing-attr"].reason and "no_such_method" in rows["fix-missing-attr"].reason
 
 
 def test_alternative_hook_set_is_used_when_the_first_is_missing(fixture_patchset):
@@ -320,6 +331,8 @@ def test_status_json_schema_and_truthful_states():
     if env["torch_npu"] is None:
         npu = [p for p in doc["patches"] if p["id"] != "flex-attention-backward-symbolic-grid"]
         assert {p["state"] for p in npu} == {"target-missing"}
+        npu_flex = next(p for p in npu if p["id"] == "npu-flex-attention-backward-grid")
+        assert "no Flex Attention templates of its own" in npu_flex["reason"]
 
 
 def test_status_reports_disabled_patch():

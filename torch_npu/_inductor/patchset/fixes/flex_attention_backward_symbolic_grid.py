@@ -1,4 +1,5 @@
-"""Install a ``SymbolicGridFn`` on torch 2.7.1's Flex Attention backward template.
+"""Install a ``SymbolicGridFn`` on torch 2.7.1's Flex Attention backward template,
+and on torch_npu's own copy of it.
 
 torch 2.7.1 (``torch/_inductor/kernel/flex_attention.py``) builds
 ``flex_attention_backward_template = TritonTemplate(name="flex_attention_backward",
@@ -7,6 +8,18 @@ as ``self.grid``, and ``TritonTemplateKernel.call_kernel`` asserts
 ``cpp_wrapper requires SymbolicGridFn`` for a plain function with symbolic
 call sizes. torch >= 2.8 ships a ``SymbolicGridFn`` there (module
 ``torch._inductor.kernel.flex.flex_attention`` in 2.13).
+
+torch_npu 2.7.1.post4 to post10 register their OWN Flex Attention lowering,
+whose backward template (``torch_npu._inductor.kernel.flex_attention.
+flex_attention_backward_template``, an ``NPUTritonTemplate`` with the same
+program-id layout as torch 2.7.1's) was built with torch's plain
+``flex_attention_backward_grid``: that is the template the NPU compiles, and
+fixing torch's template object does not reach it. The declaration
+``npu-flex-attention-backward-grid`` applies this same module there.
+Other releases: 2.9.0.post9 ships its own SymbolicGridFn; 2.7.1.post11 uses
+torch's template and replaces its grid with a SymbolicGridFn; 2.10.0.post7 and
+later (``kernel/flexattention_template.py``) copy torch >= 2.8's template,
+grid included; releases without ``torch_npu/_inductor/kernel/`` use torch's.
 
 The grid itself lives in :mod:`..flex_grid`; this module only decides.
 """
@@ -34,12 +47,22 @@ def _select_algorithm():
     )
 
 
+# torch_npu's own modules holding the backward template the NPU compiles, and the name it has there.
+NPU_TEMPLATE_LOCATIONS = (
+    ("torch_npu._inductor.kernel.flex_attention", flex_grid.TEMPLATE),  # 2.7.1.post4 .. post10, 2.9.0.post9
+    ("torch_npu._inductor.kernel.flexattention_template", flex_grid.TEMPLATE),  # 2.10.0.post7 .. 2.14.0
+    ("torch_npu._inductor.kernel.flex_attention", "upstream_" + flex_grid.TEMPLATE),  # 2.7.1.post11: torch's
+)
+
+
 def locate(modules) -> tuple[object, str]:
-    """(template, module name) from the applier's ``modules`` mapping."""
-    for name in TEMPLATE_MODULES + tuple(m for m in modules if m not in TEMPLATE_MODULES):
+    """(template, "module.name" of the template) from the applier's ``modules`` mapping."""
+    places = [(name, flex_grid.TEMPLATE) for name in TEMPLATE_MODULES] + list(NPU_TEMPLATE_LOCATIONS)
+    places += [(name, flex_grid.TEMPLATE) for name in modules if name not in dict(places)]
+    for name, attr in places:
         module = modules.get(name)
-        if module is not None and hasattr(module, flex_grid.TEMPLATE):
-            return getattr(module, flex_grid.TEMPLATE), name
+        if module is not None and hasattr(module, attr):
+            return getattr(module, attr), f"{name}.{attr}"
     raise LookupError(f"no {flex_grid.TEMPLATE} in {sorted(modules)}")
 
 
@@ -64,16 +87,18 @@ def _inspect(modules) -> tuple[Probe, object, str]:
     if symbolic is None or triton_template is None:
         return Probe.unrecognised("torch._inductor.select_algorithm has no SymbolicGridFn/TritonTemplate"), None, where
     if not isinstance(template, triton_template):
-        return Probe.unrecognised(f"{where}.{flex_grid.TEMPLATE} is a {type(template).__name__}, not a TritonTemplate"), None, where
+        return Probe.unrecognised(f"{where} is a {type(template).__name__}, not a TritonTemplate"), None, where
     if not hasattr(template, _ATTR):
-        return Probe.unrecognised(f"{where}.{flex_grid.TEMPLATE} has no attribute {_ATTR!r}"), None, where
+        return Probe.unrecognised(f"{where} has no attribute {_ATTR!r}"), None, where
     grid = getattr(template, _ATTR)
     if isinstance(grid, symbolic):
         if is_ours(grid):
             return Probe.needed("grid is already this patch set's SymbolicGridFn (nothing left to do)"), template, where
         fn = getattr(grid, "fn", None)
-        who = "torch's own" if getattr(fn, "__module__", "").startswith("torch.") else "another patch's"
-        return Probe.upstream_has_fix(f"{where}.{flex_grid.TEMPLATE}.grid is already a SymbolicGridFn ({who}: {_owner_of(grid)})"), template, where
+        owner = getattr(fn, "__module__", None) or ""
+        who = ("torch's own" if owner.startswith("torch.") else
+               "torch_npu's own" if owner.startswith("torch_npu.") else "another patch's")
+        return Probe.upstream_has_fix(f"{where}.grid is already a SymbolicGridFn ({who}: {_owner_of(grid)})"), template, where
     if not callable(grid) or hasattr(grid, "sympy_call"):
         return Probe.unrecognised(f"{flex_grid.TEMPLATE}.grid is a {type(grid).__name__}, expected a plain grid function"), template, where
     try:
@@ -101,7 +126,7 @@ def _inspect(modules) -> tuple[Probe, object, str]:
                 f"(matches layout {layout!r})"
             ), template, where
         checked = "same results as torch 2.7.1's formula on sample sizes"
-    return Probe.needed(f"{where}.{flex_grid.TEMPLATE}.grid is a plain function ({_owner_of(grid)}; {checked})"), template, where
+    return Probe.needed(f"{where}.grid is a plain function ({_owner_of(grid)}; {checked})"), template, where
 
 
 def probe(modules) -> Probe:
@@ -121,7 +146,7 @@ def apply(modules, patcher):
     if is_ours(current):
         return "nothing changed: this patch set's grid is already installed"
     patcher.setattr(template, _ATTR, make_grid(flex_grid.LAYOUT_2_7))
-    return f"{where}.{flex_grid.TEMPLATE}.grid: {_owner_of(current)} -> SymbolicGridFn({flex_grid.__name__}.backward_grid)"
+    return f"{where}.grid: {_owner_of(current)} -> SymbolicGridFn({flex_grid.__name__}.backward_grid)"
 
 
 def superseded(modules) -> str | None:
