@@ -1,12 +1,18 @@
-// Self-tests of the host ACL simulation: it must catch what it claims to.
+// Self-tests of the HOST ACL SIMULATION (a test double and dry-run tool, not
+// CANN): it must catch what it claims to. Built without the launch helper.
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
+#include <mutex>
 #include <thread>
 
-#include "test_support.h"
+#include <torch_npu/csrc/core/npu/NPUWorkspaceAllocator.h>
+#include <torch_npu/csrc/framework/OpCommand.h>
+
+#include "sim_support.h"
 
 using namespace t;
 using Clock = std::chrono::steady_clock;
@@ -121,35 +127,77 @@ TEST_CASE(memcpy_models) {
 }
 
 TEST_CASE(workspace_allocator_contract) {
-  using c10_npu::NPUWorkspaceAllocator::malloc_with_stream;
+  using at_npu::native::allocate_workspace;
   aclrtStream s = stream(5);
-  c10::DataPtr a = malloc_with_stream(100, s);
-  c10::DataPtr b = malloc_with_stream(200, s);  // while a lives
-  CHECK(a.get() != nullptr);
-  CHECK_EQ(a.get(), b.get());  // one block per stream: aliasing
-  c10::DataPtr other = malloc_with_stream(100, stream(6));
-  CHECK(other.get() != a.get());
+  at::Tensor a = allocate_workspace(100, s);
+  at::Tensor b = allocate_workspace(200, s);  // while a lives
+  CHECK(a.defined() && a.data_ptr() != nullptr);
+  CHECK_EQ(a.data_ptr(), b.data_ptr());  // one block per stream: aliasing
+  at::Tensor other = allocate_workspace(100, stream(6));
+  CHECK(other.data_ptr() != a.data_ptr());
   auto c0 = acl_sim::counters();
-  c10::DataPtr fits = malloc_with_stream(size_t(2) << 20, s);  // block = round_up(100 + 32, 2 MiB) = 2 MiB
-  CHECK_EQ(fits.get(), a.get());
+  at::Tensor fits = allocate_workspace((uint64_t(2) << 20) - 32, s);  // block = round_up(100 + 32, 2 MiB) = 2 MiB
+  CHECK_EQ(fits.data_ptr(), a.data_ptr());
   CHECK_EQ(acl_sim::counters().allocator_growths, c0.allocator_growths);
-  c10::DataPtr bigger = malloc_with_stream((size_t(2) << 20) + 1, s);
-  CHECK(bigger.get() != a.get());
+  at::Tensor bigger = allocate_workspace((uint64_t(2) << 20) - 31, s);  // + 32 no longer fits
+  CHECK(bigger.data_ptr() != a.data_ptr());
   auto c1 = acl_sim::counters();
   CHECK_EQ(c1.allocator_growths - c0.allocator_growths, 1u);
   CHECK_EQ(c1.host_blocking - c0.host_blocking, 1u);
   CHECK_EQ(c1.device_frees - c0.device_frees, 1u);
-  CHECK_EQ(c1.live_workspace_dataptrs, 5u);
-  c10::DataPtr grown_fits = malloc_with_stream((size_t(4) << 20), s);  // round_up(2 MiB + 1 + 32, 2 MiB) = 4 MiB
-  CHECK_EQ(grown_fits.get(), bigger.get());
-  CHECK_EQ(acl_sim::counters().allocator_growths, c1.allocator_growths);
+  CHECK_EQ(c1.live_workspace_tensors, 5u);
+  at::Tensor grown_fits = allocate_workspace(uint64_t(4) << 20, s);  // round_up(2 MiB + 1, 2 MiB) = 4 MiB: 4 MiB + 32 > 4 MiB
+  CHECK(grown_fits.data_ptr() != bigger.data_ptr());
+  at::Tensor fits_now = allocate_workspace(uint64_t(4) << 20, s);
+  CHECK_EQ(fits_now.data_ptr(), grown_fits.data_ptr());
   // the old pointer dangles
-  CHECK_EQ(aclrtMemsetAsync(a.get(), 64, 0, 64, s), ACL_SUCCESS);
+  CHECK_EQ(aclrtMemsetAsync(a.data_ptr(), 64, 0, 64, s), ACL_SUCCESS);
   sync(s);
   CHECK_EQ(acl_sim::error_count(acl_sim::ErrorKind::kUseAfterFree), 1u);
-  a.clear();
-  CHECK_EQ(acl_sim::counters().live_workspace_dataptrs, 5u);  // 6 live before the clear
+  // copies share the reference; releasing only updates statistics
+  at::Tensor copy = a;
+  CHECK_EQ(acl_sim::counters().live_workspace_tensors, 7u);
+  a.reset();
+  CHECK_EQ(acl_sim::counters().live_workspace_tensors, 7u);
+  copy = at::Tensor();
+  CHECK_EQ(acl_sim::counters().live_workspace_tensors, 6u);
+  CHECK(!a.defined() && a.data_ptr() == nullptr);
+  at::Tensor moved = std::move(b);
+  CHECK(!b.defined() && moved.defined());
+  CHECK_EQ(acl_sim::counters().live_workspace_dataptrs, acl_sim::counters().live_workspace_tensors);
+  // zero bytes: a defined tensor without memory
+  at::Tensor none = allocate_workspace(0, s);
+  CHECK(none.defined() && none.data_ptr() == nullptr);
 }
+
+TEST_CASE(workspace_extents_are_the_requests) {
+  using at_npu::native::allocate_workspace;
+  aclrtStream s = stream(0);
+  at::Tensor t = allocate_workspace(1000, s);
+  acl_sim::Extent e;
+  CHECK(acl_sim::allocation_extent(static_cast<char *>(t.data_ptr()) + 10, &e));
+  CHECK(e.kind == acl_sim::ExtentKind::kWorkspaceRequest);
+  CHECK_EQ(e.base, reinterpret_cast<uintptr_t>(t.data_ptr()));
+  CHECK_EQ(e.size, 1000u);
+  CHECK_EQ(e.block_size, uint64_t(2) << 20);
+  const uint64_t seq = acl_sim::last_request_seq();
+  at::Tensor u = allocate_workspace(250, s);  // same block, smaller request
+  CHECK(acl_sim::allocation_extent(t.data_ptr(), &e));
+  CHECK_EQ(e.size, 250u);
+  CHECK(acl_sim::allocation_extent(t.data_ptr(), &e, seq));  // as of the first request
+  CHECK_EQ(e.size, 1000u);
+  // a kernel issued after the 250-byte request that uses 1000 bytes overruns it
+  aclrtFuncHandle h = probe("ws1000", 0, 1000);
+  int32_t grid[3] = {1, 1, 1};
+  uint64_t id = launch(h, s, nullptr, u.data_ptr(), 1, grid);
+  sync(s);
+  acl_sim::ProbeRecord r = record(id);
+  CHECK_EQ(r.workspace_available, 250u);
+  CHECK_EQ(r.workspace_overrun, 750u);
+  CHECK_EQ(acl_sim::error_count(acl_sim::ErrorKind::kRegionOverrun), 1u);
+}
+
+static aclError kAllocReturnsNullAlias() { return acl_sim::kAllocReturnsNull; }
 
 TEST_CASE(fault_injection_hits_the_nth_call) {
   void *d = nullptr;
@@ -157,9 +205,14 @@ TEST_CASE(fault_injection_hits_the_nth_call) {
   CHECK_EQ(aclrtMalloc(&d, 64, ACL_MEM_MALLOC_HUGE_FIRST), ACL_SUCCESS);
   CHECK_EQ(aclrtMalloc(&d, 64, ACL_MEM_MALLOC_HUGE_FIRST), 123);
   CHECK_EQ(aclrtMalloc(&d, 64, ACL_MEM_MALLOC_HUGE_FIRST), ACL_SUCCESS);
-  acl_sim::inject_fault("malloc_with_stream", 1, 77);
-  CHECK_THROWS(c10_npu::NPUWorkspaceAllocator::malloc_with_stream(64, stream(0)), std::runtime_error, "77");
+  acl_sim::inject_fault("allocate_workspace", 1, 77);
+  CHECK_THROWS(at_npu::native::allocate_workspace(64, stream(0)), acl_sim::OutOfMemoryError, "77", "out of memory");
+  acl_sim::inject_fault("malloc_with_stream", 1, kAllocReturnsNullAlias());  // the earlier name still works
+  at::Tensor t = at_npu::native::allocate_workspace(64, stream(0));
+  CHECK(t.defined() && t.data_ptr() == nullptr);
   CHECK_THROWS(acl_sim::inject_fault("aclrtNoSuchThing", 1, 1), std::invalid_argument, "aclrtNoSuchThing");
+  acl_sim::inject_fault("aclmdlRICaptureBegin", 1, 9);
+  CHECK_EQ(aclmdlRICaptureBegin(stream(0), ACL_MODEL_RI_CAPTURE_MODE_GLOBAL), 9);
 }
 
 TEST_CASE(events_track_stream_progress) {
@@ -217,6 +270,295 @@ TEST_CASE(overlap_between_running_kernels_detected) {
   sync_all();
   CHECK(record(a).overlaps_with_running + record(b).overlaps_with_running >= 1);
   CHECK(acl_sim::error_count(acl_sim::ErrorKind::kOverlapWithRunningKernel) >= 1);
+}
+
+// ---------------------------------------------------------------- devices
+TEST_CASE(devices_are_per_thread_and_own_their_objects) {
+  int32_t d = -1;
+  CHECK_EQ(aclrtGetDevice(&d), ACL_SUCCESS);
+  CHECK_EQ(d, 0);  // never set: device 0
+  CHECK(aclrtSetDevice(acl_sim::device_count()) != ACL_SUCCESS);
+  void *mem0 = nullptr, *mem1 = nullptr, *host = nullptr;
+  aclrtStream s0 = nullptr, s1 = nullptr;
+  aclrtEvent ev0 = nullptr, ev1 = nullptr;
+  CHECK_EQ(aclrtMalloc(&mem0, 256, ACL_MEM_MALLOC_HUGE_FIRST), ACL_SUCCESS);
+  CHECK_EQ(aclrtCreateStream(&s0), ACL_SUCCESS);
+  CHECK_EQ(aclrtCreateEvent(&ev0), ACL_SUCCESS);
+  CHECK_EQ(aclrtMallocHost(&host, 256), ACL_SUCCESS);
+  CHECK_EQ(aclrtSetDevice(1), ACL_SUCCESS);
+  CHECK_EQ(aclrtGetDevice(&d), ACL_SUCCESS);
+  CHECK_EQ(d, 1);
+  std::thread([] {
+    int32_t x = -1;
+    aclrtGetDevice(&x);
+    CHECK_EQ(x, 0);  // per thread
+  }).join();
+  CHECK_EQ(aclrtMalloc(&mem1, 256, ACL_MEM_MALLOC_HUGE_FIRST), ACL_SUCCESS);
+  CHECK_EQ(aclrtCreateStream(&s1), ACL_SUCCESS);
+  CHECK_EQ(aclrtCreateEvent(&ev1), ACL_SUCCESS);
+  // an event of device 0 on a device-1 stream
+  CHECK_EQ(aclrtRecordEvent(ev0, s1), ACL_ERROR_RT_INVALID_HANDLE);
+  CHECK_EQ(aclrtRecordEvent(ev1, s1), ACL_SUCCESS);
+  // a stream of device 0 while device 1 is current
+  CHECK_EQ(aclrtMemsetAsync(mem0, 256, 0, 256, s0), ACL_ERROR_RT_STREAM_CONTEXT);
+  // device-0 memory on a device-1 stream
+  CHECK_EQ(aclrtMemsetAsync(mem0, 256, 0, 256, s1), ACL_ERROR_RT_PARAM_INVALID);
+  CHECK_EQ(aclrtMemcpyAsync(mem0, 256, host, 256, ACL_MEMCPY_HOST_TO_DEVICE, s1), ACL_ERROR_RT_PARAM_INVALID);
+  CHECK_EQ(aclrtMemcpyAsync(mem1, 256, mem0, 256, ACL_MEMCPY_DEVICE_TO_DEVICE, s1), ACL_ERROR_RT_PARAM_INVALID);
+  // device memory where host memory belongs
+  CHECK_EQ(aclrtMemcpyAsync(mem1, 256, mem1, 256, ACL_MEMCPY_HOST_TO_DEVICE, s1), ACL_ERROR_RT_PARAM_INVALID);
+  CHECK_EQ(aclrtMemcpyAsync(mem1, 256, host, 256, ACL_MEMCPY_HOST_TO_DEVICE, s1), ACL_SUCCESS);
+  // a host buffer is not freed with aclrtFree, nor device memory with aclrtFreeHost
+  CHECK(aclrtFree(host) != ACL_SUCCESS);
+  CHECK(aclrtFreeHost(mem1) != ACL_SUCCESS);
+  sync(s1);
+  // a kernel on device 1 touching device-0 memory
+  aclrtFuncHandle h = probe("cross", 0, 256);
+  int32_t grid[3] = {1, 1, 1};
+  uint64_t id = launch(h, s1, nullptr, mem0, 1, grid);
+  sync(s1);
+  CHECK(!record(id).workspace_written);
+  CHECK_EQ(record(id).device, 1);
+  CHECK_EQ(acl_sim::error_count(acl_sim::ErrorKind::kCrossDevice), 1u);
+  // each device has its own workspace blocks, even for one stream
+  at::Tensor w1 = at_npu::native::allocate_workspace(64, s1);
+  acl_sim::Extent e;
+  CHECK(acl_sim::allocation_extent(w1.data_ptr(), &e));
+  CHECK_EQ(e.device, 1);
+  CHECK_EQ(aclrtSetDevice(0), ACL_SUCCESS);
+  at::Tensor w0 = at_npu::native::allocate_workspace(64, s1);  // device 0's allocator, keyed by the stream
+  CHECK(w0.data_ptr() != w1.data_ptr());
+  CHECK(acl_sim::allocation_extent(w0.data_ptr(), &e));
+  CHECK_EQ(e.device, 0);
+}
+
+TEST_CASE(device_synchronise_waits_for_its_own_device_only) {
+  aclrtFuncHandle slow = probe("slow", 0, 0, 300000);
+  int32_t grid[3] = {1, 1, 1};
+  CHECK_EQ(aclrtSetDevice(1), ACL_SUCCESS);
+  aclrtStream s1 = nullptr;
+  CHECK_EQ(aclrtCreateStream(&s1), ACL_SUCCESS);
+  launch(slow, s1, nullptr, nullptr, 1, grid);
+  CHECK_EQ(aclrtSetDevice(0), ACL_SUCCESS);
+  auto t0 = Clock::now();
+  sync_all();
+  CHECK(Clock::now() - t0 < std::chrono::milliseconds(150));
+  CHECK_EQ(aclrtSetDevice(1), ACL_SUCCESS);
+  sync_all();
+  CHECK(Clock::now() - t0 > std::chrono::milliseconds(200));
+}
+
+// ---------------------------------------------------------------- graph capture
+TEST_CASE(capture_records_and_replay_runs) {
+  aclrtStream s = stream(0);
+  void *d = nullptr;
+  CHECK_EQ(aclrtMalloc(&d, 64, ACL_MEM_MALLOC_HUGE_FIRST), ACL_SUCCESS);
+  aclrtFuncHandle h = probe("cap", 64, 0);
+  int32_t grid[3] = {2, 1, 1};
+  aclmdlRICaptureStatus st = ACL_MODEL_RI_CAPTURE_STATUS_ACTIVE;
+  aclmdlRI m = nullptr;
+  CHECK_EQ(aclmdlRICaptureGetInfo(s, &st, &m), ACL_SUCCESS);
+  CHECK_EQ(st, ACL_MODEL_RI_CAPTURE_STATUS_NONE);
+  CHECK_EQ(aclmdlRICaptureEnd(s, &m), ACL_ERROR_RT_STREAM_NOT_CAPTURED);
+  CHECK_EQ(aclmdlRICaptureBegin(s, ACL_MODEL_RI_CAPTURE_MODE_GLOBAL), ACL_SUCCESS);
+  CHECK_EQ(aclmdlRICaptureBegin(s, ACL_MODEL_RI_CAPTURE_MODE_GLOBAL), ACL_ERROR_RT_STREAM_CAPTURED);
+  CHECK_EQ(aclrtMemsetAsync(d, 64, 0, 64, s), ACL_SUCCESS);
+  uint64_t id = launch(h, s, d, nullptr, 2, grid);
+  CHECK_EQ(aclmdlRICaptureGetInfo(s, &st, &m), ACL_SUCCESS);
+  CHECK_EQ(st, ACL_MODEL_RI_CAPTURE_STATUS_ACTIVE);
+  CHECK(m != nullptr);
+  aclmdlRI model = nullptr;
+  CHECK_EQ(aclmdlRICaptureEnd(s, &model), ACL_SUCCESS);
+  CHECK_EQ(model, m);
+  CHECK_EQ(acl_sim::model_task_count(model), 2u);
+  sync(s);
+  CHECK_EQ(acl_sim::probe_records().size(), 0u);  // captured, not run
+  CHECK_EQ(aclmdlRIExecuteAsync(model, s), ACL_SUCCESS);
+  CHECK_EQ(aclmdlRIExecuteAsync(model, stream(1)), ACL_SUCCESS);
+  sync(s);
+  sync(stream(1));
+  auto reps = replays_of(id);
+  CHECK_EQ(reps.size(), 2u);
+  for (const auto &r : reps) {
+    CHECK(r.launch_id != id);
+    CHECK_EQ(r.lock_slots_at_start.size(), 8u);
+    CHECK_EQ(r.distinct_lock_values.size(), 1u);
+  }
+  CHECK_EQ(acl_sim::counters().replays, 2u);
+  CHECK_EQ(acl_sim::counters().live_models, 1u);
+  CHECK_EQ(aclmdlRIDestroy(model), ACL_SUCCESS);
+  CHECK_EQ(aclmdlRIExecuteAsync(model, s), ACL_ERROR_RT_INVALID_HANDLE);
+  CHECK_NO_SIM_ERRORS();
+}
+
+TEST_CASE(captured_copy_rereads_its_host_source_at_replay) {
+  aclrtStream s = stream(0);
+  void *d = nullptr, *h = nullptr;
+  CHECK_EQ(aclrtMalloc(&d, 64, ACL_MEM_MALLOC_HUGE_FIRST), ACL_SUCCESS);
+  CHECK_EQ(aclrtMallocHost(&h, 64), ACL_SUCCESS);
+  std::memset(h, 1, 64);
+  CHECK_EQ(aclmdlRICaptureBegin(s, ACL_MODEL_RI_CAPTURE_MODE_THREAD_LOCAL), ACL_SUCCESS);
+  CHECK_EQ(aclrtMemcpyAsync(d, 64, h, 64, ACL_MEMCPY_HOST_TO_DEVICE, s), ACL_SUCCESS);
+  aclmdlRI model = nullptr;
+  CHECK_EQ(aclmdlRICaptureEnd(s, &model), ACL_SUCCESS);
+  std::memset(h, 7, 64);  // the replay sees this, not the bytes at capture time
+  CHECK_EQ(aclmdlRIExecuteAsync(model, s), ACL_SUCCESS);
+  sync(s);
+  uint8_t back[64];
+  CHECK_EQ(aclrtMemcpy(back, 64, d, 64, ACL_MEMCPY_DEVICE_TO_HOST), ACL_SUCCESS);
+  CHECK_EQ(int(back[0]), 7);
+  CHECK_EQ(aclrtFreeHost(h), ACL_SUCCESS);
+  CHECK_EQ(aclmdlRIExecuteAsync(model, s), ACL_SUCCESS);
+  sync(s);
+  CHECK_EQ(acl_sim::counters().stale_replay_sources, 1u);
+  CHECK_EQ(acl_sim::error_count(acl_sim::ErrorKind::kStalePinnedSource), 1u);
+  // a pageable copy cannot be captured
+  std::vector<uint8_t> pageable(64, 3);
+  CHECK_EQ(aclmdlRICaptureBegin(s, ACL_MODEL_RI_CAPTURE_MODE_GLOBAL), ACL_SUCCESS);
+  CHECK_EQ(aclrtMemcpyAsync(d, 64, pageable.data(), 64, ACL_MEMCPY_HOST_TO_DEVICE, s),
+           ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT);
+  CHECK_EQ(aclmdlRICaptureEnd(s, &model), ACL_ERROR_RT_STREAM_CAPTURE_INVALIDATED);
+}
+
+TEST_CASE(event_record_or_device_sync_invalidates_capture) {
+  aclrtStream s = stream(0);
+  aclrtEvent ev = nullptr;
+  CHECK_EQ(aclrtCreateEvent(&ev), ACL_SUCCESS);
+  CHECK_EQ(aclmdlRICaptureBegin(s, ACL_MODEL_RI_CAPTURE_MODE_GLOBAL), ACL_SUCCESS);
+  CHECK_EQ(aclrtRecordEvent(ev, s), ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT);
+  aclmdlRICaptureStatus st = ACL_MODEL_RI_CAPTURE_STATUS_NONE;
+  CHECK_EQ(aclmdlRICaptureGetInfo(s, &st, nullptr), ACL_SUCCESS);
+  CHECK_EQ(st, ACL_MODEL_RI_CAPTURE_STATUS_INVALIDATED);
+  void *d = nullptr;
+  CHECK_EQ(aclrtMalloc(&d, 64, ACL_MEM_MALLOC_HUGE_FIRST), ACL_SUCCESS);
+  CHECK_EQ(aclrtMemsetAsync(d, 64, 0, 64, s), ACL_ERROR_RT_STREAM_CAPTURE_INVALIDATED);
+  aclmdlRI model = nullptr;
+  CHECK_EQ(aclmdlRICaptureEnd(s, &model), ACL_ERROR_RT_STREAM_CAPTURE_INVALIDATED);
+  CHECK(model == nullptr);
+  // a device synchronise while another stream captures
+  CHECK_EQ(aclmdlRICaptureBegin(s, ACL_MODEL_RI_CAPTURE_MODE_RELAXED), ACL_SUCCESS);
+  CHECK_EQ(aclrtSynchronizeDevice(), ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT);
+  CHECK_EQ(aclmdlRICaptureEnd(s, &model), ACL_ERROR_RT_STREAM_CAPTURE_INVALIDATED);
+  // the workspace allocator growing (it synchronises the device) during a capture
+  using at_npu::native::allocate_workspace;
+  at::Tensor first = allocate_workspace(64, stream(2));
+  CHECK_EQ(aclmdlRICaptureBegin(s, ACL_MODEL_RI_CAPTURE_MODE_GLOBAL), ACL_SUCCESS);
+  at::Tensor fits = allocate_workspace(128, stream(2));  // fits: fine
+  CHECK_THROWS(allocate_workspace(uint64_t(8) << 20, stream(2)), std::runtime_error, "107030");
+  CHECK_EQ(aclmdlRICaptureEnd(s, &model), ACL_ERROR_RT_STREAM_CAPTURE_INVALIDATED);
+  CHECK_EQ(acl_sim::counters().captures_invalidated, 3u);
+  CHECK_EQ(acl_sim::error_count(acl_sim::ErrorKind::kCaptureInvalidated), 3u);
+  // another device's synchronise does not touch this device's capture
+  CHECK_EQ(aclmdlRICaptureBegin(s, ACL_MODEL_RI_CAPTURE_MODE_GLOBAL), ACL_SUCCESS);
+  std::thread([] {
+    aclrtSetDevice(1);
+    CHECK_EQ(aclrtSynchronizeDevice(), ACL_SUCCESS);
+  }).join();
+  CHECK_EQ(aclmdlRICaptureEnd(s, &model), ACL_SUCCESS);
+  CHECK_EQ(aclmdlRIDestroy(model), ACL_SUCCESS);
+}
+
+// ---------------------------------------------------------------- aclAppLog
+TEST_CASE(app_log_records_messages) {
+  ACL_APP_LOG(ACL_ERROR, "kernel %s: %s failed with %d", "k1", "aclrtMemsetAsync", 507899);
+  aclAppLog(ACL_INFO, "f", "file.cpp", 3, "plain");
+  auto v = acl_sim::app_logs();
+  CHECK_EQ(v.size(), 2u);
+  CHECK_EQ(v[0].level, ACL_ERROR);
+  CHECK_EQ(v[0].message, std::string("kernel k1: aclrtMemsetAsync failed with 507899"));
+  CHECK(v[0].file.find("test_sim.cpp") != std::string::npos);
+  CHECK_EQ(v[1].func, std::string("f"));
+  CHECK_EQ(acl_sim::counters().app_logs, 2u);
+  acl_sim::clear_app_logs();
+  CHECK_EQ(acl_sim::app_logs().size(), 0u);
+}
+
+// ---------------------------------------------------------------- torch_npu task queue
+using at_npu::native::OpCommand;
+
+TEST_CASE(task_queue_runs_later_in_order_on_the_device_thread) {
+  acl_sim::set_task_queue_enabled(true);
+  CHECK_EQ(aclrtSetDevice(1), ACL_SUCCESS);
+  static std::vector<int> order;
+  static std::mutex mu;
+  const std::thread::id me = std::this_thread::get_id();
+  for (int i = 0; i < 20; ++i) {
+    OpCommand::RunOpApiV2("op" + std::to_string(i), [i, me]() -> int {
+      int32_t d = -1;
+      aclrtGetDevice(&d);
+      std::lock_guard<std::mutex> g(mu);
+      order.push_back(std::this_thread::get_id() != me && d == 1 ? i : -1);
+      return 0;
+    });
+  }
+  acl_sim::drain_task_queues();
+  CHECK_EQ(order.size(), 20u);
+  for (int i = 0; i < 20; ++i) CHECK_EQ(order[i], i);
+  auto tasks = acl_sim::op_tasks();
+  CHECK_EQ(tasks.size(), 20u);
+  CHECK(tasks[3].queued && tasks[3].ran && tasks[3].rc == 0 && tasks[3].device == 1);
+}
+
+TEST_CASE(failing_task_poisons_the_queue_like_torch_npu) {
+  acl_sim::set_task_queue_enabled(true);
+  static std::atomic<int> ran{0};
+  OpCommand::RunOpApiV2("slow_ok", []() -> int {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    ran++;
+    return 0;
+  });
+  OpCommand::RunOpApiV2("thrower", []() -> int { throw std::runtime_error("boom"); });
+  OpCommand::RunOpApiV2("queued_behind", []() -> int {
+    ran++;
+    return 0;
+  });
+  acl_sim::drain_task_queues();
+  CHECK_EQ(ran.load(), 1);
+  CHECK(acl_sim::task_queue_status(0) == acl_sim::QueueStatus::kErrorExit);
+  CHECK(acl_sim::task_queue_error(0).find("thrower") != std::string::npos);
+  auto tasks = acl_sim::op_tasks();
+  CHECK(tasks[1].ran && tasks[1].exception_escaped && tasks[1].rc == ACL_ERROR_INVALID_PARAM);
+  CHECK_EQ(tasks[1].exception_what, std::string("boom"));
+  CHECK(!tasks[2].ran && tasks[2].dropped);
+  // the next call reports the error, later ones are dropped silently
+  CHECK_THROWS(OpCommand::RunOpApiV2("next", []() -> int { return 0; }), std::runtime_error, "thrower",
+               "The Inner error is reported as above");
+  OpCommand::RunOpApiV2("later", []() -> int {
+    ran++;
+    return 0;
+  });
+  acl_sim::drain_task_queues();
+  CHECK_EQ(ran.load(), 1);
+  tasks = acl_sim::op_tasks();
+  CHECK(tasks[3].dropped && tasks[3].threw_at_call && tasks[4].dropped && !tasks[4].threw_at_call);
+  CHECK(acl_sim::task_queue_status(0) == acl_sim::QueueStatus::kCanExit);
+  // a non-zero return code does the same
+  acl_sim::reset_task_queues();
+  OpCommand::RunOpApiV2("returns_code", []() -> int { return 507899; });
+  acl_sim::drain_task_queues();
+  CHECK(acl_sim::task_queue_status(0) == acl_sim::QueueStatus::kErrorExit);
+  CHECK_EQ(acl_sim::op_tasks().back().rc, 507899);
+  CHECK(!acl_sim::op_tasks().back().exception_escaped);
+  acl_sim::reset_task_queues();
+}
+
+TEST_CASE(queue_off_runs_on_the_caller_thread_and_throws_on_failure) {
+  acl_sim::set_task_queue_enabled(false);
+  const std::thread::id me = std::this_thread::get_id();
+  static bool same = false;
+  OpCommand::RunOpApiV2("inline", [me]() -> int {
+    same = std::this_thread::get_id() == me;
+    return 0;
+  });
+  CHECK(same);
+  CHECK_THROWS(OpCommand::RunOpApiV2("bad", []() -> int { return 100000; }), std::runtime_error, "bad", "100000");
+  CHECK_THROWS(OpCommand::RunOpApiV2("thr", []() -> int { throw std::logic_error("x"); }), std::logic_error, "x");
+  auto tasks = acl_sim::op_tasks();
+  CHECK_EQ(tasks.size(), 3u);
+  CHECK(!tasks[0].queued && tasks[0].ran);
+  CHECK(tasks[1].rc == 100000 && tasks[1].threw_at_call && !tasks[1].exception_escaped);
+  CHECK(tasks[2].exception_escaped);
+  acl_sim::set_task_queue_enabled(true);
 }
 
 TEST_MAIN()

@@ -25,7 +25,11 @@
 #include "acl/acl.h"
 #include "acl_sim/control.h"
 #include "internal.h"
+#include <cstdarg>
+#include <unordered_map>
+
 #include "torch_npu/csrc/core/npu/NPUWorkspaceAllocator.h"
+#include "torch_npu/csrc/framework/OpCommand.h"
 
 namespace acl_sim {
 namespace {
@@ -44,9 +48,10 @@ thread_local uint64_t t_last_launch = 0;
 #define ACL_SIM_RESET_COUNTERS(X)                                                                       \
   X(allocator_requests) X(allocator_growths) X(sync_copies) X(async_copies) X(pageable_async_copies)   \
   X(memsets) X(launches) X(host_blocking) X(pinned_allocs) X(pinned_frees) X(device_allocs)            \
-  X(device_frees) X(events_created) X(events_recorded) X(event_queries) X(errors)
+  X(device_frees) X(events_created) X(events_recorded) X(event_queries) X(errors) X(captured_tasks) X(replays)  \
+  X(stale_replay_sources) X(captures_invalidated) X(op_tasks) X(op_task_failures) X(op_tasks_dropped) X(app_logs)
 #define ACL_SIM_LIVE_COUNTERS(X) \
-  X(live_device_allocs) X(live_allocator_blocks) X(live_workspace_dataptrs) X(live_pinned) X(live_events)
+  X(live_device_allocs) X(live_allocator_blocks) X(live_workspace_tensors) X(live_pinned) X(live_events) X(live_models)
 struct ShardCounter {
   std::atomic<uint64_t> v{0};
   void operator++(int) noexcept { v.store(v.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed); }
@@ -94,13 +99,16 @@ enum Api {
   kApiMalloc, kApiFree, kApiMallocHost, kApiFreeHost, kApiMemcpy, kApiMemcpyAsync, kApiMemsetAsync,
   kApiCreateStream, kApiDestroyStream, kApiSynchronizeStream, kApiSynchronizeDevice, kApiCreateEvent,
   kApiDestroyEvent, kApiRecordEvent, kApiQueryEventStatus, kApiGetHardwareSyncAddr, kApiLaunch,
-  kApiAllocator, kApiCount
+  kApiAllocator, kApiSetDevice, kApiGetDevice, kApiCaptureBegin, kApiCaptureGetInfo, kApiCaptureEnd,
+  kApiExecuteAsync, kApiRIDestroy, kApiCount
 };
 const char *const kApiNames[kApiCount] = {
     "aclrtMalloc", "aclrtFree", "aclrtMallocHost", "aclrtFreeHost", "aclrtMemcpy", "aclrtMemcpyAsync",
     "aclrtMemsetAsync", "aclrtCreateStream", "aclrtDestroyStream", "aclrtSynchronizeStream",
     "aclrtSynchronizeDevice", "aclrtCreateEvent", "aclrtDestroyEvent", "aclrtRecordEvent",
-    "aclrtQueryEventStatus", "aclrtGetHardwareSyncAddr", "aclrtLaunchKernelWithHostArgs", "malloc_with_stream"};
+    "aclrtQueryEventStatus", "aclrtGetHardwareSyncAddr", "aclrtLaunchKernelWithHostArgs", "allocate_workspace",
+    "aclrtSetDevice", "aclrtGetDevice", "aclmdlRICaptureBegin", "aclmdlRICaptureGetInfo", "aclmdlRICaptureEnd",
+    "aclmdlRIExecuteAsync", "aclmdlRIDestroy"};
 struct Fault {
   uint64_t at;
   aclError code;
@@ -121,6 +129,14 @@ aclError fault(Api a) {
     if (f.at == n) return f.code;
   return ACL_SUCCESS;
 }
+
+// ---------------------------------------------------------------- devices
+constexpr int kMaxDevices = 16;
+std::atomic<int> g_device_count{8};
+thread_local int t_device = -1;  // -1: never set, acts as device 0
+inline int cur_device() { return t_device < 0 ? 0 : t_device; }
+// Set on a stream worker while it runs a kernel: checked accesses must be to this device's memory.
+thread_local int t_kernel_device = -1;
 
 // ---------------------------------------------------------------- device memory
 constexpr size_t kArenaSize = size_t(64) << 30;
@@ -160,6 +176,7 @@ Arena &arena() {
 struct Alloc {
   uintptr_t base = 0;
   size_t size = 0;
+  int device = 0;
   bool freed = false;
   bool block = false;  // allocator block
   std::vector<uint8_t> init;
@@ -175,7 +192,7 @@ char *host_view(uintptr_t dev) {
   Arena &a = arena();
   return a.host + (dev - reinterpret_cast<uintptr_t>(a.dev));
 }
-uintptr_t dev_alloc(size_t size, bool block) {
+uintptr_t dev_alloc(size_t size, bool block, int device) {
   std::lock_guard<std::mutex> g(g_mem_mu);
   Arena &a = arena();
   size_t off = g_base_offset.load();
@@ -187,6 +204,7 @@ uintptr_t dev_alloc(size_t size, bool block) {
   al.base = base;
   al.size = size;
   al.block = block;
+  al.device = device;
   al.init.assign(size, 0);
   allocs()[base] = std::move(al);
   C().device_allocs++;
@@ -216,6 +234,15 @@ bool dev_free(uintptr_t p, bool block) {
   return true;
 }
 
+// Requires g_mem_mu. The allocation record whose [base, base + size) holds p (live or freed), or nullptr.
+Alloc *find_locked(uintptr_t p) {
+  auto &m = allocs();
+  auto it = m.upper_bound(p);
+  if (it == m.begin()) return nullptr;
+  --it;
+  return p < it->second.base + it->second.size ? &it->second : nullptr;
+}
+
 // Requires g_mem_mu. Returns the allocation if the access is fine.
 Alloc *check_locked(uintptr_t p, size_t n, bool write, const char *who) {
   char buf[256];
@@ -240,6 +267,12 @@ Alloc *check_locked(uintptr_t p, size_t n, bool write, const char *who) {
                   write ? "write" : "read", n, static_cast<unsigned long>(p), static_cast<unsigned long>(al.base),
                   al.size);
     internal::report(ErrorKind::kUseAfterFree, buf);
+    return nullptr;
+  }
+  if (t_kernel_device >= 0 && al.device != t_kernel_device) {
+    std::snprintf(buf, sizeof buf, "%s: %s of %zu bytes at %#lx: memory of device %d used by a kernel on device %d",
+                  who, write ? "write" : "read", n, static_cast<unsigned long>(p), al.device, t_kernel_device);
+    internal::report(ErrorKind::kCrossDevice, buf);
     return nullptr;
   }
   if (p + n > al.base + al.size || p + n < p) {
@@ -339,6 +372,9 @@ struct Task {
   const void *src;        // copy
   size_t count;           // copy / memset bytes; launch: argument bytes
   uint64_t id;            // pinned copy: page-locked buffer id; launch: launch id
+  uint64_t origin;        // replayed task: launch -> the captured launch id; copy -> the model id (else 0)
+  uint64_t req_seq;       // launch: last allocate_workspace request when issued
+  int device;             // the stream's device
   Kernel *kernel;         // launch
   uint8_t *heap_args;     // launch: argument bytes beyond kInlineArgs (else nullptr)
   alignas(16) uint8_t args[kInlineArgs];
@@ -349,8 +385,21 @@ void run_task(const Task &t);
 // the stream's mutex. The worker takes the mutex once per task (completion
 // of the previous one + pop of the next); producers notify only when the
 // worker sleeps, and the worker notifies only when someone waits for it.
+struct Model;
+struct Capture {
+  Model *model = nullptr;
+  aclmdlRICaptureStatus status = ACL_MODEL_RI_CAPTURE_STATUS_ACTIVE;
+  aclmdlRICaptureMode mode = ACL_MODEL_RI_CAPTURE_MODE_GLOBAL;
+  std::thread::id thread;
+};
+struct WsBlock {
+  uintptr_t base = 0;
+  size_t size = 0;
+};
 struct Stream {
   std::mutex mu;
+  int device = 0;
+  Capture *capture = nullptr;  // under mu
   std::condition_variable cv, idle_cv;
   std::vector<Task> ring;  // capacity a power of two
   uint64_t head = 0, tail = 0;
@@ -361,13 +410,10 @@ struct Stream {
   // Read by every API call on the calling thread: kept off the cache lines
   // the worker writes per task (above), so a call does not miss on them.
   alignas(64) std::atomic<bool> destroyed{false};
-  // torch_npu workspace allocator: this stream's block (see malloc_with_stream)
-  // Growth happens under ws_mu; a fitting request reads (base, size) without
-  // it, as a seqlock (ws_ver odd while a growth rewrites them).
-  std::atomic<uint64_t> ws_ver{0};
-  std::atomic<uintptr_t> ws_base{0};
-  std::atomic<size_t> ws_size{0};
+  // torch_npu workspace allocator: this stream's block in each device's
+  // allocator (torch_npu keys blocks by the CURRENT device, then the stream).
   std::mutex ws_mu;
+  WsBlock ws[kMaxDevices];
   Stream() : ring(256) {}
 };
 std::mutex g_streams_mu;
@@ -375,7 +421,23 @@ std::set<Stream *> &streams() {
   static auto *s = new std::set<Stream *>();
   return *s;
 }
-std::atomic<Stream *> g_default_stream{nullptr};
+std::atomic<Stream *> g_default_stream[kMaxDevices];
+
+// A captured model: the tasks recorded on a capturing stream (argument bytes
+// owned here), replayed by aclmdlRIExecuteAsync.
+struct Model {
+  uint64_t id = 0;
+  int device = 0;
+  bool complete = false;  // capture ended successfully
+  std::vector<Task> tasks;
+  std::vector<std::unique_ptr<uint8_t[]>> args;  // heap argument bytes of captured launches
+};
+std::mutex g_model_mu;
+std::set<Model *> &models() {
+  static auto *s = new std::set<Model *>();
+  return *s;
+}
+std::atomic<uint64_t> g_model_ids{0};
 
 void worker(Stream *s) {
   Task t;
@@ -408,6 +470,7 @@ void worker(Stream *s) {
 
 Stream *new_stream() {
   auto *s = new Stream();
+  s->device = cur_device();
   s->th = std::thread(worker, s);
   std::lock_guard<std::mutex> g(g_streams_mu);
   streams().insert(s);
@@ -424,15 +487,17 @@ thread_local unsigned t_known_next = 0;
 // Registry path (default stream, or a handle this thread has not memoised yet).
 __attribute__((noinline)) Stream *get_stream_slow(aclrtStream h) {
   if (h == nullptr) {
-    Stream *d = g_default_stream.load(std::memory_order_acquire);
+    const int dev = cur_device();
+    Stream *d = g_default_stream[dev].load(std::memory_order_acquire);
     if (d != nullptr) return d;
     std::lock_guard<std::mutex> g(g_streams_mu);
-    d = g_default_stream.load(std::memory_order_relaxed);
+    d = g_default_stream[dev].load(std::memory_order_relaxed);
     if (d == nullptr) {
       d = new Stream();
+      d->device = dev;
       d->th = std::thread(worker, d);
       streams().insert(d);
-      g_default_stream.store(d, std::memory_order_release);
+      g_default_stream[dev].store(d, std::memory_order_release);
     }
     return d;
   }
@@ -457,14 +522,54 @@ inline __attribute__((always_inline)) Stream *get_stream(aclrtStream h) {
   return get_stream_slow(h);
 }
 
-// Appends a task (filled by `fill` in place, under the stream mutex); returns
-// its queue position.
+void report_invalidated(Stream *s, const char *why);
+
+// Requires s->mu. Marks the stream's capture invalidated (reported once).
+void invalidate_locked(Stream *s, const char *why) {
+  if (s->capture == nullptr || s->capture->status == ACL_MODEL_RI_CAPTURE_STATUS_INVALIDATED) return;
+  s->capture->status = ACL_MODEL_RI_CAPTURE_STATUS_INVALIDATED;
+  C().captures_invalidated++;
+  report_invalidated(s, why);
+}
+
+// Result of offering a task to a stream.
+enum class Submit { kQueued, kCaptured, kInvalidated };
+
+// Appends a task (filled by `fill` in place, under the stream mutex) to the
+// stream's queue, or to its capture; returns the queue position (0 if not queued).
 template <class F>
-uint64_t enqueue(Stream *s, F &&fill) {
+uint64_t enqueue(Stream *s, F &&fill, Submit *how = nullptr) {
   uint64_t seq;
   bool wake;
   {
     std::lock_guard<std::mutex> l(s->mu);
+    if (s->capture != nullptr) {
+      if (s->capture->status != ACL_MODEL_RI_CAPTURE_STATUS_ACTIVE) {
+        if (how != nullptr) *how = Submit::kInvalidated;
+        Task t;
+        t.heap_args = nullptr;
+        fill(t);
+        if (t.heap_args != nullptr) {
+          internal::SimScope sc;
+          delete[] t.heap_args;
+        }
+        return 0;
+      }
+      Model *m = s->capture->model;
+      m->tasks.emplace_back();
+      Task &t = m->tasks.back();
+      t.origin = 0;
+      t.req_seq = 0;
+      fill(t);
+      t.device = s->device;
+      if (t.heap_args != nullptr) {
+        m->args.emplace_back(t.heap_args);  // owned by the model from now on
+      }
+      C().captured_tasks++;
+      if (how != nullptr) *how = Submit::kCaptured;
+      return 0;
+    }
+    if (how != nullptr) *how = Submit::kQueued;
     if (s->tail - s->head == s->ring.size()) {  // full: double, keeping order
       std::vector<Task> bigger(s->ring.size() * 2);
       const size_t mask = s->ring.size() - 1;
@@ -474,7 +579,10 @@ uint64_t enqueue(Stream *s, F &&fill) {
       s->ring.swap(bigger);
     }
     Task &t = s->ring[s->tail & (s->ring.size() - 1)];
+    t.origin = 0;
+    t.req_seq = 0;
     fill(t);
+    t.device = s->device;
     s->tail++;
     seq = ++s->enqueued;
     // One notification per sleep: the worker sets `sleeping` again (under mu)
@@ -500,14 +608,37 @@ void wait_idle(Stream *s) {
   }
   wait_until(s, seq);
 }
-void sync_all_streams() {
+// Waits for every stream of `device` (-1: all devices).
+void sync_all_streams(int device = -1) {
   std::vector<Stream *> all;
   {
     std::lock_guard<std::mutex> g(g_streams_mu);
     for (Stream *s : streams())
-      if (!s->destroyed) all.push_back(s);
+      if (!s->destroyed && (device < 0 || s->device == device)) all.push_back(s);
   }
   for (Stream *s : all) wait_idle(s);
+}
+// A device-wide synchronising call on `device`: invalidates every capture
+// on that device (only those begun in GLOBAL mode, or by this thread, when
+// `global_only`). Returns true when one was active (the call must fail then).
+bool invalidate_captures_on(int device, const char *why, bool global_only) {
+  std::vector<Stream *> all;
+  {
+    std::lock_guard<std::mutex> g(g_streams_mu);
+    for (Stream *s : streams())
+      if (!s->destroyed && s->device == device) all.push_back(s);
+  }
+  bool hit = false;
+  for (Stream *s : all) {
+    std::lock_guard<std::mutex> l(s->mu);
+    if (s->capture == nullptr || s->capture->status != ACL_MODEL_RI_CAPTURE_STATUS_ACTIVE) continue;
+    if (global_only && s->capture->mode != ACL_MODEL_RI_CAPTURE_MODE_GLOBAL &&
+        !(s->capture->mode == ACL_MODEL_RI_CAPTURE_MODE_THREAD_LOCAL && s->capture->thread == std::this_thread::get_id()))
+      continue;
+    invalidate_locked(s, why);
+    hit = true;
+  }
+  return hit;
 }
 
 // ---------------------------------------------------------------- pinned memory
@@ -564,6 +695,7 @@ uint64_t pinned_id_now(uintptr_t p, size_t n) {
 struct Event {
   Stream *s = nullptr;
   uint64_t target = 0;
+  int device = 0;
 };
 std::mutex g_ev_mu;
 std::set<Event *> &events() {
@@ -601,7 +733,7 @@ std::atomic<int> g_memcpy_model{static_cast<int>(MemcpyModel::kWaits)};
 
 uintptr_t hw_sync_addr() {
   static uintptr_t a = [] {
-    uintptr_t p = dev_alloc(64, false);
+    uintptr_t p = dev_alloc(64, false, 0);
     static const char zeros[64] = {};
     dev_write(p, zeros, 64, "hardware sync init");
     C().live_device_allocs--;  // not a user allocation
@@ -645,10 +777,18 @@ void run_task(const Task &t) {
       auto hs = reinterpret_cast<uintptr_t>(t.copy_kind == ACL_MEMCPY_DEVICE_TO_HOST ? t.dst : t.src);
       std::lock_guard<std::mutex> g(g_pin_mu);  // the pinned buffer cannot be freed mid-copy
       if (pinned_id_locked(hs, t.count) != t.id) {
-        char buf[200];
-        std::snprintf(buf, sizeof buf,
-                      "aclrtMemcpyAsync: page-locked host buffer %#lx (%zu bytes) was freed before the queued copy ran",
-                      static_cast<unsigned long>(hs), t.count);
+        char buf[240];
+        if (t.origin != 0) {
+          C().stale_replay_sources++;
+          std::snprintf(buf, sizeof buf,
+                        "replay of captured model %lu: its aclrtMemcpyAsync re-reads page-locked host buffer %#lx "
+                        "(%zu bytes), freed after the capture",
+                        static_cast<unsigned long>(t.origin), static_cast<unsigned long>(hs), t.count);
+        } else {
+          std::snprintf(buf, sizeof buf,
+                        "aclrtMemcpyAsync: page-locked host buffer %#lx (%zu bytes) was freed before the queued copy ran",
+                        static_cast<unsigned long>(hs), t.count);
+        }
         internal::report(ErrorKind::kStalePinnedSource, buf);
         return;
       }
@@ -666,15 +806,180 @@ void run_task(const Task &t) {
     }
     case TaskKind::kLaunch: {
       const void *args = t.heap_args != nullptr ? static_cast<const void *>(t.heap_args) : t.args;
+      t_kernel_device = t.device;
       for (uint32_t b = 0; b < t.block_dim; ++b) {
-        KernelCall call{args, t.count, t.block_dim, b, t.id, t.stream, t.kernel->user};
+        KernelCall call{args, t.count, t.block_dim, b, t.id, t.stream, t.kernel->user, t.device, t.req_seq, t.origin};
         t.kernel->fn(call);
       }
+      t_kernel_device = -1;
       return;
     }
   }
 }
 
+
+void report_invalidated(Stream *s, const char *why) {
+  char buf[240];
+  std::snprintf(buf, sizeof buf, "graph capture on stream %p (device %d) invalidated: %s", static_cast<void *>(s),
+                s->device, why);
+  internal::report(ErrorKind::kCaptureInvalidated, buf);
+}
+
+// ---------------------------------------------------------------- workspace requests
+// Every allocate_workspace request's extent, per block, so that a kernel's
+// pointer can be mapped to the request it came from (the block itself is
+// larger: rounded up to 2 MiB). A block keeps its last kReqHistory requests.
+struct Req {
+  uint64_t seq;
+  uint64_t size;
+};
+constexpr size_t kReqHistory = 512;
+std::mutex g_req_mu;
+std::unordered_map<uintptr_t, std::deque<Req>> &req_history() {
+  static auto *m = new std::unordered_map<uintptr_t, std::deque<Req>>();
+  return *m;
+}
+std::atomic<uint64_t> g_req_seq{0};
+void note_request(uintptr_t block, uint64_t size) {
+  std::lock_guard<std::mutex> g(g_req_mu);
+  auto &d = req_history()[block];
+  d.push_back(Req{g_req_seq.fetch_add(1, std::memory_order_relaxed) + 1, size});
+  if (d.size() > kReqHistory) d.pop_front();
+}
+
+// ---------------------------------------------------------------- aclAppLog
+std::mutex g_log_mu;
+std::vector<AppLog> &logs() {
+  static auto *v = new std::vector<AppLog>();
+  return *v;
+}
+
+// ---------------------------------------------------------------- torch_npu task queue
+std::atomic<int> g_queue_enabled{-1};  // -1: from the environment at first use
+bool queue_on() {
+  int v = g_queue_enabled.load(std::memory_order_relaxed);
+  if (v < 0) {
+    const char *q = std::getenv("TASK_QUEUE_ENABLE");
+    const char *b = std::getenv("ASCEND_LAUNCH_BLOCKING");
+    v = (q != nullptr && std::strcmp(q, "0") == 0) || (b != nullptr && std::strcmp(b, "1") == 0) ? 0 : 1;
+    g_queue_enabled.store(v, std::memory_order_relaxed);
+  }
+  return v != 0;
+}
+std::mutex g_op_mu;  // records
+std::vector<OpTask> &op_records() {
+  static auto *v = new std::vector<OpTask>();
+  return *v;
+}
+uint64_t g_op_seq = 0;  // under g_op_mu
+uint64_t new_op_record(const std::string &op, int device, bool queued) {
+  std::lock_guard<std::mutex> g(g_op_mu);
+  OpTask r;
+  r.seq = ++g_op_seq;
+  r.op = op;
+  r.device = device;
+  r.queued = queued;
+  op_records().push_back(std::move(r));
+  return op_records().back().seq;
+}
+template <class F>
+void update_op_record(uint64_t seq, F &&f) {
+  std::lock_guard<std::mutex> g(g_op_mu);
+  for (auto it = op_records().rbegin(); it != op_records().rend(); ++it)
+    if (it->seq == seq) {
+      f(*it);
+      return;
+    }
+}
+
+struct QueueEntry {
+  uint64_t seq;
+  std::string op;
+  std::function<int()> fn;
+};
+struct OpQueue {
+  int device = 0;
+  std::mutex mu;
+  std::condition_variable cv, idle_cv;
+  std::deque<QueueEntry> q;
+  bool busy = false;
+  QueueStatus status = QueueStatus::kRun;
+  std::string repo_error;
+  std::thread th;
+};
+std::mutex g_queues_mu;
+OpQueue *g_queues[kMaxDevices];
+
+// Runs func the way torch_npu's queue thread does: an escaping std::exception
+// becomes ACL_ERROR_INVALID_PARAM. Records the outcome.
+int run_op(uint64_t seq, const std::function<int()> &fn) {
+  int rc = ACL_ERROR_INVALID_PARAM;
+  bool threw = false;
+  std::string what;
+  try {
+    rc = fn();
+  } catch (const std::exception &e) {
+    threw = true;
+    what = e.what();
+  } catch (...) {  // torch_npu catches std::exception only; anything else would end the process
+    threw = true;
+    what = "(not a std::exception)";
+  }
+  if (threw) rc = ACL_ERROR_INVALID_PARAM;
+  if (rc != 0) C().op_task_failures++;
+  update_op_record(seq, [&](OpTask &r) {
+    r.ran = true;
+    r.rc = rc;
+    r.exception_escaped = threw;
+    r.exception_what = what;
+  });
+  return rc;
+}
+
+void queue_worker(OpQueue *q) {
+  t_device = q->device;  // torch_npu sets the device on its queue thread
+  std::unique_lock<std::mutex> l(q->mu);
+  for (;;) {
+    q->cv.wait(l, [&] { return !q->q.empty(); });
+    QueueEntry e = std::move(q->q.front());
+    q->q.pop_front();
+    q->busy = true;
+    l.unlock();
+    const int rc = run_op(e.seq, e.fn);
+    l.lock();
+    q->busy = false;
+    if (rc != 0) {
+      // NPUQueue: remember the failing op, drop every task still queued, error state.
+      q->repo_error = "the current working operator name is " + e.op;
+      q->status = QueueStatus::kErrorExit;
+      while (!q->q.empty()) {
+        const uint64_t seq = q->q.front().seq;
+        q->q.pop_front();
+        C().op_tasks_dropped++;
+        update_op_record(seq, [](OpTask &r) { r.dropped = true; });
+      }
+    }
+    if (q->q.empty()) q->idle_cv.notify_all();
+  }
+}
+
+OpQueue *queue_of(int device) {
+  std::lock_guard<std::mutex> g(g_queues_mu);
+  if (g_queues[device] == nullptr) {
+    internal::SimScope sc;
+    auto *q = new OpQueue();
+    q->device = device;
+    q->th = std::thread(queue_worker, q);
+    q->th.detach();  // lives as long as the process
+    g_queues[device] = q;
+  }
+  return g_queues[device];
+}
+
+std::string poisoned_message(const std::string &repo_error) {
+  return "The Inner error is reported as above. The process exits for this inner error, and " + repo_error +
+         ".\n(acl_sim: torch_npu's task queue is in its error state; no further NPU work runs in this process.)";
+}
 }  // namespace
 
 // ================================================================ internal API
@@ -737,6 +1042,7 @@ Counters counters() {
 #define ACL_SIM_SUB(n) r.n -= g_counter_baseline.n;
   ACL_SIM_RESET_COUNTERS(ACL_SIM_SUB)
 #undef ACL_SIM_SUB
+  r.live_workspace_dataptrs = r.live_workspace_tensors;
   return r;
 }
 
@@ -755,6 +1061,9 @@ const char *error_kind_name(ErrorKind k) {
     case ErrorKind::kOverlapWithRunningKernel: return "overlap-with-running-kernel";
     case ErrorKind::kLocksChangedWhileRunning: return "locks-changed-while-running";
     case ErrorKind::kBadArguments: return "bad-arguments";
+    case ErrorKind::kCrossDevice: return "cross-device";
+    case ErrorKind::kCaptureInvalidated: return "capture-invalidated";
+    case ErrorKind::kRegionOverrun: return "region-overrun";
   }
   return "?";
 }
@@ -780,6 +1089,7 @@ void set_device_base_offset(size_t bytes) { g_base_offset = bytes; }
 
 void inject_fault(const char *api, uint64_t nth, aclError code) {
   internal::SimScope scope;
+  if (std::strcmp(api, "malloc_with_stream") == 0) api = "allocate_workspace";  // earlier name
   for (int i = 0; i < kApiCount; ++i) {
     if (std::strcmp(api, kApiNames[i]) == 0) {
       std::lock_guard<std::mutex> g(g_fault_mu);
@@ -796,6 +1106,121 @@ void clear_faults() {
   g_faults_armed.store(false, std::memory_order_release);
 }
 
+
+void set_device_count(int n) {
+  if (n < 1 || n > kMaxDevices) throw std::invalid_argument("acl_sim::set_device_count: 1..16");
+  g_device_count = n;
+}
+int device_count() { return g_device_count.load(); }
+
+std::vector<AppLog> app_logs() {
+  internal::SimScope scope;
+  std::lock_guard<std::mutex> g(g_log_mu);
+  return logs();
+}
+void clear_app_logs() {
+  std::lock_guard<std::mutex> g(g_log_mu);
+  logs().clear();
+}
+
+void set_task_queue_enabled(bool on) { g_queue_enabled = on ? 1 : 0; }
+bool task_queue_enabled() { return queue_on(); }
+std::vector<OpTask> op_tasks() {
+  internal::SimScope scope;
+  std::lock_guard<std::mutex> g(g_op_mu);
+  return op_records();
+}
+void clear_op_tasks() {
+  std::lock_guard<std::mutex> g(g_op_mu);
+  op_records().clear();
+}
+void drain_task_queues() {
+  for (int d = 0; d < kMaxDevices; ++d) {
+    OpQueue *q;
+    {
+      std::lock_guard<std::mutex> g(g_queues_mu);
+      q = g_queues[d];
+    }
+    if (q == nullptr) continue;
+    std::unique_lock<std::mutex> l(q->mu);
+    q->idle_cv.wait(l, [&] { return q->q.empty() && !q->busy; });
+  }
+}
+QueueStatus task_queue_status(int device) {
+  if (device < 0 || device >= kMaxDevices) return QueueStatus::kRun;
+  OpQueue *q = queue_of(device);
+  std::lock_guard<std::mutex> l(q->mu);
+  return q->status;
+}
+std::string task_queue_error(int device) {
+  if (device < 0 || device >= kMaxDevices) return "";
+  OpQueue *q = queue_of(device);
+  std::lock_guard<std::mutex> l(q->mu);
+  return q->repo_error;
+}
+void reset_task_queues() {
+  drain_task_queues();
+  std::lock_guard<std::mutex> g(g_queues_mu);
+  for (OpQueue *q : g_queues) {
+    if (q == nullptr) continue;
+    std::lock_guard<std::mutex> l(q->mu);
+    q->status = QueueStatus::kRun;
+    q->repo_error.clear();
+  }
+}
+
+uint64_t model_task_count(aclmdlRI model) {
+  std::lock_guard<std::mutex> g(g_model_mu);
+  auto *m = static_cast<Model *>(model);
+  return models().count(m) ? m->tasks.size() : 0;
+}
+
+const char *extent_kind_name(ExtentKind k) {
+  switch (k) {
+    case ExtentKind::kNone: return "none";
+    case ExtentKind::kDeviceMalloc: return "device-malloc";
+    case ExtentKind::kWorkspaceRequest: return "workspace-request";
+  }
+  return "?";
+}
+bool allocation_extent(const void *ptr, Extent *out, uint64_t request_seq) {
+  internal::SimScope scope;
+  const auto p = reinterpret_cast<uintptr_t>(ptr);
+  Extent e;
+  {
+    std::lock_guard<std::mutex> g(g_mem_mu);
+    Alloc *al = find_locked(p);
+    if (al == nullptr) {
+      *out = e;
+      return false;
+    }
+    e.kind = al->block ? ExtentKind::kWorkspaceRequest : ExtentKind::kDeviceMalloc;
+    e.base = e.block_base = al->base;
+    e.size = e.block_size = al->size;
+    e.device = al->device;
+    e.freed = al->freed;
+  }
+  if (e.kind == ExtentKind::kWorkspaceRequest) {
+    std::lock_guard<std::mutex> g(g_req_mu);
+    auto it = req_history().find(e.block_base);
+    bool found = false;
+    if (it != req_history().end()) {
+      for (auto r = it->second.rbegin(); r != it->second.rend(); ++r) {
+        if (request_seq == 0 || r->seq <= request_seq) {
+          e.size = r->size;
+          e.request_seq = r->seq;
+          found = true;
+          break;
+        }
+      }
+    }
+    if (!found) e.size = 0;  // no request on this block before that point
+  }
+  *out = e;
+  return true;
+}
+uint64_t last_request_seq() { return g_req_seq.load(); }
+
 void reset() {
   reset_counters();
   clear_errors();
@@ -803,6 +1228,8 @@ void reset() {
   internal::probe_reset();
   set_memcpy_model(MemcpyModel::kWaits);
   set_device_base_offset(0);
+  clear_app_logs();
+  clear_op_tasks();
 }
 
 aclrtFuncHandle register_kernel(const char *name, KernelFn fn, void *user) {
@@ -840,16 +1267,83 @@ void note_heap_alloc() noexcept {
 
 }  // namespace acl_sim
 
+
 // ================================================================ ACL API
 using namespace acl_sim;
 
+namespace {
+
+// Device of the allocation record (live or freed) holding p, or -1.
+int alloc_device(const void *p) {
+  std::lock_guard<std::mutex> g(g_mem_mu);
+  Alloc *al = find_locked(reinterpret_cast<uintptr_t>(p));
+  return al == nullptr ? -1 : al->device;
+}
+
+// Call-time checks of a copy's two sides against `device` (the stream's, or
+// the current one): device memory of another device, or device memory where
+// the kind says host memory, is refused as on hardware. Out-of-bounds and
+// use-after-free are left to the stream (reported when the copy runs).
+aclError check_copy_sides(void *dst, const void *src, aclrtMemcpyKind kind, int device) {
+  const bool dst_dev = kind == ACL_MEMCPY_HOST_TO_DEVICE || kind == ACL_MEMCPY_DEVICE_TO_DEVICE;
+  const bool src_dev = kind == ACL_MEMCPY_DEVICE_TO_HOST || kind == ACL_MEMCPY_DEVICE_TO_DEVICE;
+  const int dd = alloc_device(dst), sd = alloc_device(src);
+  if (dst_dev ? (dd >= 0 && dd != device) : dd >= 0) return ACL_ERROR_RT_PARAM_INVALID;
+  if (src_dev ? (sd >= 0 && sd != device) : sd >= 0) return ACL_ERROR_RT_PARAM_INVALID;
+  return ACL_SUCCESS;
+}
+
+// Capture state of a stream (NONE when not capturing).
+aclmdlRICaptureStatus capture_status(Stream *s) {
+  std::lock_guard<std::mutex> l(s->mu);
+  return s->capture == nullptr ? ACL_MODEL_RI_CAPTURE_STATUS_NONE : s->capture->status;
+}
+
+aclError submitted(Submit how) {
+  return how == Submit::kInvalidated ? ACL_ERROR_RT_STREAM_CAPTURE_INVALIDATED : ACL_SUCCESS;
+}
+
+}  // namespace
+
 extern "C" {
+
+aclError aclrtSetDevice(int32_t deviceId) {
+  internal::SimScope scope;
+  if (aclError e = fault(kApiSetDevice)) return e;
+  if (deviceId < 0 || deviceId >= g_device_count.load()) return ACL_ERROR_INVALID_DEVICE;
+  t_device = deviceId;
+  return ACL_SUCCESS;
+}
+
+aclError aclrtGetDevice(int32_t *deviceId) {
+  internal::SimScope scope;
+  if (aclError e = fault(kApiGetDevice)) return e;
+  if (deviceId == nullptr) return ACL_ERROR_INVALID_PARAM;
+  *deviceId = cur_device();
+  return ACL_SUCCESS;
+}
+
+void aclAppLog(aclLogLevel logLevel, const char *func, const char *file, uint32_t line, const char *fmt, ...) {
+  internal::SimScope scope;
+  char buf[2048];
+  buf[0] = '\0';
+  if (fmt != nullptr) {
+    va_list ap;
+    va_start(ap, fmt);
+    std::vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+  }
+  AppLog l{logLevel, func != nullptr ? func : "", file != nullptr ? file : "", line, buf};
+  std::lock_guard<std::mutex> g(g_log_mu);
+  logs().push_back(std::move(l));
+  C().app_logs++;
+}
 
 aclError aclrtMalloc(void **devPtr, size_t size, aclrtMemMallocPolicy) {
   internal::SimScope scope;
   if (aclError e = fault(kApiMalloc)) return e;
   if (devPtr == nullptr || size == 0) return ACL_ERROR_INVALID_PARAM;
-  uintptr_t p = dev_alloc(size, false);
+  uintptr_t p = dev_alloc(size, false, cur_device());
   if (p == 0) return ACL_ERROR_BAD_ALLOC;
   *devPtr = reinterpret_cast<void *>(p);
   return ACL_SUCCESS;
@@ -900,9 +1394,13 @@ aclError aclrtMemcpy(void *dst, size_t destMax, const void *src, size_t count, a
   internal::SimScope scope;
   if (aclError e = fault(kApiMemcpy)) return e;
   if (count > destMax || dst == nullptr || src == nullptr) return ACL_ERROR_INVALID_PARAM;
+  const int dev = cur_device();
+  if (aclError e = check_copy_sides(dst, src, kind, dev)) return e;
+  if (invalidate_captures_on(dev, "synchronous aclrtMemcpy while the device captures", true))
+    return ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT;
   C().sync_copies++;
   C().host_blocking++;
-  if (static_cast<MemcpyModel>(g_memcpy_model.load()) == MemcpyModel::kWaits) sync_all_streams();
+  if (static_cast<MemcpyModel>(g_memcpy_model.load()) == MemcpyModel::kWaits) sync_all_streams(dev);
   return do_copy(dst, src, count, kind, nullptr, true, "aclrtMemcpy");
 }
 
@@ -913,6 +1411,8 @@ aclError aclrtMemcpyAsync(void *dst, size_t destMax, const void *src, size_t cou
   if (count > destMax || dst == nullptr || src == nullptr) return ACL_ERROR_INVALID_PARAM;
   Stream *s = get_stream(stream);
   if (s == nullptr) return ACL_ERROR_RT_INVALID_HANDLE;
+  if (s->device != cur_device()) return ACL_ERROR_RT_STREAM_CONTEXT;
+  if (aclError e = check_copy_sides(dst, src, kind, s->device)) return e;
   C().async_copies++;
   // Which side is host memory?
   const void *host_side = nullptr;
@@ -930,18 +1430,27 @@ aclError aclrtMemcpyAsync(void *dst, size_t destMax, const void *src, size_t cou
     t.id = pin_id;
     t.heap_args = nullptr;
   };
+  Submit how = Submit::kQueued;
   if (host_side != nullptr && pin_id != 0) {
-    enqueue(s, fill);
-    return ACL_SUCCESS;
+    enqueue(s, fill, &how);
+    return submitted(how);
   }
-  // Pageable host memory (or device-to-device): complete on return.
+  // Pageable host memory (or device-to-device): complete on return; a
+  // pageable copy cannot be captured (it would block the host).
   if (host_side != nullptr) {
+    const aclmdlRICaptureStatus cs = capture_status(s);
+    if (cs == ACL_MODEL_RI_CAPTURE_STATUS_ACTIVE) {
+      std::lock_guard<std::mutex> l(s->mu);
+      invalidate_locked(s, "aclrtMemcpyAsync from pageable host memory (host-blocking) into a capture");
+      return ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT;
+    }
+    if (cs == ACL_MODEL_RI_CAPTURE_STATUS_INVALIDATED) return ACL_ERROR_RT_STREAM_CAPTURE_INVALIDATED;
     C().pageable_async_copies++;
     C().host_blocking++;
   }
-  uint64_t seq = enqueue(s, fill);
-  if (host_side != nullptr) wait_until(s, seq);
-  return ACL_SUCCESS;
+  uint64_t seq = enqueue(s, fill, &how);
+  if (host_side != nullptr && how == Submit::kQueued) wait_until(s, seq);
+  return submitted(how);
 }
 
 aclError aclrtMemsetAsync(void *devPtr, size_t maxCount, int32_t value, size_t count, aclrtStream stream) {
@@ -950,16 +1459,23 @@ aclError aclrtMemsetAsync(void *devPtr, size_t maxCount, int32_t value, size_t c
   if (count > maxCount || devPtr == nullptr) return ACL_ERROR_INVALID_PARAM;
   Stream *s = get_stream(stream);
   if (s == nullptr) return ACL_ERROR_RT_INVALID_HANDLE;
+  if (s->device != cur_device()) return ACL_ERROR_RT_STREAM_CONTEXT;
+  const int d = alloc_device(devPtr);
+  if (d >= 0 && d != s->device) return ACL_ERROR_RT_PARAM_INVALID;
   C().memsets++;
-  enqueue(s, [&](Task &t) {
-    t.kind = TaskKind::kMemset;
-    t.value = static_cast<uint8_t>(value);
-    t.stream = stream;
-    t.dst = devPtr;
-    t.count = count;
-    t.heap_args = nullptr;
-  });
-  return ACL_SUCCESS;
+  Submit how = Submit::kQueued;
+  enqueue(
+      s,
+      [&](Task &t) {
+        t.kind = TaskKind::kMemset;
+        t.value = static_cast<uint8_t>(value);
+        t.stream = stream;
+        t.dst = devPtr;
+        t.count = count;
+        t.heap_args = nullptr;
+      },
+      &how);
+  return submitted(how);
 }
 
 aclError aclrtCreateStream(aclrtStream *stream) {
@@ -976,6 +1492,7 @@ aclError aclrtDestroyStream(aclrtStream stream) {
   if (stream == nullptr) return ACL_ERROR_INVALID_PARAM;
   Stream *s = get_stream(stream);
   if (s == nullptr) return ACL_ERROR_RT_INVALID_HANDLE;
+  if (capture_status(s) != ACL_MODEL_RI_CAPTURE_STATUS_NONE) return ACL_ERROR_RT_STREAM_CAPTURED;
   wait_idle(s);
   {
     std::lock_guard<std::mutex> l(s->mu);
@@ -993,6 +1510,13 @@ aclError aclrtSynchronizeStream(aclrtStream stream) {
   if (aclError e = fault(kApiSynchronizeStream)) return e;
   Stream *s = get_stream(stream);
   if (s == nullptr) return ACL_ERROR_RT_INVALID_HANDLE;
+  {
+    std::lock_guard<std::mutex> l(s->mu);
+    if (s->capture != nullptr) {
+      invalidate_locked(s, "aclrtSynchronizeStream on the capturing stream");
+      return ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT;
+    }
+  }
   C().host_blocking++;
   wait_idle(s);
   return ACL_SUCCESS;
@@ -1001,8 +1525,11 @@ aclError aclrtSynchronizeStream(aclrtStream stream) {
 aclError aclrtSynchronizeDevice(void) {
   internal::SimScope scope;
   if (aclError e = fault(kApiSynchronizeDevice)) return e;
+  const int dev = cur_device();
+  if (invalidate_captures_on(dev, "aclrtSynchronizeDevice while a stream of the device captures", false))
+    return ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT;
   C().host_blocking++;
-  sync_all_streams();
+  sync_all_streams(dev);
   return ACL_SUCCESS;
 }
 
@@ -1011,6 +1538,7 @@ aclError aclrtCreateEvent(aclrtEvent *event) {
   if (aclError e = fault(kApiCreateEvent)) return e;
   if (event == nullptr) return ACL_ERROR_INVALID_PARAM;
   auto *ev = new Event();
+  ev->device = cur_device();
   {
     std::lock_guard<std::mutex> g(g_ev_mu);
     events().insert(ev);
@@ -1037,10 +1565,17 @@ aclError aclrtRecordEvent(aclrtEvent event, aclrtStream stream) {
   if (aclError e = fault(kApiRecordEvent)) return e;
   Stream *s = get_stream(stream);
   if (s == nullptr) return ACL_ERROR_RT_INVALID_HANDLE;
+  if (s->device != cur_device()) return ACL_ERROR_RT_STREAM_CONTEXT;
   std::lock_guard<std::mutex> g(g_ev_mu);
   auto *ev = static_cast<Event *>(event);
   if (!events().count(ev)) return ACL_ERROR_RT_INVALID_HANDLE;
+  if (ev->device != s->device) return ACL_ERROR_RT_INVALID_HANDLE;  // an event of another device
   std::lock_guard<std::mutex> l(s->mu);
+  if (s->capture != nullptr) {
+    if (s->capture->status != ACL_MODEL_RI_CAPTURE_STATUS_ACTIVE) return ACL_ERROR_RT_STREAM_CAPTURE_INVALIDATED;
+    invalidate_locked(s, "aclrtRecordEvent on the capturing stream");
+    return ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT;
+  }
   ev->s = s;
   ev->target = s->enqueued;
   C().events_recorded++;
@@ -1082,6 +1617,7 @@ aclError aclrtLaunchKernelWithHostArgs(aclrtFuncHandle funcHandle, uint32_t bloc
   if (blockDim == 0 || (argsSize > 0 && hostArgs == nullptr)) return ACL_ERROR_INVALID_PARAM;
   Stream *s = get_stream(stream);
   if (s == nullptr) return ACL_ERROR_RT_INVALID_HANDLE;
+  if (s->device != cur_device()) return ACL_ERROR_RT_STREAM_CONTEXT;
   // The argument bytes are copied now (call time), into the task record.
   uint8_t *heap_args = nullptr;
   if (argsSize > kInlineArgs) {
@@ -1089,75 +1625,293 @@ aclError aclrtLaunchKernelWithHostArgs(aclrtFuncHandle funcHandle, uint32_t bloc
     std::memcpy(heap_args, hostArgs, argsSize);
   }
   uint64_t id = ++g_launch_ids;
+  const uint64_t req_seq = g_req_seq.load(std::memory_order_relaxed);
+  Submit how = Submit::kQueued;
+  enqueue(
+      s,
+      [&](Task &t) {
+        t.kind = TaskKind::kLaunch;
+        t.block_dim = blockDim;
+        t.stream = stream;
+        t.count = argsSize;
+        t.id = id;
+        t.req_seq = req_seq;
+        t.kernel = k;
+        t.heap_args = heap_args;
+        if (heap_args == nullptr && argsSize != 0) std::memcpy(t.args, hostArgs, argsSize);
+      },
+      &how);
+  if (how == Submit::kInvalidated) return ACL_ERROR_RT_STREAM_CAPTURE_INVALIDATED;
   t_last_launch = id;
   C().launches++;
-  enqueue(s, [&](Task &t) {
-    t.kind = TaskKind::kLaunch;
-    t.block_dim = blockDim;
-    t.stream = stream;
-    t.count = argsSize;
-    t.id = id;
-    t.kernel = k;
-    t.heap_args = heap_args;
-    if (heap_args == nullptr && argsSize != 0) std::memcpy(t.args, hostArgs, argsSize);
-  });
+  return ACL_SUCCESS;
+}
+
+aclError aclmdlRICaptureBegin(aclrtStream stream, aclmdlRICaptureMode mode) {
+  internal::SimScope scope;
+  if (aclError e = fault(kApiCaptureBegin)) return e;
+  if (mode != ACL_MODEL_RI_CAPTURE_MODE_GLOBAL && mode != ACL_MODEL_RI_CAPTURE_MODE_THREAD_LOCAL &&
+      mode != ACL_MODEL_RI_CAPTURE_MODE_RELAXED)
+    return ACL_ERROR_INVALID_PARAM;
+  Stream *s = get_stream(stream);
+  if (s == nullptr) return ACL_ERROR_RT_INVALID_HANDLE;
+  if (s->device != cur_device()) return ACL_ERROR_RT_STREAM_CONTEXT;
+  std::lock_guard<std::mutex> l(s->mu);
+  if (s->capture != nullptr) return ACL_ERROR_RT_STREAM_CAPTURED;
+  auto *m = new Model();
+  m->id = ++g_model_ids;
+  m->device = s->device;
+  s->capture = new Capture{m, ACL_MODEL_RI_CAPTURE_STATUS_ACTIVE, mode, std::this_thread::get_id()};
+  return ACL_SUCCESS;
+}
+
+aclError aclmdlRICaptureGetInfo(aclrtStream stream, aclmdlRICaptureStatus *status, aclmdlRI *modelRI) {
+  internal::SimScope scope;
+  if (aclError e = fault(kApiCaptureGetInfo)) return e;
+  if (status == nullptr) return ACL_ERROR_INVALID_PARAM;
+  Stream *s = get_stream(stream);
+  if (s == nullptr) return ACL_ERROR_RT_INVALID_HANDLE;
+  std::lock_guard<std::mutex> l(s->mu);
+  *status = s->capture == nullptr ? ACL_MODEL_RI_CAPTURE_STATUS_NONE : s->capture->status;
+  if (modelRI != nullptr) *modelRI = s->capture == nullptr ? nullptr : s->capture->model;
+  return ACL_SUCCESS;
+}
+
+aclError aclmdlRICaptureEnd(aclrtStream stream, aclmdlRI *modelRI) {
+  internal::SimScope scope;
+  if (aclError e = fault(kApiCaptureEnd)) return e;
+  if (modelRI == nullptr) return ACL_ERROR_INVALID_PARAM;
+  Stream *s = get_stream(stream);
+  if (s == nullptr) return ACL_ERROR_RT_INVALID_HANDLE;
+  Capture *c;
+  {
+    std::lock_guard<std::mutex> l(s->mu);
+    c = s->capture;
+    if (c == nullptr) return ACL_ERROR_RT_STREAM_NOT_CAPTURED;
+    s->capture = nullptr;
+  }
+  Model *m = c->model;
+  const bool ok = c->status == ACL_MODEL_RI_CAPTURE_STATUS_ACTIVE;
+  delete c;
+  if (!ok) {
+    delete m;
+    *modelRI = nullptr;
+    return ACL_ERROR_RT_STREAM_CAPTURE_INVALIDATED;
+  }
+  m->complete = true;
+  {
+    std::lock_guard<std::mutex> g(g_model_mu);
+    models().insert(m);
+  }
+  C().live_models++;
+  *modelRI = m;
+  return ACL_SUCCESS;
+}
+
+aclError aclmdlRIExecuteAsync(aclmdlRI modelRI, aclrtStream stream) {
+  internal::SimScope scope;
+  if (aclError e = fault(kApiExecuteAsync)) return e;
+  Stream *s = get_stream(stream);
+  if (s == nullptr) return ACL_ERROR_RT_INVALID_HANDLE;
+  if (s->device != cur_device()) return ACL_ERROR_RT_STREAM_CONTEXT;
+  std::lock_guard<std::mutex> g(g_model_mu);  // held: the model cannot be destroyed meanwhile
+  auto *m = static_cast<Model *>(modelRI);
+  if (!models().count(m)) return ACL_ERROR_RT_INVALID_HANDLE;
+  if (m->device != s->device) return ACL_ERROR_RT_STREAM_CONTEXT;
+  if (capture_status(s) != ACL_MODEL_RI_CAPTURE_STATUS_NONE) return ACL_ERROR_RT_STREAM_CAPTURED;
+  for (const Task &orig : m->tasks) {
+    Task copy = orig;
+    copy.stream = stream;
+    if (orig.kind == TaskKind::kLaunch) {
+      copy.id = ++g_launch_ids;
+      if (orig.heap_args != nullptr) {
+        copy.heap_args = new uint8_t[orig.count];
+        std::memcpy(copy.heap_args, orig.heap_args, orig.count);
+      }
+    }
+    copy.origin = orig.kind == TaskKind::kLaunch ? orig.id : m->id;
+    enqueue(s, [&](Task &t) { t = copy; });
+  }
+  C().replays++;
+  return ACL_SUCCESS;
+}
+
+aclError aclmdlRIDestroy(aclmdlRI modelRI) {
+  internal::SimScope scope;
+  if (aclError e = fault(kApiRIDestroy)) return e;
+  std::lock_guard<std::mutex> g(g_model_mu);
+  auto *m = static_cast<Model *>(modelRI);
+  if (!models().erase(m)) return ACL_ERROR_RT_INVALID_HANDLE;
+  delete m;  // replays already queued carry their own copies
+  C().live_models--;
   return ACL_SUCCESS;
 }
 
 }  // extern "C"
 
-// ================================================================ workspace allocator
-namespace c10_npu {
-namespace NPUWorkspaceAllocator {
+// ================================================================ torch_npu stand-ins
+namespace acl_sim {
+namespace detail {
+struct TensorImpl {
+  std::atomic<int64_t> refs{1};
+  void *data = nullptr;
+};
+struct TensorAccess {
+  static at::Tensor make(TensorImpl *impl) {
+    at::Tensor t;
+    t.impl_ = impl;
+    return t;
+  }
+};
+void tensor_retain(TensorImpl *impl) noexcept { impl->refs.fetch_add(1, std::memory_order_relaxed); }
+void tensor_release(TensorImpl *impl) noexcept {
+  if (impl->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  internal::SimScope scope;
+  C().live_workspace_tensors--;  // statistics only: the memory stays with the stream
+  delete impl;
+}
+void *tensor_data(const TensorImpl *impl) noexcept { return impl->data; }
+}  // namespace detail
+}  // namespace acl_sim
+
 namespace {
-void release_dataptr(void *) { C().live_workspace_dataptrs--; }
+at::Tensor workspace_tensor(void *data) {
+  auto *impl = new acl_sim::detail::TensorImpl();
+  impl->data = data;
+  C().live_workspace_tensors++;
+  return acl_sim::detail::TensorAccess::make(impl);
+}
 }  // namespace
 
-c10::DataPtr malloc_with_stream(size_t size, aclrtStream stream) {
+namespace at_npu {
+namespace native {
+
+at::Tensor allocate_workspace(uint64_t workspace_size, aclrtStream stream) {
   internal::SimScope scope;
   C().allocator_requests++;
+  char buf[240];
   if (aclError e = fault(kApiAllocator)) {
-    if (e == kAllocReturnsNull) return c10::DataPtr();
-    char buf[160];
-    std::snprintf(buf, sizeof buf, "acl_sim: NPU workspace allocator failed to provide %zu bytes (injected code %d)",
-                  size, e);
-    throw std::runtime_error(buf);
+    if (e == kAllocReturnsNull) return workspace_tensor(nullptr);
+    std::snprintf(buf, sizeof buf,
+                  "NPU out of memory. NPUWorkspaceAllocator tried to allocate %llu bytes (acl_sim: injected fault, "
+                  "code %d)",
+                  static_cast<unsigned long long>(workspace_size), e);
+    throw OutOfMemoryError(buf);
   }
   Stream *s = get_stream(stream);
-  if (s == nullptr) throw std::runtime_error("acl_sim: malloc_with_stream on an invalid stream");
-  if (size == 0) return c10::DataPtr();
-  // The block lives in the stream object. Fast path: the request fits.
-  const uint64_t v1 = s->ws_ver.load(std::memory_order_acquire);
-  if ((v1 & 1) == 0) {
-    const uintptr_t base = s->ws_base.load(std::memory_order_relaxed);
-    const size_t have = s->ws_size.load(std::memory_order_relaxed);
-    std::atomic_thread_fence(std::memory_order_acquire);
-    if (s->ws_ver.load(std::memory_order_relaxed) == v1 && size <= have) {
-      C().live_workspace_dataptrs++;
-      return c10::DataPtr(reinterpret_cast<void *>(base), nullptr, &release_dataptr);
-    }
+  if (s == nullptr) throw std::runtime_error("acl_sim: allocate_workspace on an invalid stream");
+  if (workspace_size == 0) return workspace_tensor(nullptr);  // defined, no memory (as torch_npu)
+  const int dev = cur_device();
+  constexpr uint64_t k2M = uint64_t(2) << 20;
+  if (workspace_size > (uint64_t(1) << 48)) {
+    std::snprintf(buf, sizeof buf, "NPU out of memory. NPUWorkspaceAllocator tried to allocate %llu bytes",
+                  static_cast<unsigned long long>(workspace_size));
+    throw OutOfMemoryError(buf);
   }
+  const uint64_t need = workspace_size + 32;
   std::lock_guard<std::mutex> g(s->ws_mu);
-  if (size > s->ws_size.load(std::memory_order_relaxed)) {
+  WsBlock &b = s->ws[dev];
+  if (b.size < need) {
     C().allocator_growths++;
+    // torch_npu synchronises the device, then frees the old block. (It does
+    // not synchronise for a stream's first block; the simulation counts and
+    // waits then too, as it always has, but a first block does not break a
+    // capture.)
+    if (b.base != 0 && invalidate_captures_on(dev, "the workspace allocator grew (it synchronises the device)", false)) {
+      std::snprintf(buf, sizeof buf,
+                    "NPUWorkspaceAllocator: aclrtSynchronizeDevice failed, error code %d (a stream of device %d "
+                    "is capturing)",
+                    ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT, dev);
+      throw std::runtime_error(buf);
+    }
     C().host_blocking++;
-    sync_all_streams();
-    const uint64_t v = s->ws_ver.load(std::memory_order_relaxed);
-    s->ws_ver.store(v + 1, std::memory_order_relaxed);
-    std::atomic_thread_fence(std::memory_order_release);
-    const uintptr_t old = s->ws_base.load(std::memory_order_relaxed);
-    if (old != 0) dev_free(old, true);
-    constexpr size_t k2M = size_t(2) << 20;
-    size_t want = (size + 32 + k2M - 1) / k2M * k2M;
-    uintptr_t p = dev_alloc(want, true);
-    s->ws_base.store(p, std::memory_order_relaxed);
-    s->ws_size.store(p == 0 ? 0 : want, std::memory_order_relaxed);
-    s->ws_ver.store(v + 2, std::memory_order_release);
-    if (p == 0) throw std::runtime_error("acl_sim: NPU workspace allocator out of simulated memory");
+    if (b.base != 0 || capture_status(s) == ACL_MODEL_RI_CAPTURE_STATUS_NONE) sync_all_streams(dev);
+    if (b.base != 0) {
+      dev_free(b.base, true);
+      b.base = 0;
+      b.size = 0;
+    }
+    const uint64_t want = (need + k2M - 1) / k2M * k2M;
+    const uintptr_t p = dev_alloc(want, true, dev);
+    if (p == 0) {
+      std::snprintf(buf, sizeof buf, "NPU out of memory. NPUWorkspaceAllocator tried to allocate %llu bytes",
+                    static_cast<unsigned long long>(workspace_size));
+      throw OutOfMemoryError(buf);
+    }
+    b.base = p;
+    b.size = want;
   }
-  C().live_workspace_dataptrs++;
-  return c10::DataPtr(reinterpret_cast<void *>(s->ws_base.load(std::memory_order_relaxed)), nullptr,
-                      &release_dataptr);
+  note_request(b.base, workspace_size);
+  return workspace_tensor(reinterpret_cast<void *>(b.base));
 }
-}  // namespace NPUWorkspaceAllocator
-}  // namespace c10_npu
+
+void OpCommand::RunOpApiV2(const std::string &op_name, const PROC_FUNC &func, bool /*sync: unused on this path*/) {
+  const int dev = cur_device();
+  C().op_tasks++;
+  if (queue_on()) {
+    OpQueue *q = queue_of(dev);
+    uint64_t seq;
+    {
+      internal::SimScope scope;
+      seq = new_op_record(op_name, dev, true);
+    }
+    std::unique_lock<std::mutex> l(q->mu);
+    if (q->status != QueueStatus::kRun) {
+      const bool first = q->status == QueueStatus::kErrorExit;
+      std::string msg;
+      if (first) {
+        internal::SimScope scope;
+        q->status = QueueStatus::kCanExit;  // torch_npu throws once, then drops silently
+        msg = poisoned_message(q->repo_error);
+      }
+      l.unlock();
+      C().op_tasks_dropped++;
+      update_op_record(seq, [&](OpTask &r) {
+        r.dropped = true;
+        r.threw_at_call = first;
+      });
+      if (first) throw std::runtime_error(msg);
+      return;
+    }
+    {
+      internal::SimScope scope;  // torch_npu copies the function into its queue
+      q->q.push_back(QueueEntry{seq, op_name, func});
+    }
+    l.unlock();
+    q->cv.notify_one();
+    return;
+  }
+  uint64_t seq;
+  {
+    internal::SimScope scope;
+    seq = new_op_record(op_name, dev, false);
+  }
+  int rc;
+  try {
+    rc = func();
+  } catch (const std::exception &e) {
+    C().op_task_failures++;
+    internal::SimScope scope;
+    update_op_record(seq, [&](OpTask &r) {
+      r.ran = true;
+      r.rc = ACL_ERROR_INVALID_PARAM;
+      r.exception_escaped = true;
+      r.exception_what = e.what();
+      r.threw_at_call = true;
+    });
+    throw;
+  }
+  update_op_record(seq, [&](OpTask &r) {
+    r.ran = true;
+    r.rc = rc;
+  });
+  if (rc != 0) {
+    C().op_task_failures++;
+    update_op_record(seq, [&](OpTask &r) { r.threw_at_call = true; });
+    throw std::runtime_error(op_name + ": the launch returned ACL error " + std::to_string(rc) +
+                             " (acl_sim: torch_npu's ACL_REQUIRE_OK_OP with the task queue off)");
+  }
+}
+
+}  // namespace native
+}  // namespace at_npu

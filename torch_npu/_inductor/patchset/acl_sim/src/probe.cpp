@@ -35,8 +35,36 @@ void bad(ProbeRecord &r, const char *what) {
   internal::report(ErrorKind::kBadArguments, buf);
 }
 
+// What the kernel got for one pointer: the allocation it lies in (as of the
+// launch's issue), the bytes from it to the end of that allocation or to the
+// other region's start, and how far the promised region runs past the end.
+void measure(ProbeRecord &r, const KernelCall &call, uintptr_t ptr, uintptr_t other, uint64_t promised, Extent *ext,
+             uint64_t *available, uint64_t *overrun, const char *what) {
+  if (ptr == 0) return;
+  allocation_extent(reinterpret_cast<void *>(ptr), ext, call.request_seq);
+  const uintptr_t end = ext->kind == ExtentKind::kNone ? ptr : ext->base + ext->size;
+  uint64_t avail = ptr < end ? end - ptr : 0;
+  if (other > ptr && other < end) avail = std::min<uint64_t>(avail, other - ptr);
+  *available = avail;
+  const uintptr_t want_end = ptr + promised;
+  *overrun = want_end > end ? want_end - std::max(end, ptr) : 0;
+  if (*overrun != 0 && promised != 0) {
+    char buf[320];
+    std::snprintf(buf, sizeof buf,
+                  "kernel '%s' (launch %lu): its %s region [%#lx, +%lu) runs %lu bytes past the end of the allocation "
+                  "it lies in (%s [%#lx, +%lu))",
+                  r.name.c_str(), static_cast<unsigned long>(r.launch_id), what, static_cast<unsigned long>(ptr),
+                  static_cast<unsigned long>(promised), static_cast<unsigned long>(*overrun),
+                  extent_kind_name(ext->kind), static_cast<unsigned long>(ext->base),
+                  static_cast<unsigned long>(ext->size));
+    internal::report(ErrorKind::kRegionOverrun, buf);
+  }
+}
+
 void probe_start(const ProbeConfig &cfg, const KernelCall &call, ProbeRecord &r) {
   r.launch_id = call.launch_id;
+  r.captured_launch_id = call.captured_launch_id;
+  r.device = call.device;
   r.name = cfg.name;
   r.stream = call.stream;
   r.block_dim = call.block_dim;
@@ -66,6 +94,10 @@ void probe_start(const ProbeConfig &cfg, const KernelCall &call, ProbeRecord &r)
   off += cfg.own_args_bytes;
   std::memcpy(r.grid, a + off, 12);
 
+  measure(r, call, r.lock_ptr, r.workspace_ptr, cfg.lock_bytes, &r.lock_extent, &r.lock_available, &r.lock_overrun,
+          "lock");
+  measure(r, call, r.workspace_ptr, r.lock_ptr, cfg.workspace_bytes, &r.workspace_extent, &r.workspace_available,
+          &r.workspace_overrun, "workspace");
   if ((r.lock_ptr == 0) != (cfg.lock_bytes == 0)) bad(r, "sync_block_lock pointer presence does not match lock bytes");
   if ((r.workspace_ptr == 0) != (cfg.workspace_bytes == 0))
     bad(r, "workspace_addr pointer presence does not match workspace bytes");

@@ -1,7 +1,8 @@
-// HOST SIMULATION of the Ascend ACL runtime: a test double and dry-run tool for
-// torch-npu-inductor-patches. It is NOT CANN and runs no NPU code. It declares
-// only the small subset of the public ACL API that this project uses, with the
-// public names and prototypes, so that code compiled against it compiles
-// unchanged against the real CANN headers.
+// HOST SIMULATION stand-in for CANN's acl/acl.h (test double and dry-run tool
+// for torch-npu-inductor-patches; not CANN, runs no NPU code). The stand-in
+// headers declare a subset of the real ACL API with the real prototypes, so
+// code compiled against them compiles unchanged against CANN's headers;
+// test/test_sim_surface.py enforces that against every cached torch_npu wheel.
 #pragma once
+#include "acl/acl_base.h"
 #include "acl/acl_rt.h"

@@ -2,8 +2,34 @@
 // torch-npu-inductor-patches; not part of CANN or torch_npu).
 //
 // What the simulation models (see DOMAIN.md sections 4 and 5):
+//  * Devices (default 8, set_device_count): aclrtSetDevice/aclrtGetDevice
+//    per thread; a thread that never set one is on device 0. Streams,
+//    events, device memory and workspace blocks belong to a device. Enqueuing
+//    on a stream of another device than the current one returns
+//    ACL_ERROR_RT_STREAM_CONTEXT; recording an event of another device
+//    ACL_ERROR_RT_INVALID_HANDLE; a copy or memset touching another device's
+//    memory, or a device pointer where host memory belongs (and back),
+//    ACL_ERROR_RT_PARAM_INVALID; aclrtFree of a host buffer
+//    ACL_ERROR_INVALID_PARAM. A kernel touching another device's memory is
+//    reported (kCrossDevice).
 //  * Streams: one worker thread each, tasks run in submission order.
-//    A null stream means a lazily created default stream.
+//    A null stream means the current device's lazily created default stream.
+//  * Graph capture (aclmdlRICapture*): work enqueued on a capturing stream is
+//    recorded, not run; aclmdlRIExecuteAsync replays it on a stream of the
+//    same device. A captured page-locked copy re-reads its host source AT
+//    REPLAY (freed by then: kStalePinnedSource + counters().stale_replay_sources).
+//    An event recorded on a capturing stream, a synchronise of a capturing
+//    stream, a device synchronise (also the workspace allocator growing) or,
+//    in GLOBAL mode, a synchronous aclrtMemcpy on its device while a stream
+//    captures, and a pageable aclrtMemcpyAsync into the capture, invalidate
+//    the capture (the call returns ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT,
+//    kCaptureInvalidated is reported, GetInfo says INVALIDATED, later work on
+//    it returns ACL_ERROR_RT_STREAM_CAPTURE_INVALIDATED and End fails with
+//    that code). The error codes are the real ones; which call returns which
+//    is the simulation's choice where CANN's documentation is silent.
+//  * torch_npu's task queue: OpCommand::RunOpApiV2, see
+//    torch_npu/csrc/framework/OpCommand.h (stand-in) and op_tasks() below.
+//  * aclAppLog: every message recorded (app_logs()), nothing printed.
 //  * Device memory (aclrtMalloc / the workspace allocator): lives in an arena
 //    whose device addresses are mapped PROT_NONE, so host code that
 //    dereferences a device pointer crashes. The simulation reaches the bytes
@@ -19,7 +45,10 @@
 //    kImmediate copies at once even while kernels run.
 //  * Events: record captures the stream's queue position; query reports
 //    COMPLETE once the stream ran past it (never-recorded: COMPLETE).
-//  * c10_npu::NPUWorkspaceAllocator::malloc_with_stream: DOMAIN.md section 4.
+//  * at_npu::native::allocate_workspace (the workspace allocator's only
+//    exported entry point): see the stand-in NPUWorkspaceAllocator.h. The
+//    simulation remembers every request's extent, so the probe kernel can
+//    report the allocation each pointer lies in (allocation_extent()).
 //  * aclrtLaunchKernelWithHostArgs: copies the argument bytes at call time,
 //    then runs the registered host function once per block on the stream.
 //  * Fault injection, counters, error reports and a probe kernel (below).
@@ -27,6 +56,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -36,7 +66,7 @@ namespace acl_sim {
 
 // ---- counters -------------------------------------------------------------
 struct Counters {
-  uint64_t allocator_requests = 0;   // malloc_with_stream calls
+  uint64_t allocator_requests = 0;   // allocate_workspace calls
   uint64_t allocator_growths = 0;    // of which grew the stream block
   uint64_t sync_copies = 0;          // aclrtMemcpy
   uint64_t async_copies = 0;         // aclrtMemcpyAsync (any source)
@@ -52,12 +82,22 @@ struct Counters {
   uint64_t events_recorded = 0;
   uint64_t event_queries = 0;
   uint64_t errors = 0;               // error reports recorded
+  uint64_t captured_tasks = 0;       // copies, memsets, launches recorded into a capture
+  uint64_t replays = 0;              // aclmdlRIExecuteAsync calls that enqueued a model
+  uint64_t stale_replay_sources = 0; // replayed copies whose page-locked host source was gone
+  uint64_t captures_invalidated = 0;
+  uint64_t op_tasks = 0;             // OpCommand::RunOpApiV2 calls
+  uint64_t op_task_failures = 0;     // tasks that returned non-zero or threw
+  uint64_t op_tasks_dropped = 0;     // tasks a poisoned queue dropped
+  uint64_t app_logs = 0;             // aclAppLog messages
   // live objects (not reset by reset_counters/reset)
   uint64_t live_device_allocs = 0;   // aclrtMalloc'd, excluding allocator blocks
   uint64_t live_allocator_blocks = 0;
-  uint64_t live_workspace_dataptrs = 0;
+  uint64_t live_workspace_tensors = 0;  // at::Tensor from allocate_workspace still referenced
+  uint64_t live_workspace_dataptrs = 0;  // same value (the name of earlier versions)
   uint64_t live_pinned = 0;
   uint64_t live_events = 0;
+  uint64_t live_models = 0;          // captured models not destroyed
 };
 Counters counters();
 void reset_counters();
@@ -72,6 +112,9 @@ enum class ErrorKind {
   kOverlapWithRunningKernel,   // regions overlap another running kernel's, or a copy wrote into them
   kLocksChangedWhileRunning,
   kBadArguments,               // probe could not decode its arguments / expectations not met
+  kCrossDevice,                // a kernel, copy or memset touched memory of another device
+  kCaptureInvalidated,         // something invalidated an active graph capture
+  kRegionOverrun,              // a kernel's promised region runs past the allocation it lies in
 };
 const char *error_kind_name(ErrorKind k);
 struct ErrorReport {
@@ -90,13 +133,84 @@ void set_memcpy_model(MemcpyModel m);
 void set_device_base_offset(size_t bytes);
 
 // Fault injection: the nth call (1-based, counted from now) of `api` fails
-// with `code`. `api` is an ACL function name or "malloc_with_stream". For the
-// allocator, code kAllocReturnsNull makes it return an empty DataPtr; any other
-// code makes it throw std::runtime_error.
+// with `code`. `api` is an ACL function name or "allocate_workspace" (the old
+// name "malloc_with_stream" is accepted for it). For the allocator, code
+// kAllocReturnsNull makes it return a defined tensor with a null data_ptr()
+// (torch_npu never does; for defensive tests); any other code makes it throw
+// OutOfMemoryError (a std::runtime_error, as torch_npu's allocator throws on
+// failure) whose message contains the code.
 constexpr aclError kAllocReturnsNull = -1;
 void inject_fault(const char *api, uint64_t nth, aclError code);
 void clear_faults();
+struct OutOfMemoryError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
 
+// Number of simulated devices (1..16, default 8). Shrinking it does not
+// delete streams of the devices dropped.
+void set_device_count(int n);
+int device_count();
+
+// ---- aclAppLog ---------------------------------------------------------------
+struct AppLog {
+  aclLogLevel level;
+  std::string func, file;
+  uint32_t line;
+  std::string message;  // formatted
+};
+std::vector<AppLog> app_logs();
+void clear_app_logs();
+
+// ---- torch_npu task queue (OpCommand::RunOpApiV2) ---------------------------
+// Default: on unless TASK_QUEUE_ENABLE=0 or ASCEND_LAUNCH_BLOCKING=1 (read once).
+void set_task_queue_enabled(bool on);
+bool task_queue_enabled();
+struct OpTask {
+  uint64_t seq = 0;                // 1-based, per process, in call order
+  std::string op;                  // op_name passed to RunOpApiV2
+  int device = 0;                  // caller's current device
+  bool queued = false;             // went through the queue (else ran on the caller's thread)
+  bool ran = false;                // func was called
+  bool dropped = false;            // a poisoned queue dropped it (queued earlier, or refused at enqueue)
+  bool threw_at_call = false;      // RunOpApiV2 threw to its caller for it (poisoned queue / queue-off failure)
+  int rc = 0;                      // func's return code (ACL_ERROR_INVALID_PARAM when an exception escaped)
+  bool exception_escaped = false;  // an exception left func
+  std::string exception_what;
+};
+std::vector<OpTask> op_tasks();
+void clear_op_tasks();
+// Waits until every queue thread has run or dropped all it was given (does not
+// throw; torch_npu's synchronize would throw for a poisoned queue).
+void drain_task_queues();
+enum class QueueStatus { kRun, kErrorExit, kCanExit };
+QueueStatus task_queue_status(int device);
+std::string task_queue_error(int device);  // torch_npu's "repo_error" text, empty if none
+// Back to kRun on every device (a real process cannot do this).
+void reset_task_queues();
+
+// ---- graph capture ------------------------------------------------------------
+// Ids of the probe-visible launches a replay produced are found through
+// KernelCall::captured_launch_id / ProbeRecord::captured_launch_id.
+uint64_t model_task_count(aclmdlRI model);
+
+// ---- allocation bookkeeping -----------------------------------------------------
+enum class ExtentKind { kNone, kDeviceMalloc, kWorkspaceRequest };
+struct Extent {
+  ExtentKind kind = ExtentKind::kNone;
+  uintptr_t base = 0;        // start of the allocation the pointer lies in
+  uint64_t size = 0;         // its size (for the workspace allocator: the request's size, not the block's)
+  int device = -1;
+  uintptr_t block_base = 0;  // workspace allocator block (kWorkspaceRequest), else = base
+  uint64_t block_size = 0;
+  bool freed = false;        // the device allocation (or block) was freed
+  uint64_t request_seq = 0;  // kWorkspaceRequest: which allocate_workspace call
+};
+const char *extent_kind_name(ExtentKind k);
+// The allocation `p` lies in. For a workspace block: the latest request on
+// that block made no later than `request_seq` (0 = the latest of all).
+bool allocation_extent(const void *p, Extent *out, uint64_t request_seq = 0);
+// Sequence number of the latest allocate_workspace request (0 if none).
+uint64_t last_request_seq();
 // Counters, errors, faults, probe records and memcpy model back to defaults.
 // Streams, memory and allocator blocks are kept.
 void reset();
@@ -110,15 +224,21 @@ struct KernelCall {
   uint64_t launch_id;
   aclrtStream stream;
   void *user;
+  int device = 0;                   // the stream's device
+  uint64_t request_seq = 0;         // last allocate_workspace request when the launch was issued
+  uint64_t captured_launch_id = 0;  // replay of a captured launch: that launch's id (else 0)
 };
 using KernelFn = void (*)(const KernelCall &call);
 aclrtFuncHandle register_kernel(const char *name, KernelFn fn, void *user);
-// Id of the last launch issued by the calling thread (0 if none).
+// Id of the last launch issued by the calling thread (0 if none). A launch
+// recorded into a capture has an id too; its replays run as new launches
+// whose KernelCall::captured_launch_id is that id.
 uint64_t last_launch_id();
 
 // Checked device memory access for simulated kernels. Return false (and
-// record an error report) when the access is out of bounds, after free or,
-// for reads, of uninitialised bytes; the data is not touched then.
+// record an error report) when the access is out of bounds, after free, of
+// another device's memory (inside a kernel) or, for reads, of uninitialised
+// bytes; the data is not touched then.
 bool device_read(const void *dev, void *dst, size_t n, const char *who);
 bool device_write(void *dev, const void *src, size_t n, const char *who);
 // The address aclrtGetHardwareSyncAddr hands out.
@@ -139,6 +259,8 @@ struct ProbeConfig {
 };
 struct ProbeRecord {
   uint64_t launch_id = 0;
+  uint64_t captured_launch_id = 0;    // replay of a captured launch: its id
+  int device = 0;
   std::string name;
   aclrtStream stream = nullptr;
   uint32_t block_dim = 0;
@@ -155,6 +277,15 @@ struct ProbeRecord {
   bool locks_unchanged = true;
   bool workspace_written = true;
   int access_errors = 0;
+  // What the kernel actually got (from the simulation's allocation
+  // bookkeeping, not from the expectations): the allocation each pointer lies
+  // in, how many bytes from the pointer to the end of that allocation or to
+  // the start of the other region inside it, whichever is first, and how far
+  // the promised region (lock_bytes / workspace_bytes) runs past the end of
+  // that allocation (the probe writes its full promised workspace region).
+  Extent lock_extent, workspace_extent;
+  uint64_t lock_available = 0, workspace_available = 0;
+  uint64_t lock_overrun = 0, workspace_overrun = 0;
 };
 aclrtFuncHandle register_probe_kernel(const ProbeConfig &cfg);
 std::vector<ProbeRecord> probe_records();
