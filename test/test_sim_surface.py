@@ -1,0 +1,383 @@
+"""The host ACL simulation offers exactly the real surface, no more (issue 10, item 2).
+
+``acl_sim/`` is a test double and dry-run tool. Code tested against it must
+compile against, and load with, what a real torch_npu install provides. So:
+
+* every function its stand-in ACL headers (``acl_sim/include/acl``) declare is
+  an ``ACL_FUNC_VISIBILITY`` function of the real ACL headers shipped in each
+  torch_npu wheel (what libascendcl exports), with the same prototype: a
+  translation unit that includes the wheel's own ``acl/acl.h`` and then
+  re-declares the simulation's prototypes must compile (a different C
+  prototype is a hard error), and every constant, enum value and typedef the
+  simulation declares must equal the real one (``static_assert``s in the same
+  translation unit);
+* its torch_npu stand-ins declare only functions the wheel's headers declare,
+  with the same prototype (text comparison, whitespace-insensitive), and its
+  ``at::Tensor`` only members torch's has;
+* the simulation library defines no global symbol outside its own
+  ``acl_sim`` namespace that the real libraries do not export: the
+  ``ACL_FUNC_VISIBILITY`` names of the wheel's ACL headers and
+  ``nm -D --defined-only torch_npu/lib/libtorch_npu.so``.
+
+Wheels come from the cache (``~/.cache/torch-npu-inductor-patches/wheels`` or
+``$TORCH_NPU_PATCHSET_WHEEL_CACHE``); nothing is downloaded here. What is
+taken from each (headers, the export table as text) is cached beside them in
+``sim-surface/<version>/``. Every cached wheel is checked (2.7.1.post10 and
+2.14.0 at least). Wheels whose ACL headers have aclrtLaunchKernelWithHostArgs
+must match the whole surface; the older ones (rtKernelLaunch launchers, where
+the helper is not used) lack that call, aclrtGetHardwareSyncAddr and, in
+2.7.1, the capture error codes: there only what they declare is compared.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PATCHSET = ROOT / "torch_npu" / "_inductor" / "patchset"
+SIM_INCLUDE = PATCHSET / "acl_sim" / "include"
+SIM_ACL = SIM_INCLUDE / "acl"
+SIM_TORCH_NPU = SIM_INCLUDE / "torch_npu"
+SIM_TENSOR = SIM_INCLUDE / "ATen" / "core" / "Tensor.h"
+CXX = os.environ.get("CXX") or "g++"
+
+#: The two kernel-launch entry points are absent from the ACL headers of the
+#: releases whose C++ wrapper launches through rtKernelLaunch (2.8.0.post5,
+#: 2.9.1, ...): there the helper is not used at all.
+RT_LAUNCH_ONLY = {"aclrtGetHardwareSyncAddr", "aclrtLaunchKernelWithHostArgs"}
+REQUIRED = ("2.7.1.post10", "2.14.0")
+
+
+def _load_sim_build():
+    spec = importlib.util.spec_from_file_location("_patchset_sim_build_surface", PATCHSET / "sim_build.py")
+    mod = importlib.util.module_from_spec(spec)
+    assert spec.loader is not None
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def wheel_cache() -> Path:
+    d = os.environ.get("TORCH_NPU_PATCHSET_WHEEL_CACHE")
+    return Path(d).expanduser() if d else Path.home() / ".cache" / "torch-npu-inductor-patches" / "wheels"
+
+
+def cached_versions() -> list[str]:
+    out = []
+    for whl in sorted(wheel_cache().glob("torch_npu-*.whl")):
+        out.append(whl.name.split("-")[1])
+    return out
+
+
+VERSIONS = cached_versions()
+needs_tools = pytest.mark.skipif(shutil.which(CXX) is None or shutil.which("nm") is None,
+                                 reason="a C++ compiler and nm are needed")
+
+
+# ---- what a wheel provides (cached extraction) ------------------------------------------
+class Wheel:
+    """Headers and export table of one torch_npu wheel."""
+
+    def __init__(self, version: str):
+        self.version = version
+        self.dir = self._extract()
+        inc = self.dir / "include"
+        self.acl_root = inc if (inc / "acl" / "acl.h").exists() else inc / "third_party" / "acl" / "inc"
+        assert (self.acl_root / "acl" / "acl.h").exists(), f"{version}: no acl/acl.h in the wheel"
+        self.include = inc
+        self.exports = set((self.dir / "libtorch_npu.exports").read_text().split())
+        self.acl_functions = acl_function_names(self.acl_root / "acl")
+
+    def _extract(self) -> Path:
+        whl = next(iter(sorted(wheel_cache().glob(f"torch_npu-{self.version}-*.whl"))))
+        final = wheel_cache().parent / "sim-surface" / self.version
+        if (final / ".complete").exists():
+            return final
+        final.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{self.version}-", dir=final.parent))
+        try:
+            with zipfile.ZipFile(whl) as z:
+                for name in z.namelist():
+                    if name.startswith("torch_npu/include/") and not name.endswith("/"):
+                        if "/acl/" in name or name.endswith(("NPUWorkspaceAllocator.h", "OpCommand.h",
+                                                             "OpParamMaker.h", "NPUMacros.h")):
+                            dest = tmp / "include" / name[len("torch_npu/include/"):]
+                            dest.parent.mkdir(parents=True, exist_ok=True)
+                            dest.write_bytes(z.read(name))
+                so = tmp / "libtorch_npu.so"
+                with z.open("torch_npu/lib/libtorch_npu.so") as src, open(so, "wb") as dst:
+                    shutil.copyfileobj(src, dst)
+            nm = subprocess.run(["nm", "-D", "--defined-only", str(so)], capture_output=True, text=True, check=True)
+            syms = sorted({line.split()[-1] for line in nm.stdout.splitlines() if line.strip()})
+            (tmp / "libtorch_npu.exports").write_text("\n".join(syms) + "\n")
+            so.unlink()
+            (tmp / ".complete").write_text("")
+            try:
+                os.rename(tmp, final)
+            except OSError:
+                if not (final / ".complete").exists():
+                    raise
+        finally:
+            if tmp.exists():
+                shutil.rmtree(tmp, ignore_errors=True)
+        return final
+
+
+_WHEELS: dict[str, Wheel] = {}
+
+
+def wheel(version: str) -> Wheel:
+    if version not in _WHEELS:
+        _WHEELS[version] = Wheel(version)
+    return _WHEELS[version]
+
+
+# ---- parsing ----------------------------------------------------------------------
+_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+_FUNC = re.compile(r"ACL_FUNC_VISIBILITY\s+([^;{]*?)\b(\w+)\s*\(([^;{]*?)\)\s*(?:ACL_DEPRECATED\w*(?:\([^)]*\))?\s*)?;",
+                   re.S)
+
+
+def _text(path: Path) -> str:
+    return _COMMENT.sub(" ", path.read_text(errors="replace"))
+
+
+def acl_function_names(acl_dir: Path) -> set[str]:
+    names = set()
+    for h in acl_dir.rglob("*.h"):
+        names.update(m.group(2) for m in _FUNC.finditer(_text(h)))
+    return names
+
+
+def sim_acl_declarations() -> list[tuple[str, str]]:
+    """(name, full declaration without ACL_FUNC_VISIBILITY) of every function the stand-ins declare."""
+    out = []
+    for h in sorted(SIM_ACL.rglob("*.h")):
+        for m in _FUNC.finditer(_text(h)):
+            decl = " ".join(f"{m.group(1)} {m.group(2)}({m.group(3)});".split())
+            out.append((m.group(2), decl))
+    return out
+
+
+def sim_acl_constants() -> list[tuple[str, str]]:
+    """(name, value) of every constant the stand-ins declare: static const ints, #defines, enum members."""
+    out = []
+    for h in sorted(SIM_ACL.rglob("*.h")):
+        t = _text(h)
+        out += re.findall(r"static\s+const\s+int\s+(\w+)\s*=\s*([-\w]+)\s*;", t)
+        out += [(n, v) for n, v in re.findall(r"#define\s+(ACL_\w+)\s+(-?\d+)\b", t)]
+        for body in re.findall(r"typedef\s+enum\s*\w*\s*\{(.*?)\}", t, re.S):
+            nxt = 0
+            for item in [i.strip() for i in body.split(",") if i.strip()]:
+                if "=" in item:
+                    n, v = [x.strip() for x in item.split("=", 1)]
+                    nxt = int(v, 0)
+                else:
+                    n = item
+                out.append((n, str(nxt)))
+                nxt += 1
+    return out
+
+
+def sim_acl_typedefs() -> list[tuple[str, str]]:
+    out = []
+    for h in sorted(SIM_ACL.rglob("*.h")):
+        out += [(n, t.strip()) for t, n in re.findall(r"typedef\s+((?:void|int|int32_t|uint32_t)\s*\*?)\s*(\w+)\s*;",
+                                                     _text(h))]
+    return out
+
+
+def _norm(decl: str) -> str:
+    d = " ".join(decl.replace("std::string", "string").split())
+    d = re.sub(r"\s*([(),&*])\s*", r"\1", d)
+    return d
+
+
+# ---- symbol check (a function, so that it can be tested on a made-up table) ------------
+def demangle(names: list[str]) -> dict[str, str]:
+    if not names:
+        return {}
+    out = subprocess.run(["c++filt"], input="\n".join(names), capture_output=True, text=True, check=True).stdout
+    return dict(zip(names, out.splitlines()))
+
+
+def foreign_symbols(defined: list[tuple[str, str]], real: set[str], allowed_missing: set[str] = frozenset()) -> list[str]:
+    """Symbols (name, nm type) the simulation defines that the real libraries do not export.
+
+    Ignored: the simulation's own namespace, and weak definitions of inline or
+    template code from the standard library and the at::Tensor stand-in (not
+    an API the simulation provides). Any symbol in torch_npu's or c10's
+    namespaces must be exported by the real library, weak or not.
+    """
+    dem = demangle([n for n, _ in defined])
+    bad = []
+    for name, kind in defined:
+        d = dem.get(name, name)
+        base = re.sub(r"^(typeinfo name for|typeinfo for|vtable for|guard variable for|VTT for) ", "", d)
+        if base.startswith(("acl_sim::", "void acl_sim::", "(anonymous namespace)")):
+            continue
+        if name in real or name in allowed_missing:
+            continue
+        ours_api = base.startswith(("c10_npu::", "at_npu::", "c10::")) or re.search(r"\b(c10_npu|at_npu)::", d)
+        if kind in "WVu" and not ours_api:
+            continue  # inline / template instantiations (std::, at::Tensor's inline members)
+        bad.append(f"{d}  [{name}, nm type {kind}]")
+    return bad
+
+
+def sim_defined_symbols() -> list[tuple[str, str]]:
+    lib = _load_sim_build().sim_library()
+    out = subprocess.run(["nm", "-g", "--defined-only", str(lib)], capture_output=True, text=True, check=True).stdout
+    syms = []
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) == 3:
+            syms.append((parts[2], parts[1]))
+    return syms
+
+
+# ---- tests ------------------------------------------------------------------------
+def test_required_wheels_cached():
+    missing = [v for v in REQUIRED if v not in VERSIONS]
+    if missing:
+        pytest.skip(f"torch_npu wheels not cached in {wheel_cache()}: {missing}")
+
+
+def test_stand_ins_drop_what_no_wheel_exports():
+    text = "".join(p.read_text() for p in SIM_INCLUDE.rglob("*.h"))
+    code = _COMMENT.sub(" ", text)
+    assert "malloc_with_stream" not in code and "DataPtr" not in code
+
+
+def test_foreign_symbol_check_catches_malloc_with_stream():
+    real = {"_ZN6at_npu6native18allocate_workspaceEmPv", "aclrtMalloc"}
+    defined = [("_ZN6at_npu6native18allocate_workspaceEmPv", "T"), ("aclrtMalloc", "T"),
+               ("_ZN7c10_npu21NPUWorkspaceAllocator18malloc_with_streamEmPv", "T"),
+               ("_ZN7acl_sim8countersEv", "T"), ("aclrtNotReal", "T"),
+               ("_ZNSt6vectorIiSaIiEE9push_backERKi", "W")]
+    bad = foreign_symbols(defined, real)
+    assert len(bad) == 2, bad
+    assert any("c10_npu::NPUWorkspaceAllocator::malloc_with_stream" in b for b in bad)
+    assert any("aclrtNotReal" in b for b in bad)
+
+
+def host_args_release(w: "Wheel") -> bool:
+    """Its ACL headers have the launch entry point the helper's launchers use (all of the surface must match)."""
+    return "aclrtLaunchKernelWithHostArgs" in w.acl_functions
+
+
+@needs_tools
+@pytest.mark.parametrize("version", VERSIONS)
+def test_sim_acl_functions_are_real(version):
+    w = wheel(version)
+    declared = {n for n, _ in sim_acl_declarations()}
+    missing = declared - w.acl_functions
+    if version in REQUIRED or host_args_release(w):
+        assert not missing, f"{version}: the simulation declares ACL functions the wheel's headers lack: {missing}"
+    assert missing <= RT_LAUNCH_ONLY, f"{version}: not in the wheel's ACL headers: {sorted(missing)}"
+
+
+@needs_tools
+@pytest.mark.parametrize("version", VERSIONS)
+def test_sim_acl_prototypes_and_values_match(version, tmp_path):
+    w = wheel(version)
+    real_text = " ".join(_text(p) for p in (w.acl_root / "acl").rglob("*.h"))
+    full = version in REQUIRED or host_args_release(w)
+
+    def present(name: str) -> bool:
+        return bool(re.search(rf"\b{name}\b", real_text))
+
+    absent = [n for n, _ in sim_acl_constants() + sim_acl_typedefs() if not present(n)]
+    assert not (full and absent), f"{version}: the simulation declares names the wheel's ACL headers lack: {absent}"
+    lines = ['#include "acl/acl.h"', "#include <cstddef>", "#include <type_traits>", 'extern "C" {']
+    for name, decl in sim_acl_declarations():
+        if name in w.acl_functions:
+            lines.append(decl)
+    lines.append("}")
+    for name, value in sim_acl_constants():
+        if present(name):
+            lines.append(f'static_assert(static_cast<long long>({name}) == {value}LL, "{name} != {value}");')
+    for name, typ in sim_acl_typedefs():
+        if present(name):
+            lines.append(f'static_assert(std::is_same<{name}, {typ}>::value, "typedef {name} is not {typ}");')
+    if present("aclrtPlaceHolderInfo"):
+        lines.append('static_assert(sizeof(aclrtPlaceHolderInfo) == 8 && offsetof(aclrtPlaceHolderInfo, dataOffset) '
+                     '== 4, "aclrtPlaceHolderInfo layout");')
+    lines.append("int main() { return 0; }")
+    src = tmp_path / "surface.cpp"
+    src.write_text("\n".join(lines) + "\n")
+    proc = subprocess.run([CXX, "-std=c++17", "-fsyntax-only", f"-I{w.acl_root}", str(src)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, f"{version}: the simulation's ACL surface differs from the wheel's:\n{proc.stderr[-4000:]}"
+
+
+def _sim_torch_npu_declarations() -> list[tuple[str, str]]:
+    """(header path relative to include/, normalized declaration) of functions the stand-ins declare."""
+    out = []
+    for h in sorted(SIM_TORCH_NPU.rglob("*.h")):
+        t = _text(h)
+        for m in re.finditer(r"^\s*((?:TORCH_NPU_API\s+|static\s+)?[\w:<>]+\s+\w+\s*\([^;{]*\))\s*;", t, re.M):
+            out.append((str(h.relative_to(SIM_INCLUDE)), _norm(m.group(1))))
+    return out
+
+
+@needs_tools
+@pytest.mark.parametrize("version", VERSIONS)
+def test_sim_torch_npu_prototypes_match(version):
+    w = wheel(version)
+    decls = _sim_torch_npu_declarations()
+    assert {d.split("(")[0].split()[-1] for _, d in decls} == {"allocate_workspace", "RunOpApiV2"}, decls
+    for rel, decl in decls:
+        real_h = w.include / rel
+        assert real_h.exists(), f"{version}: the wheel has no {rel}"
+        real = {_norm(m.group(1)) for m in re.finditer(r"((?:TORCH_NPU_API\s+|static\s+)?[\w:<>]+\s+\w+\s*\([^;{]*\))\s*;",
+                                                        _text(real_h))}
+        assert decl in real, f"{version}: {rel} does not declare `{decl}`"
+    opm = _text(w.include / "torch_npu/csrc/framework/OpParamMaker.h")
+    assert re.search(r"using\s+PROC_FUNC\s*=\s*std::function<int\(\)>\s*;", opm), version
+    assert re.search(r"class\s+TORCH_NPU_API\s+OpCommand\b", _text(w.include / "torch_npu/csrc/framework/OpCommand.h"))
+
+
+def test_tensor_stand_in_has_only_real_members():
+    spec = importlib.util.find_spec("torch")
+    if spec is None or spec.origin is None:
+        pytest.skip("torch is not installed")
+    core = Path(spec.origin).parent / "include" / "ATen" / "core"
+    real = _text(core / "TensorBody.h") + _text(core / "TensorBase.h")
+    ours = _text(SIM_TENSOR)
+    public = ours.split("public:", 1)[1].split("private:", 1)[0]
+    names = set(re.findall(r"^\s*(?:[\w:*&<> ]+\s)?(\w+)\s*\([^;{]*\)\s*(?:const\s*)?(?:&\s*)?(?:noexcept\s*)?[:{=]",
+                           public, re.M))
+    names -= {"if", "while", "for", "return", "swap_"}
+    assert names <= {"Tensor", "operator", "data_ptr", "defined", "reset"}, f"public members beyond torch's: {names}"
+    for sig in (r"void\s*\*\s*data_ptr\(\)\s*const", r"bool\s+defined\(\)\s*const", r"void\s+reset\(\)",
+                r"Tensor\(\)\s*=\s*default", r"Tensor\s*&\s*operator=\(const\s+Tensor\s*&\s*\w*\)\s*&",
+                r"Tensor\s*&\s*operator=\(Tensor\s*&&\s*\w*\)\s*&"):
+        assert re.search(sig, ours), f"stand-in lacks {sig}"
+        assert re.search(sig, real), f"torch's at::Tensor has no {sig}"
+
+
+@needs_tools
+def test_sim_library_defines_only_real_exports():
+    if not VERSIONS:
+        pytest.skip(f"no torch_npu wheels cached in {wheel_cache()}")
+    defined = sim_defined_symbols()
+    names = {n for n, _ in defined}
+    assert "_ZN6at_npu6native18allocate_workspaceEmPv" in names
+    assert any("RunOpApiV2" in n for n in names)
+    problems = {}
+    for version in VERSIONS:
+        w = wheel(version)
+        allowed = RT_LAUNCH_ONLY if not (version in REQUIRED or host_args_release(w)) else set()
+        bad = foreign_symbols(defined, w.exports | w.acl_functions, allowed)
+        if bad:
+            problems[version] = bad
+    assert not problems, "the simulation defines symbols no real library exports:\n" + "\n".join(
+        f"{v}:\n  " + "\n  ".join(b) for v, b in problems.items())
