@@ -37,8 +37,13 @@ def test_emit_cpp_and_simulate_json(capsys):
     for launch in data["launches"]:
         assert set(launch) >= {"workspace_bytes", "lock_bytes", "regions_overlap", "lock_values_at_start",
                                "allocator_calls", "sync_copies", "host_blocking_calls", "ok"}
-        assert launch["lock_values_at_start"] == [-1, 0, 8]  # ordered = -1; unordered: P = 4 x 2, zeros
-        assert launch["lock_bytes"] == 64 + (1 + 2 * 8) * 64 and launch["workspace_bytes"] == 32 * 6
+        # the reference rule: with an unordered lock the whole region is zero, slot 0 of it = P = 4 x 2
+        assert launch["lock_values_at_start"] == [0, 8]
+        assert launch["lock_content"] == [[0, 8], [8, 1], [0, (1 + 2 * 8) * 8 - 1]]
+        # measured: what the kernel got, at least what it uses
+        assert launch["promised_lock_bytes"] == 64 + (1 + 2 * 8) * 64 and launch["promised_workspace_bytes"] == 32 * 6
+        assert launch["lock_bytes"] >= launch["promised_lock_bytes"]
+        assert launch["workspace_bytes"] >= launch["promised_workspace_bytes"]
         assert launch["allocator_calls"] == 1 and launch["sync_copies"] == 0 and not launch["regions_overlap"]
 
 
@@ -91,3 +96,91 @@ def test_samples_json(capsys):
     both = next(r for r in data["samples"] if r["sample"] == "both")
     assert both["plan"]["lock_bytes"] == 32 and both["plan"]["workspace_bytes"] == 1024 * 24
     assert all(launch["ok"] for launch in both["launches"])
+
+
+# ---- issue 12: what the kernel actually got; the launch path as torch_npu runs it ------------
+from torch_npu._inductor.patchset import launch_codegen as lc  # noqa: E402
+from torch_npu._inductor.patchset import launcher_cli  # noqa: E402
+from torch_npu._inductor.patchset.launch_plan import plan_from_metadata  # noqa: E402
+
+MIXED = {"name": "triton_mix mix", "mix_mode": "mix", "sync_block_lock_layout": (2 << 32) | 2,
+         "workspace_size": 64, "lock_init_val": 5}
+
+
+def _sim_json(capsys, *extra):
+    code, out, err = run_cli("--metadata", json.dumps(MIXED), "--grid", "4,1,1", "--simulate", "--json", *extra,
+                             capsys=capsys)
+    return code, json.loads(out)
+
+
+def test_mixed_layout_reference_lock_content(capsys):
+    code, data = _sim_json(capsys)
+    assert code == 0 and data["ok"], data
+    for launch in data["launches"]:
+        # 2 ordered lines hold 0 (not lock_init_val 5); each unordered lock: slot 0 = P = 4, then zeros
+        assert launch["lock_content"] == [[0, 16], [4, 1], [0, 71], [4, 1], [0, 71]]
+        assert launch["workspace_bytes"] >= launch["promised_workspace_bytes"] == 256
+        assert launch["workspace_region"]["overrun"] == 0 and launch["acl_code"] == 0
+
+
+@pytest.mark.parametrize("fault", ["alloc", "fill", "launch"])
+def test_inject_fault_returns_code_no_exception_nothing_live(fault, capsys):
+    code, data = _sim_json(capsys, "--inject-fault", fault)
+    assert code == 0 and data["ok"], data
+    first = data["launches"][0]
+    assert first["acl_code"] != 0 and not first["exception_escaped"] and first["live_allocations_after"] == 0
+    # torch_npu's queue is poisoned now: the next launch call reports it
+    assert data["launches"][1]["call_threw"] and "The Inner error" in data["launches"][1]["call_error"]
+    if fault == "alloc":
+        assert first["acl_code"] == 200000  # ACL_ERROR_BAD_ALLOC
+
+
+@pytest.mark.parametrize("extra", [("--capture", "--devices", "2"), ("--queue", "off"), ("--devices", "2")])
+def test_capture_devices_queue_clean(extra, capsys):
+    code, data = _sim_json(capsys, *extra)
+    assert code == 0 and data["ok"], data
+    if "--capture" in extra:
+        replays = [x for x in data["launches"] if x["phase"] == "replay"]
+        assert len(replays) == 6 and {x["device"] for x in replays} == {0, 1}
+
+
+def _mutant(plan, site, kernel_args, old: str, new: str) -> str:
+    src = lc.launcher_source(plan, site, kernel_args)
+    assert old in src, src
+    return src.replace(old, new, 1)
+
+
+def _simulate_mutant(launcher_cpp, meta, grid, tag):
+    plan = plan_from_metadata(meta, kernel=meta["name"].split()[0])
+    site = lc.LaunchSite()
+    args = lc.args_from_signature("*fp32,i32")
+    return launcher_cli.simulate(plan, site, args, grid, launcher_cpp=launcher_cpp(plan, site, args), tag=tag)
+
+
+BOTH = {"name": "triton_both", "workspace_size": 1024, "lock_num": 4, "lock_init_val": 7}
+
+
+def test_mutation_quarter_workspace_fails_judge():
+    # the launcher asks for a quarter of the workspace: the kernel's region runs past its allocation
+    res = _simulate_mutant(lambda p, s, a: _mutant(p, s, a, "UINT64_C(1024)", "UINT64_C(256)"), BOTH, (8, 1, 1),
+                           "mutant-quarter")
+    assert not res["ok"]
+    assert any("past the end" in q or "bytes, the kernel uses" in q for x in res["launches"] for q in x["problems"])
+
+
+def test_mutation_aliasing_lock_and_workspace_fails_judge():
+    res = _simulate_mutant(lambda p, s, a: _mutant(p, s, a, "void* workspace_addr = ", "void* workspace_addr = sync_block_lock; (void)"),
+                           BOTH, (8, 1, 1), "mutant-alias")
+    assert not res["ok"]
+    assert any("overlap" in q for x in res["launches"] for q in x["problems"])
+
+
+def test_mutation_wrong_lock_content_fails_judge():
+    meta = dict(BOTH, lock_init_val=0)  # the reference wants 0; the mutant fills 1
+    res = _simulate_mutant(lambda p, s, a: _mutant(p, s, a, "void* sync_block_lock = ",
+                                                   "if (aclrtMemsetAsync(npu_sync_resources.locks(), npu_sync_resources.lock_bytes(), 1, "
+                                                   "npu_sync_resources.lock_bytes(), stream_) != ACL_SUCCESS) return 1;\n"
+                                                   "    void* sync_block_lock = "),
+                           meta, (8, 1, 1), "mutant-locks")
+    assert not res["ok"]
+    assert any("lock content" in q for x in res["launches"] for q in x["problems"])

@@ -46,10 +46,103 @@ def expected(plan: SyncPlan, site: lc.LaunchSite, grid: Sequence[int]) -> dict:
     }
 
 
+def expected_lock_content(plan: SyncPlan, blocks: int) -> list[int]:
+    """Every int64 lock slot at kernel start, by the reference rule (upstream's generated code,
+    2.7.1.post11 .. 2.14.0), computed here independently of the helper: legacy slots and
+    ordered-only layouts hold ``lock_init_val``; as soon as an unordered lock exists the whole
+    region is zero and slot 0 of each unordered lock holds P."""
+    if not plan.needs_locks:
+        return []
+    if plan.lock_layout == "legacy":
+        return [plan.lock_init_value] * plan.legacy_slots
+    if not plan.unordered_locks:
+        return [plan.lock_init_value] * (plan.ordered_locks * 8)
+    p = plan.participants(blocks)
+    out = [0] * (plan.ordered_locks * 8)
+    for _ in range(plan.unordered_locks):
+        out += [p] + [0] * ((1 + 2 * p) * 8 - 1)
+    return out
+
+
+def rle(values: Sequence[int]) -> list[list[int]]:
+    """[[value, count], ...] runs."""
+    out: list[list[int]] = []
+    for v in values:
+        if out and out[-1][0] == v:
+            out[-1][1] += 1
+        else:
+            out.append([v, 1])
+    return out
+
+
 def _demo_value(a: lc.KernelArg, buffers: dict) -> str:
     if a.ctype == "void*":
         return buffers[a.value]
     return f"static_cast<{a.ctype}>({len(buffers) + 3})"
+
+
+FAULT_APIS = {  # --inject-fault: which simulated calls fail (the first one made by the launch)
+    "alloc": ["allocate_workspace"],
+    "fill": ["aclrtMemsetAsync", "aclrtMemcpyAsync"],
+    "launch": ["aclrtLaunchKernelWithHostArgs"],
+}
+FAULT_CODE = 507899  # an ACL runtime code the fill / launch fault returns
+
+
+_HARNESS = r"""
+// ---- torch_npu's wrapper prologue (behaviour, written for this harness) -------------
+static void launchKernel(std::function<int()> launch_call, const char* kernel_name) {
+  at_npu::native::OpCommand::RunOpApiV2(kernel_name, launch_call);
+}
+static std::string json_str(const std::string& s) {
+  std::string o = "\"";
+  for (char c : s) { if (c == '"' || c == '\\') o += '\\'; if (c == '\n') { o += "\\n"; continue; } if (static_cast<unsigned char>(c) < 0x20) continue; o += c; }
+  return o + "\"";
+}
+static std::atomic<uint64_t> g_launch_id{0};
+struct Launch {
+  std::string phase; int device = 0; bool found = false; uint64_t id = 0;
+  int rc = 0; bool ran = false; bool exception_escaped = false; bool call_threw = false; bool dropped = false;
+  std::string call_error; uint64_t live_tensors_after = 0; acl_sim::Counters d; acl_sim::ProbeRecord r;
+};
+static std::vector<Launch> g_launches;
+static std::string g_notes;
+
+static void ext_json(std::string& o, const char* key, const acl_sim::Extent& e, uintptr_t ptr, uint64_t avail, uint64_t overrun) {
+  char b[512];
+  std::snprintf(b, sizeof b, "\"%s\": {\"kind\": \"%s\", \"device\": %d, \"allocation_bytes\": %" PRIu64
+                ", \"offset_in_allocation\": %" PRIu64 ", \"block_bytes\": %" PRIu64 ", \"freed\": %s, \"available\": %" PRIu64
+                ", \"overrun\": %" PRIu64 ", \"align\": %" PRIu64 "}",
+                key, acl_sim::extent_kind_name(e.kind), e.device, e.size, static_cast<uint64_t>(ptr ? ptr - e.base : 0),
+                e.block_size, e.freed ? "true" : "false", avail, overrun, static_cast<uint64_t>(ptr ? (ptr & -ptr) : 0));
+  o += b;
+}
+
+static Launch one(const char* phase, int device, aclrtStream stream, void** bufs, const std::vector<std::string>& fault_apis) {
+  (void)bufs;
+  Launch L; L.phase = phase; L.device = device;
+  for (const auto& api : fault_apis) acl_sim::inject_fault(api.c_str(), 1, @FAULT_CODE@);
+  const size_t n0 = acl_sim::op_tasks().size();
+  acl_sim::Counters c0 = acl_sim::counters();
+  g_launch_id = 0;
+  const uint32_t grid_0 = @G0@, grid_1 = @G1@, grid_2 = @G2@;
+  aclrtFuncHandle kernel_handle = g_kernel;
+  try {
+    launchKernel([=]() -> int { int rc_ = @CALL@; if (rc_ == ACL_SUCCESS) g_launch_id = acl_sim::last_launch_id(); return rc_; }, @NAME@);
+  } catch (const std::exception& e) { L.call_threw = true; L.call_error = e.what(); }
+  acl_sim::drain_task_queues();
+  acl_sim::clear_faults();
+  acl_sim::Counters c1 = acl_sim::counters();
+  std::vector<acl_sim::OpTask> tasks = acl_sim::op_tasks();
+  if (tasks.size() > n0) { const auto& t = tasks.back(); L.rc = t.rc; L.ran = t.ran; L.exception_escaped = t.exception_escaped; L.dropped = t.dropped; }
+  L.id = g_launch_id;
+  L.live_tensors_after = c1.live_workspace_tensors;
+#define D(f) L.d.f = c1.f - c0.f;
+  D(allocator_requests) D(allocator_growths) D(sync_copies) D(async_copies) D(memsets) D(launches) D(host_blocking)
+#undef D
+  return L;
+}
+"""
 
 
 def harness_source(
@@ -60,41 +153,56 @@ def harness_source(
     launcher_cpp: str | None = None,
     call: str | None = None,
     launches: int = LAUNCHES,
+    devices: int = 1,
+    capture: bool = False,
+    queue: bool = True,
+    inject_fault: str | None = None,
+    replays: int = 3,
 ) -> str:
-    """One C++ TU: the launcher, the probe kernel, ``launches`` back-to-back launches, a JSON report.
+    """One C++ TU: the launcher, the probe kernel, the launches, a JSON report.
 
-    ``launcher_cpp`` defaults to :func:`launch_codegen.launcher_source`;
-    ``call`` is the C++ statement performing one launch (variables in scope:
-    ``kernel_handle``, ``stream``, the pointer buffers, ``grid_0..2``).
+    Each launch goes the way torch_npu runs it: the launch lambda is handed to
+    ``launchKernel`` -> ``OpCommand::RunOpApiV2`` (simulated task queue,
+    ``queue``), on each of ``devices`` devices. ``launcher_cpp`` defaults to
+    :func:`launch_codegen.launcher_source`; ``call`` is the C++ expression
+    (an aclError) performing one launch (in scope: ``kernel_handle``,
+    ``stream``, ``bufs[i]``, ``grid_0..2``). With ``capture``: one warm-up
+    launch, one captured launch, then ``replays`` replays with pinned-cache
+    churn between (the helper's ``trim_pinned_cache()`` and page-locked
+    buffers allocated and freed).
     """
     exp = expected(plan, site, grid)
     ptrs = [a.value for a in kernel_args if a.ctype == "void*"]
-    buffers = {p: f"buf_{p}" for p in ptrs}
+    buffers = {p: f"bufs[{i}]" for i, p in enumerate(ptrs)}
     if launcher_cpp is None:
         launcher_cpp = lc.launcher_source(plan, site, kernel_args)
     if call is None:
         actuals = ["kernel_handle"] + [_demo_value(a, buffers) for a in kernel_args]
         actuals += ["grid_0", "grid_1", "grid_2", "stream"]
-        call = f"aclError rc = {lc.launcher_function_name(plan)}({', '.join(actuals)}); if (rc != ACL_SUCCESS) fail(rc);"
-    alloc = "\n".join(f"  void* {b} = nullptr; check(aclrtMalloc(&{b}, 256, ACL_MEM_MALLOC_HUGE_FIRST));" for b in buffers.values())
-    return f"""// generated by torch_npu._inductor.patchset.launcher_cli (simulation harness)
+        call = f"{lc.launcher_function_name(plan)}({', '.join(actuals)})"
+    faults = FAULT_APIS[inject_fault] if inject_fault else []
+    fault_list = "{" + ", ".join(lc.c_string(a) for a in faults) + "}"
+    harness = (_HARNESS.replace("@FAULT_CODE@", str(FAULT_CODE)).replace("@G0@", str(grid[0]))
+               .replace("@G1@", str(grid[1])).replace("@G2@", str(grid[2])).replace("@CALL@", call)
+               .replace("@NAME@", lc.c_string(plan.kernel)))
+    nbuf = max(1, len(ptrs))
+    return f"""// generated by torch_npu._inductor.patchset.launcher_cli (HOST ACL SIMULATION harness: a test double)
+#include <atomic>
 #include <cinttypes>
 #include <cstdio>
+#include <functional>
 #include <string>
 #include <vector>
 {lc.includes()}#include "acl_sim/control.h"
+#include "torch_npu/csrc/framework/OpCommand.h"
 
-static void check(aclError rc) {{ if (rc != ACL_SUCCESS) {{ std::fprintf(stderr, "ACL error %d\\n", rc); std::exit(3); }} }}
-[[maybe_unused]] static void fail(aclError rc) {{ std::fprintf(stderr, "launcher returned %d\\n", rc); std::exit(4); }}
+static void check(aclError rc, const char* what) {{ if (rc != ACL_SUCCESS) {{ std::fprintf(stderr, "%s: ACL error %d\\n", what, rc); std::exit(3); }} }}
+static aclrtFuncHandle g_kernel = nullptr;
 
 {launcher_cpp}
-static std::string json_str(const std::string& s) {{
-  std::string o = "\\"";
-  for (char c : s) {{ if (c == '"' || c == '\\\\') o += '\\\\'; if (c == '\\n') {{ o += "\\\\n"; continue; }} o += c; }}
-  return o + "\\"";
-}}
-
+{harness}
 int main() {{
+  acl_sim::set_task_queue_enabled({str(queue).lower()});
   acl_sim::ProbeConfig cfg;
   cfg.name = {lc.c_string(plan.kernel)};
   cfg.has_ffts = {str(site.has_ffts).lower()};
@@ -103,108 +211,185 @@ int main() {{
   cfg.workspace_bytes = UINT64_C({exp["workspace_bytes"]});
   cfg.sim_time_us = {PROBE_TIME_US};
   cfg.own_args_bytes = {lc.own_args_bytes(kernel_args)};
-  aclrtFuncHandle kernel_handle = acl_sim::register_probe_kernel(cfg);
-  aclrtStream stream = nullptr;
-  check(aclrtCreateStream(&stream));
-{alloc}
-  const uint32_t grid_0 = {grid[0]}, grid_1 = {grid[1]}, grid_2 = {grid[2]};
-  std::vector<uint64_t> ids;
-  std::vector<acl_sim::Counters> deltas;
-  for (int i = 0; i < {launches}; ++i) {{
-    acl_sim::Counters c0 = acl_sim::counters();
-    {{ {call} }}
-    acl_sim::Counters c1 = acl_sim::counters();
-    ids.push_back(acl_sim::last_launch_id());
-    acl_sim::Counters d;
-    d.allocator_requests = c1.allocator_requests - c0.allocator_requests;
-    d.allocator_growths = c1.allocator_growths - c0.allocator_growths;
-    d.sync_copies = c1.sync_copies - c0.sync_copies;
-    d.async_copies = c1.async_copies - c0.async_copies;
-    d.memsets = c1.memsets - c0.memsets;
-    d.launches = c1.launches - c0.launches;
-    d.host_blocking = c1.host_blocking - c0.host_blocking;
-    deltas.push_back(d);
+  g_kernel = acl_sim::register_probe_kernel(cfg);
+  const std::vector<std::string> fault_apis = {fault_list};
+  for (int dev = 0; dev < {devices}; ++dev) {{
+    check(aclrtSetDevice(dev), "aclrtSetDevice");
+    aclrtStream stream = nullptr;
+    check(aclrtCreateStream(&stream), "aclrtCreateStream");
+    void* bufs[{nbuf}] = {{}};
+    for (int i = 0; i < {len(ptrs)}; ++i) check(aclrtMalloc(&bufs[i], 256, ACL_MEM_MALLOC_HUGE_FIRST), "aclrtMalloc");
+    if (!{str(capture).lower()}) {{
+      for (int i = 0; i < {launches}; ++i) g_launches.push_back(one("launch", dev, stream, bufs, i == 0 ? fault_apis : std::vector<std::string>{{}}));
+      check(aclrtSynchronizeStream(stream), "aclrtSynchronizeStream");
+      continue;
+    }}
+    g_launches.push_back(one("warmup", dev, stream, bufs, fault_apis));
+    check(aclrtSynchronizeStream(stream), "aclrtSynchronizeStream");
+    check(aclmdlRICaptureBegin(stream, ACL_MODEL_RI_CAPTURE_MODE_GLOBAL), "aclmdlRICaptureBegin");
+    Launch cap = one("capture", dev, stream, bufs, {{}});
+    aclmdlRI model = nullptr;
+    aclError end_rc = aclmdlRICaptureEnd(stream, &model);
+    g_launches.push_back(cap);
+    if (end_rc != ACL_SUCCESS) {{ g_notes += "device " + std::to_string(dev) + ": aclmdlRICaptureEnd returned " + std::to_string(end_rc) + "; "; continue; }}
+    for (int r = 0; r < {replays}; ++r) {{
+      torch_npu_patchset::trim_pinned_cache();  // churn: the helper's page-locked lock images
+      void* h = nullptr;
+      check(aclrtMallocHost(&h, 4096), "aclrtMallocHost");
+      check(aclrtFreeHost(h), "aclrtFreeHost");
+      check(aclmdlRIExecuteAsync(model, stream), "aclmdlRIExecuteAsync");
+      check(aclrtSynchronizeStream(stream), "aclrtSynchronizeStream");
+    }}
+    for (const auto& rec : acl_sim::probe_records())
+      if (rec.captured_launch_id == cap.id && cap.id != 0) {{ Launch L = cap; L.phase = "replay"; L.found = true; L.r = rec; L.d = acl_sim::Counters(); g_launches.push_back(L); }}
+    check(aclmdlRIDestroy(model), "aclmdlRIDestroy");
   }}
-  check(aclrtSynchronizeStream(stream));
-  std::printf("{{\\"launches\\": [");
-  for (size_t i = 0; i < ids.size(); ++i) {{
-    acl_sim::ProbeRecord r;
-    bool found = acl_sim::probe_record(ids[i], &r);
-    const acl_sim::Counters& d = deltas[i];
-    std::printf("%s{{\\"found\\": %s, \\"decoded\\": %s, \\"block_dim\\": %u, \\"grid\\": [%d, %d, %d], "
-                "\\"lock_ptr_null\\": %s, \\"workspace_ptr_null\\": %s, \\"lock_align\\": %" PRIu64 ", \\"workspace_align\\": %" PRIu64 ", "
-                "\\"regions_overlap\\": %s, \\"overlaps_with_running\\": %d, \\"locks_unchanged\\": %s, "
-                "\\"workspace_written\\": %s, \\"access_errors\\": %d, \\"ffts_ok\\": %s, \\"lock_values_at_start\\": [",
-                i ? ", " : "", found ? "true" : "false", r.decoded ? "true" : "false", r.block_dim, r.grid[0], r.grid[1], r.grid[2],
-                r.lock_ptr ? "false" : "true", r.workspace_ptr ? "false" : "true",
-                static_cast<uint64_t>(r.lock_ptr ? (r.lock_ptr & -r.lock_ptr) : 0),
-                static_cast<uint64_t>(r.workspace_ptr ? (r.workspace_ptr & -r.workspace_ptr) : 0),
-                r.regions_overlap ? "true" : "false", r.overlaps_with_running, r.locks_unchanged ? "true" : "false",
-                r.workspace_written ? "true" : "false", r.access_errors, r.ffts_ok ? "true" : "false");
-    for (size_t j = 0; j < r.distinct_lock_values.size(); ++j)
-      std::printf("%s%" PRId64, j ? ", " : "", r.distinct_lock_values[j]);
-    std::printf("], \\"allocator_calls\\": %" PRIu64 ", \\"allocator_growths\\": %" PRIu64 ", \\"sync_copies\\": %" PRIu64
-                ", \\"async_copies\\": %" PRIu64 ", \\"memsets\\": %" PRIu64 ", \\"kernel_launches\\": %" PRIu64
-                ", \\"host_blocking_calls\\": %" PRIu64 "}}",
-                d.allocator_requests, d.allocator_growths, d.sync_copies, d.async_copies, d.memsets, d.launches, d.host_blocking);
+  for (auto& L : g_launches)
+    if (L.phase != "replay" && L.phase != "capture" && L.id) L.found = acl_sim::probe_record(L.id, &L.r);
+  std::string o = "{{\\"launches\\": [";
+  for (size_t i = 0; i < g_launches.size(); ++i) {{
+    const Launch& L = g_launches[i];
+    const acl_sim::ProbeRecord& r = L.r;
+    char b[1400];
+    std::snprintf(b, sizeof b, "%s{{\\"phase\\": \\"%s\\", \\"device\\": %d, \\"acl_code\\": %d, \\"ran\\": %s, \\"exception_escaped\\": %s, "
+                  "\\"call_threw\\": %s, \\"dropped\\": %s, \\"live_allocations_after\\": %" PRIu64 ", \\"found\\": %s, \\"decoded\\": %s, "
+                  "\\"kernel_device\\": %d, \\"block_dim\\": %u, \\"grid\\": [%d, %d, %d], \\"lock_ptr_null\\": %s, \\"workspace_ptr_null\\": %s, "
+                  "\\"regions_overlap\\": %s, \\"overlaps_with_running\\": %d, \\"locks_unchanged\\": %s, \\"workspace_written\\": %s, "
+                  "\\"access_errors\\": %d, \\"ffts_ok\\": %s, \\"allocator_calls\\": %" PRIu64 ", \\"allocator_growths\\": %" PRIu64
+                  ", \\"sync_copies\\": %" PRIu64 ", \\"async_copies\\": %" PRIu64 ", \\"memsets\\": %" PRIu64 ", \\"kernel_launches\\": %" PRIu64
+                  ", \\"host_blocking_calls\\": %" PRIu64 ", ",
+                  i ? ", " : "", L.phase.c_str(), L.device, L.rc, L.ran ? "true" : "false", L.exception_escaped ? "true" : "false",
+                  L.call_threw ? "true" : "false", L.dropped ? "true" : "false", L.live_tensors_after, L.found ? "true" : "false",
+                  r.decoded ? "true" : "false", r.device, r.block_dim, r.grid[0], r.grid[1], r.grid[2],
+                  r.lock_ptr ? "false" : "true", r.workspace_ptr ? "false" : "true", r.regions_overlap ? "true" : "false",
+                  r.overlaps_with_running, r.locks_unchanged ? "true" : "false", r.workspace_written ? "true" : "false",
+                  r.access_errors, r.ffts_ok ? "true" : "false", L.d.allocator_requests, L.d.allocator_growths, L.d.sync_copies,
+                  L.d.async_copies, L.d.memsets, L.d.launches, L.d.host_blocking);
+    o += b;
+    o += "\\"call_error\\": " + json_str(L.call_error) + ", ";
+    ext_json(o, "lock_region", r.lock_extent, r.lock_ptr, r.lock_available, r.lock_overrun);
+    o += ", ";
+    ext_json(o, "workspace_region", r.workspace_extent, r.workspace_ptr, r.workspace_available, r.workspace_overrun);
+    o += ", \\"lock_content\\": [";
+    for (size_t j = 0; j < r.lock_slots_at_start.size();) {{
+      size_t k = j;
+      while (k < r.lock_slots_at_start.size() && r.lock_slots_at_start[k] == r.lock_slots_at_start[j]) ++k;
+      o += (j ? ", [" : "[") + std::to_string(r.lock_slots_at_start[j]) + ", " + std::to_string(k - j) + "]";
+      j = k;
+    }}
+    o += "]}}";
   }}
-  std::printf("], \\"errors\\": [");
+  o += "], \\"errors\\": [";
   std::vector<acl_sim::ErrorReport> errs = acl_sim::errors();
   for (size_t i = 0; i < errs.size(); ++i)
-    std::printf("%s%s", i ? ", " : "", json_str(std::string(acl_sim::error_kind_name(errs[i].kind)) + ": " + errs[i].message).c_str());
-  std::printf("]}}\\n");
+    o += (i ? ", " : "") + json_str(std::string(acl_sim::error_kind_name(errs[i].kind)) + ": " + errs[i].message);
+  o += "], \\"app_logs\\": [";
+  std::vector<acl_sim::AppLog> logs = acl_sim::app_logs();
+  for (size_t i = 0; i < logs.size(); ++i) o += (i ? ", " : "") + json_str(logs[i].message);
+  o += "], \\"notes\\": " + json_str(g_notes) + ", \\"live_allocations_end\\": " + std::to_string(acl_sim::counters().live_workspace_tensors) + "}}";
+  std::printf("%s\\n", o.c_str());
   return 0;
 }}
 """
 
 
-def judge(plan: SyncPlan, site: lc.LaunchSite, grid: Sequence[int], raw: dict) -> dict:
-    """Per-launch report with ``ok`` (what the issue asks for) plus the evidence."""
+def judge(plan: SyncPlan, site: lc.LaunchSite, grid: Sequence[int], raw: dict, inject_fault: str | None = None) -> dict:
+    """Per-launch report with ``ok`` plus the evidence: what the kernel actually got (measured by
+    the simulation's allocation bookkeeping), never the plan's expectations copied over."""
     exp = expected(plan, site, grid)
+    want_locks = rle(expected_lock_content(plan, exp["block_num"])) if not site.simt(plan) else []
     launches = []
     for r in raw["launches"]:
         problems = []
-        if not (r["found"] and r["decoded"]):
+        faulted = inject_fault is not None and r["phase"] in ("launch", "warmup") and r is raw["launches"][0]
+        if faulted:
+            # the first launch of the run had a fault injected: it must fail cleanly
+            if r["acl_code"] == 0 and not r["call_threw"]:
+                problems.append("the injected fault did not make the launch fail")
+            if r["exception_escaped"]:
+                problems.append("an exception escaped the launch lambda")
+            if r["live_allocations_after"] != 0:
+                problems.append(f"{r['live_allocations_after']} workspace allocations still live after the failed launch")
+            launches.append(_launch_report(r, exp, problems))
+            continue
+        if inject_fault is not None:
+            launches.append(_launch_report(r, exp, problems))  # after a failure torch_npu runs nothing more
+            continue
+        if r["acl_code"] != 0 or r["exception_escaped"] or r["call_threw"] or r["dropped"]:
+            problems.append(f"the launch failed: code {r['acl_code']}, exception {r['exception_escaped']}, "
+                            f"call error {r['call_error']!r}")
+        if r["phase"] == "capture":
+            pass  # recorded, not run: its kernels run as the replays
+        elif not (r["found"] and r["decoded"]):
             problems.append("the probe kernel did not run or could not decode its arguments")
-        if r["block_dim"] != exp["block_num"]:
-            problems.append(f"launched {r['block_dim']} blocks, expected {exp['block_num']}")
-        if list(r["grid"]) != list(grid):
-            problems.append(f"grid in the struct {r['grid']} != {list(grid)}")
-        if r["lock_ptr_null"] != (exp["lock_bytes"] == 0) or r["workspace_ptr_null"] != (exp["workspace_bytes"] == 0):
-            problems.append("a sync pointer is null where memory was needed, or set where none was")
-        for what in ("lock", "workspace"):
-            if not r[f"{what}_ptr_null"] and r[f"{what}_align"] < 64:
-                problems.append(f"{what} region aligned to only {r[what + '_align']} bytes")
-        if r["regions_overlap"] or r["overlaps_with_running"]:
-            problems.append("regions overlap (each other or another running kernel's)")
-        if r["lock_values_at_start"] != exp["lock_values_at_start"]:
-            problems.append(f"lock values at start {r['lock_values_at_start']} != {exp['lock_values_at_start']}")
-        if not (r["locks_unchanged"] and r["workspace_written"]) or r["access_errors"] or not r["ffts_ok"]:
-            problems.append("the kernel's locks or workspace were disturbed, or an access failed")
-        if r["sync_copies"] or r["allocator_calls"] > 1 or r["kernel_launches"] != 1:
-            problems.append("more than one allocator request, a synchronous copy, or not exactly one launch")
-        if r["host_blocking_calls"] > r["allocator_growths"]:
-            problems.append("host-blocking calls other than the allocator's first growth")
-        launches.append(
-            {
-                "workspace_bytes": exp["workspace_bytes"],
-                "lock_bytes": exp["lock_bytes"],
-                "block_num": r["block_dim"],
-                "regions_overlap": bool(r["regions_overlap"] or r["overlaps_with_running"]),
-                "lock_values_at_start": r["lock_values_at_start"],
-                "allocator_calls": r["allocator_calls"],
-                "allocator_growths": r["allocator_growths"],
-                "sync_copies": r["sync_copies"],
-                "async_copies": r["async_copies"],
-                "memsets": r["memsets"],
-                "host_blocking_calls": r["host_blocking_calls"],
-                "ok": not problems,
-                "problems": problems,
-            }
-        )
+        else:
+            if r["block_dim"] != exp["block_num"]:
+                problems.append(f"launched {r['block_dim']} blocks, expected {exp['block_num']}")
+            if list(r["grid"]) != list(grid):
+                problems.append(f"grid in the struct {r['grid']} != {list(grid)}")
+            if r["lock_ptr_null"] != (exp["lock_bytes"] == 0) or r["workspace_ptr_null"] != (exp["workspace_bytes"] == 0):
+                problems.append("a sync pointer is null where memory was needed, or set where none was")
+            for what, need in (("lock", exp["lock_bytes"]), ("workspace", exp["workspace_bytes"])):
+                reg = r[f"{what}_region"]
+                if r[f"{what}_ptr_null"] or need == 0:
+                    continue
+                if reg["kind"] == "none" or reg["freed"]:
+                    problems.append(f"the {what} pointer is not in a live allocation")
+                if reg["device"] != r["kernel_device"]:
+                    problems.append(f"the {what} region is on device {reg['device']}, the kernel on {r['kernel_device']}")
+                if reg["available"] < need or reg["overrun"]:
+                    problems.append(f"the {what} region has {reg['available']} bytes, the kernel uses {need} "
+                                    f"({reg['overrun']} past the end of its allocation)")
+                if reg["align"] < 64:
+                    problems.append(f"{what} region aligned to only {reg['align']} bytes")
+            if r["regions_overlap"] or r["overlaps_with_running"]:
+                problems.append("regions overlap (each other or another running kernel's)")
+            if r["lock_content"] != want_locks:
+                problems.append(f"lock content at start {r['lock_content']} != {want_locks} (runs of [value, count])")
+            if not (r["locks_unchanged"] and r["workspace_written"]) or r["access_errors"] or not r["ffts_ok"]:
+                problems.append("the kernel's locks or workspace were disturbed, or an access failed")
+        if r["phase"] != "replay":
+            if r["sync_copies"] or r["allocator_calls"] > 1 or r["kernel_launches"] != 1:
+                problems.append("more than one allocator request, a synchronous copy, or not exactly one launch")
+            if r["host_blocking_calls"] > r["allocator_growths"]:
+                problems.append("host-blocking calls other than the allocator's growth")
+        launches.append(_launch_report(r, exp, problems))
     errors = list(raw.get("errors", []))
-    ok = bool(launches) and all(x["ok"] for x in launches) and not errors
-    return {"launches": launches, "errors": errors, "ok": ok}
+    notes = raw.get("notes", "")
+    ok = bool(launches) and all(x["ok"] for x in launches) and not errors and not notes
+    return {"launches": launches, "errors": errors, "app_logs": raw.get("app_logs", []), "notes": notes,
+            "live_allocations_end": raw.get("live_allocations_end"), "ok": ok}
+
+
+def _launch_report(r: dict, exp: dict, problems: list[str]) -> dict:
+    return {
+        "phase": r["phase"],
+        "device": r["device"],
+        "acl_code": r["acl_code"],
+        "exception_escaped": r["exception_escaped"],
+        "call_threw": r["call_threw"],
+        "call_error": r["call_error"],
+        "live_allocations_after": r["live_allocations_after"],
+        # measured: bytes from each pointer to the end of its allocation (or the other region)
+        "workspace_bytes": 0 if r["workspace_ptr_null"] else r["workspace_region"]["available"],
+        "lock_bytes": 0 if r["lock_ptr_null"] else r["lock_region"]["available"],
+        "promised_workspace_bytes": exp["workspace_bytes"],
+        "promised_lock_bytes": exp["lock_bytes"],
+        "lock_region": r["lock_region"],
+        "workspace_region": r["workspace_region"],
+        "block_num": r["block_dim"],
+        "regions_overlap": bool(r["regions_overlap"] or r["overlaps_with_running"]),
+        "lock_content": r["lock_content"],
+        "lock_values_at_start": sorted({v for v, _ in r["lock_content"]}),
+        "allocator_calls": r["allocator_calls"],
+        "allocator_growths": r["allocator_growths"],
+        "sync_copies": r["sync_copies"],
+        "async_copies": r["async_copies"],
+        "memsets": r["memsets"],
+        "host_blocking_calls": r["host_blocking_calls"],
+        "ok": not problems,
+        "problems": problems,
+    }
 
 
 def run_program(exe: Path, timeout: float = 120) -> dict:
@@ -218,12 +403,14 @@ def program_name(plan: SyncPlan, tag: str = "launcher") -> str:
     return f"{tag}-" + "".join(c if c.isalnum() or c in "_.-" else "_" for c in plan.kernel)[:60]
 
 
-def simulate(plan: SyncPlan, site: lc.LaunchSite, kernel_args, grid, launcher_cpp=None, call=None, tag="launcher") -> dict:
+def simulate(plan: SyncPlan, site: lc.LaunchSite, kernel_args, grid, launcher_cpp=None, call=None, tag="launcher",
+             devices: int = 1, capture: bool = False, queue: bool = True, inject_fault: str | None = None) -> dict:
     from . import sim_build
 
-    src = harness_source(plan, site, kernel_args, grid, launcher_cpp=launcher_cpp, call=call)
+    src = harness_source(plan, site, kernel_args, grid, launcher_cpp=launcher_cpp, call=call, devices=devices,
+                         capture=capture, queue=queue, inject_fault=inject_fault)
     exe = sim_build.compile_program(src, program_name(plan, tag))
-    return judge(plan, site, grid, run_program(exe))
+    return judge(plan, site, grid, run_program(exe), inject_fault=inject_fault)
 
 
 # ---- command line -------------------------------------------------------------
@@ -266,8 +453,11 @@ def _one(args) -> int:
         out["cpp"] = lc.launcher_source(plan, site, kernel_args)
     ok = True
     if args.simulate:
-        sim = simulate(plan, site, kernel_args, args.grid)
+        sim = simulate(plan, site, kernel_args, args.grid, devices=args.devices, capture=args.capture,
+                       queue=args.queue == "on", inject_fault=args.inject_fault)
         out["launches"], out["errors"] = sim["launches"], sim["errors"]
+        out["app_logs"], out["notes"] = sim["app_logs"], sim["notes"]
+        out["live_allocations_end"] = sim["live_allocations_end"]
         ok = sim["ok"]
     out["ok"] = ok
     if args.json:
@@ -285,10 +475,14 @@ def _one(args) -> int:
     if args.emit_cpp:
         lines += ["", out["cpp"].rstrip()]
     if args.simulate:
-        lines += ["", "simulation (host ACL simulation, probe kernel, 2 launches on one stream):"]
+        lines += ["", "simulation (HOST ACL SIMULATION, a test double: probe kernel, launches through torch_npu's "
+                      f"task queue {args.queue}, {args.devices} device(s){', capture + replays' if args.capture else ''}"
+                      f"{', fault ' + args.inject_fault if args.inject_fault else ''}):"]
         for i, launch in enumerate(out["launches"], 1):
             lines.append(
-                f"  launch {i}: workspace_bytes={launch['workspace_bytes']} lock_bytes={launch['lock_bytes']} "
+                f"  launch {i} ({launch['phase']}, device {launch['device']}): acl_code={launch['acl_code']} "
+                f"exception_escaped={launch['exception_escaped']} live_allocations_after={launch['live_allocations_after']} "
+                f"workspace_bytes={launch['workspace_bytes']} lock_bytes={launch['lock_bytes']} "
                 f"regions_overlap={launch['regions_overlap']} lock_values_at_start={launch['lock_values_at_start']} "
                 f"allocator_calls={launch['allocator_calls']} sync_copies={launch['sync_copies']} "
                 f"host_blocking_calls={launch['host_blocking_calls']} ok={launch['ok']}"
@@ -378,6 +572,14 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--emit-cpp", action="store_true", help="print the generated launcher C++")
     p.add_argument("--simulate", action="store_true", help="compile and run it twice in the host ACL simulation")
     p.add_argument("--json", action="store_true", help="one JSON object")
+    p.add_argument("--devices", type=int, default=1, choices=range(1, 9), metavar="N",
+                   help="with --simulate: launch on each of N simulated devices (default 1)")
+    p.add_argument("--capture", action="store_true",
+                   help="with --simulate: warm up, capture one launch, replay it 3 times with pinned-cache churn between")
+    p.add_argument("--queue", choices=("on", "off"), default="on",
+                   help="with --simulate: torch_npu's task queue on (default) or off")
+    p.add_argument("--inject-fault", choices=sorted(FAULT_APIS), default=None,
+                   help="with --simulate: make the first launch's allocator request, lock fill or kernel launch fail")
     p.add_argument("--samples", action="store_true", help="run the bundled sample kernels and print a table")
     p.add_argument("--no-simulate", action="store_true", help="with --samples: plans only")
     p.set_defaults(func=run)
