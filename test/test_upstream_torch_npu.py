@@ -1,11 +1,15 @@
-"""The two patches against the REAL torch_npu Inductor code of released wheels.
+"""The two launch patches (and the Flex grid) against the REAL torch_npu Inductor code of released wheels.
 
 Each version runs ``test/upstream_harness.py`` in its own interpreter (the
 stand-ins replace ``torch_npu``): the real ``NPUCachingAutotuner.save_gpu_kernel``
 saves every sample kernel, the real ``DeferredNpuTritonCallWrapper`` /
 ``CppWrapperNpu`` render its launcher, before and after ``patchset.apply()``.
 The patched launchers are then compiled against the host ACL simulation and
-run with the probe kernel.
+run with the probe kernel. Releases of the older layout (C++ wrapper in
+``codegen/cpp_wrapper.py``, launch through CANN's legacy ``rtKernelLaunch``;
+2.7.1.post6 on this leg) go through the same steps; their launchers compile
+against this file's stand-in for that legacy runtime call, which forwards to the
+simulation's ``aclrtLaunchKernelWithHostArgs``.
 
 Wheels are cached in ~/.cache/torch-npu-inductor-patches/wheels (downloaded
 with pip on first use). A version that cannot be had fails the test with the
@@ -78,8 +82,11 @@ def rows(data):
     return {r["id"]: r for r in data["status"]}
 
 
-def sample_site(s) -> lc.LaunchSite:
+def sample_site(s, data: dict | None = None, cpp: str = "") -> lc.LaunchSite:
     # The stand-in device is an Ascend 910B (not 950): torch_npu ignores force_simt_only there.
+    if data is not None and data.get("launch_api") == "rtKernelLaunch":
+        # Older layout: never clamps the block count; from 2.7.1 .. post2 and 2.8 on, FFTS unconditionally.
+        return lc.LaunchSite(block_clamp=None, has_ffts="void* ffts_addr __attribute__" in cpp, simt_only=False)
     return lc.LaunchSite(block_clamp=s.block_clamp, has_ffts=s.has_ffts, simt_only=False)
 
 
@@ -93,7 +100,7 @@ PREAMBLE = r"""
 // Stand-ins for torch_npu's cpp_wrapper runtime: loadKernel hands out the probe
 // kernel; launchKernel runs the lambda at once (torch_npu may queue it).
 static aclrtFuncHandle g_probe = nullptr;
-static void* loadKernel(const char*, const char*, const char*, int, const std::optional<std::string>&) { return g_probe; }
+[[maybe_unused]] static void* loadKernel(const char*, const char*, const char*, int, const std::optional<std::string>&) { return g_probe; }
 template <typename F> static void launchKernel(F f, const char* name) {
   aclError rc = f();
   if (rc != ACL_SUCCESS) { std::fprintf(stderr, "%s: launch returned %d\n", name, rc); std::exit(5); }
@@ -101,17 +108,41 @@ template <typename F> static void launchKernel(F f, const char* name) {
 struct FakeTensor { void* p; void* data_ptr() const { return p; } };
 """
 
+# The older layout (codegen/cpp_wrapper.py) launches through CANN's LEGACY runtime API
+# (runtime/rt.h), which the host ACL simulation does not offer. These are this test's own
+# stand-ins for it, not part of the simulation: they forward to what the simulation has.
+LEGACY_RT_STAND_INS = r"""
+typedef int32_t rtError_t;  // CANN: int32_t, the same type as aclError (int) here
+#define RT_ERROR_NONE 0
+static rtError_t rtKernelLaunch(const void* stub_func, uint32_t block_dim, void* args, uint32_t args_size,
+                                void* sm_desc, aclrtStream stream) {
+  (void)sm_desc;
+  return aclrtLaunchKernelWithHostArgs(const_cast<void*>(stub_func), block_dim, stream, nullptr, args, args_size,
+                                       nullptr, 0);
+}
+[[maybe_unused]] static rtError_t rtGetC2cCtrlAddr(uint64_t* addr, uint32_t* len) {
+  void* p = nullptr;
+  aclError rc = aclrtGetHardwareSyncAddr(&p);
+  *addr = reinterpret_cast<uint64_t>(p);
+  *len = 0;
+  return rc;
+}
+// The older loadKernel takes (path, name, shared_mem, cubin_dir) or, 2.11 on, also the mix mode.
+template <typename... Args> static void* loadKernel(Args&&...) { return g_probe; }
+"""
 
-def run_rendered(version: str, s, entry: dict) -> dict:
+
+def run_rendered(version: str, s, entry: dict, data: dict) -> dict:
     """Compile the launcher torch_npu rendered (patched) with the probe kernel; run it twice."""
     plan = plan_from_metadata(s.metadata, kernel=f"{s.kernel}_patched")
-    site = sample_site(s)
+    site = sample_site(s, data, entry["cpp"])
     args = lc.args_from_signature("*fp32,*fp32,i32")  # the harness kernel's own arguments
-    grid = (math.prod(s.grid), 1, 1)  # Grid1D, XBLOCK=64: xnumel = 64 * grid_0
+    grid = (math.prod(s.grid), 1, 1)  # Grid1D (GridNpu in the older layout), XBLOCK=64: numel = 64 * grid_0
     device_idx = "0, " if "int32_t device_idx_," in entry["cpp"] else ""  # newer wrappers take the device index
     call = (f"g_probe = kernel_handle; call_{s.kernel}_patched(FakeTensor{{buf_in_ptr0}}, FakeTensor{{buf_in_ptr1}}, "
             f"static_cast<int64_t>({64 * grid[0]}), {device_idx}stream);")
-    src = launcher_cli.harness_source(plan, site, args, grid, launcher_cpp=PREAMBLE + entry["cpp"], call=call)
+    preamble = PREAMBLE + (LEGACY_RT_STAND_INS if data.get("launch_api") == "rtKernelLaunch" else "")
+    src = launcher_cli.harness_source(plan, site, args, grid, launcher_cpp=preamble + entry["cpp"], call=call)
     exe = sim_build.compile_program(src, f"upstream-{version}-{s.key}")
     return launcher_cli.judge(plan, site, grid, launcher_cli.run_program(exe))
 
@@ -135,7 +166,7 @@ def test_post10_unpatched_passes_null(tmp_path_factory):
     assert "acquire_launch_resources" not in up["cpp"]
 
 
-@pytest.mark.parametrize("version", [NO_FIX, FIXED, NEWEST])
+@pytest.mark.parametrize("version", [NO_FIX, FIXED, NEWEST, LEGACY])
 @pytest.mark.parametrize("s", SAMPLES, ids=[s.key for s in SAMPLES])
 def test_patched_params_and_cpp(version, s, tmp_path_factory):
     data = harness(version, tmp_path_factory)
@@ -149,16 +180,21 @@ def test_patched_params_and_cpp(version, s, tmp_path_factory):
     assert cpp.count("acquire_launch_resources(") == (1 if plan.needs_resources else 0)
     assert lc.MARKER in cpp
     assert ("ffts_addr" in cpp) == s.has_ffts
-    if s.block_clamp and plan.needs_resources:
+    if data["launch_api"] == "rtKernelLaunch":  # older layout: no clamp anywhere, the launch call untouched
+        assert "std::min(" not in cpp and cpp.count("rtKernelLaunch(") == 1
+        up = data["upstream"][s.key]["cpp"].replace("_upstream", "_patched")
+        launch = [ln for ln in up.splitlines() if "rtKernelLaunch(" in ln]
+        assert launch and launch == [ln for ln in cpp.splitlines() if "rtKernelLaunch(" in ln]
+    elif s.block_clamp and plan.needs_resources:
         assert f"static_cast<uint32_t>({data['num_vector_core']})" in cpp
     assert f'#include "{Path(sim_build.CSRC, lc.HELPER_HEADER)}"' in entry["include"]
 
 
-@pytest.mark.parametrize("version", [NO_FIX, FIXED, NEWEST])
+@pytest.mark.parametrize("version", [NO_FIX, FIXED, NEWEST, LEGACY])
 @pytest.mark.parametrize("s", SAMPLES, ids=[s.key for s in SAMPLES])
 def test_patched_launcher_runs_in_simulation(version, s, tmp_path_factory):
     data = harness(version, tmp_path_factory)
-    result = run_rendered(version, s, data["patched"][s.key])
+    result = run_rendered(version, s, data["patched"][s.key], data)
     assert result["ok"], result
     plan = plan_from_metadata(s.metadata, kernel=s.kernel)
     for launch in result["launches"]:
@@ -166,7 +202,7 @@ def test_patched_launcher_runs_in_simulation(version, s, tmp_path_factory):
         assert launch["sync_copies"] == 0 and not launch["regions_overlap"]
 
 
-@pytest.mark.parametrize("version", [NO_FIX, FIXED, NEWEST])
+@pytest.mark.parametrize("version", [NO_FIX, FIXED, NEWEST, LEGACY])
 def test_second_apply_changes_nothing(version, tmp_path_factory):
     data = harness(version, tmp_path_factory)
     assert data["changed_by_second_apply"] == []
@@ -217,17 +253,43 @@ def test_simt_only_launch_is_left_alone_on_ascend950(version, tmp_path_factory):
     assert "error" not in both and both["cpp"].count("acquire_launch_resources(") == 1
 
 
-# ---- 2.7.1.post6: older layout, no cpp_wrapper_npu.py ----------------------------------------
-def test_post6_truthful_not_applied_and_unchanged(tmp_path_factory):
+# ---- 2.7.1.post6: the older layout (codegen/cpp_wrapper.py, rtKernelLaunch) has the bug too ------------
+def test_post6_status_applied_through_the_older_layout(tmp_path_factory):
     data = harness(LEGACY, tmp_path_factory)
-    assert data["layout"] == "legacy"
-    assert not data.get("legacy_import_errors"), data.get("legacy_import_errors")
+    assert data["layout"] == "legacy" and data["launch_api"] == "rtKernelLaunch" and not data["import_errors"]
     r = rows(data)
-    assert r["cpp-wrapper-sync-resources"]["state"] == "target-missing"
-    assert "cpp_wrapper_npu not found" in r["cpp-wrapper-sync-resources"]["reason"]
-    assert r["kernel-sync-metadata"]["state"] == "target-missing"
-    assert "triton_heuristics not found" in r["kernel-sync-metadata"]["reason"]
-    assert data["changed"] == []
+    for pid in ("kernel-sync-metadata", "cpp-wrapper-sync-resources"):
+        assert r[pid]["state"] == "applied", r[pid]
+    assert all(".npu_triton_heuristics:" in t for t in r["kernel-sync-metadata"]["targets"])
+    assert {t.split(":")[1] for t in r["cpp-wrapper-sync-resources"]["targets"]} == {
+        "CppWrapperNpu.generate_args_decl", "CppWrapperNpu.write_header",
+        "DeferredNpuTritonCallWrapper.generate_launch_kernel"}
+    assert all(t.startswith("torch_npu._inductor.codegen.cpp_wrapper:") for t in r["cpp-wrapper-sync-resources"]["targets"])
+    assert "rtKernelLaunch" in r["cpp-wrapper-sync-resources"]["note"]
+
+
+def test_post6_unpatched_passes_null_to_rt_kernel_launch(tmp_path_factory):
+    data = harness(LEGACY, tmp_path_factory)
+    for key, up in data["upstream"].items():
+        assert "error" not in up, (key, up.get("traceback"))
+        assert up["params_plan"] is None and not up["params_raw"]
+        assert "void* workspace_addr = NULL;" in up["cpp"] and "void* sync_block_lock = NULL;" in up["cpp"]
+        assert "rtKernelLaunch(" in up["cpp"] and "acquire_launch_resources" not in up["cpp"]
+        assert lc.HELPER_HEADER not in up["include"]
+
+
+def test_flex_backward_template_the_npu_compiles(tmp_path_factory):
+    """2.7.1.post6 and post10 lower Flex Attention with torch_npu's own template (torch's plain grid):
+    that one is patched. post11 uses torch's template with torch_npu's own SymbolicGridFn: left alone."""
+    for version in (LEGACY, NO_FIX):
+        flex = harness(version, tmp_path_factory)["flex"]
+        assert flex["template"] == "torch_npu._inductor.kernel.flex_attention.flex_attention_backward_template", flex
+        assert flex["grid_is_symbolic"] is False and flex["patched"] is True and flex["grid_is_symbolic_after"] is True
+        assert rows(harness(version, tmp_path_factory))["npu-flex-attention-backward-grid"]["state"] == "applied"
+    flex = harness(FIXED, tmp_path_factory)["flex"]
+    assert flex["template"].endswith(".upstream_flex_attention_backward_template") and flex["own_template"]
+    assert flex["grid_is_symbolic"] is True and flex["patched"] is False
+    assert rows(harness(FIXED, tmp_path_factory))["npu-flex-attention-backward-grid"]["state"] == "upstream-has-fix"
 
 
 def test_status_against_wheel_reports_versions():
@@ -259,14 +321,15 @@ def status_command(version: str) -> str:
 
 
 def test_status_command_against_wheels():
-    """The user-facing command: post11 replaced, post6 truthful and untouched."""
+    """The user-facing command: post11 replaced, post6 (older layout) patched too."""
     needs_torch_271()
     runs = {version: status_command(version) for version in (FIXED, LEGACY)}
     assert f"torch_npu      {FIXED} (wheel code" in runs[FIXED]
     assert "cpp-wrapper-sync-resources             applied" in runs[FIXED]
     assert "replaced upstream's allocation" in runs[FIXED]
-    for pid in ("kernel-sync-metadata", "cpp-wrapper-sync-resources"):
-        assert f"{pid:<39}target-missing" in runs[LEGACY]
+    for pid in ("kernel-sync-metadata", "cpp-wrapper-sync-resources", "npu-flex-attention-backward-grid"):
+        assert f"{pid:<39}applied" in runs[LEGACY], runs[LEGACY]
+    assert "target-missing" not in runs[LEGACY]
 
 
 def test_status_command_against_the_newest_wheel():

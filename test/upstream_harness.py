@@ -18,8 +18,19 @@ kernel (``sample_kernels.SAMPLES``):
 
 once with the wheel as shipped, then again after ``patchset.apply()``. The
 JSON written to OUT has the status rows, the saved params' plan and both
-renderings. For a wheel without ``codegen/cpp_wrapper_npu.py`` it instead
-records whether applying changed any attribute of the wheel's modules.
+renderings.
+
+Releases of the older layout (``layout`` = ``"legacy"``: C++ wrapper in
+``codegen/cpp_wrapper.py``, autotuner in ``npu_triton_heuristics.py``) are
+rendered the same way through THEIR real classes and written in the same
+shape; there ``generate_args_decl`` returns the launch lambda, which calls
+``rtKernelLaunch`` (``result["launch_api"]`` says which API the launchers
+call), and ``["include"]`` is the header ``CppWrapperNpu.write_header`` wrote.
+
+``result["flex"]`` says which Flex Attention backward template the NPU
+compiles on this release (torch_npu's own, where it registers one, else
+torch's), whether its grid was already a ``SymbolicGridFn`` as shipped, and
+whether it is this patch set's grid after ``apply()``.
 """
 from __future__ import annotations
 
@@ -72,28 +83,67 @@ import torch  # noqa: E402
 import torch_npu._inductor.patchset as patchset  # noqa: E402
 from torch_npu._inductor.patchset.sample_kernels import SAMPLES  # noqa: E402
 
-if loaded["layout"] != "cpp_wrapper_npu":
-    legacy = []
-    for name in ("torch_npu._inductor.codegen.cpp_wrapper", "torch_npu._inductor.npu_triton_heuristics",
-                 "torch_npu._inductor.codegen.wrapper"):
-        try:
-            legacy.append(importlib.import_module(name))
-        except Exception as exc:  # recorded: the test shows it
-            result.setdefault("legacy_import_errors", {})[name] = f"{type(exc).__name__}: {exc}"
-    result["legacy_modules"] = [m.__name__ for m in legacy]
-    before = snapshot(legacy)
-    rows = patchset.apply()
-    after = snapshot(legacy)
-    result["status"] = [r.to_json() for r in rows]
-    result["changed"] = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
-    finish()
-
-heur = loaded["modules"]["torch_npu._inductor.runtime.triton_heuristics"]
-cw = loaded["modules"]["torch_npu._inductor.codegen.cpp_wrapper_npu"]
+OLDER = loaded["layout"] != "cpp_wrapper_npu"  # codegen/cpp_wrapper.py, rtKernelLaunch
+result["launch_api"] = "rtKernelLaunch" if OLDER else "aclrtLaunchKernelWithHostArgs"
+heur_name, cw_name = uw.OLDER_TARGETS if OLDER else uw.TARGETS
+heur, cw = loaded["modules"][heur_name], loaded["modules"][cw_name]
 if heur is None or cw is None:
     result["error"] = f"target modules did not import: {loaded['import_errors']}"
     finish()
-importlib.import_module("torch_npu._inductor.codegen.npu.device_op_overrides")  # registers the real "npu" overrides
+if OLDER:
+    # What the wheel's _inductor/__init__ does (not run here): register its device-op overrides.
+    from torch._inductor.codegen.common import register_device_op_overrides  # noqa: E402
+
+    register_device_op_overrides("npu", importlib.import_module("torch_npu._inductor.npu_device").NewNPUDeviceOpOverrides())
+else:
+    importlib.import_module("torch_npu._inductor.codegen.npu.device_op_overrides")  # registers the real "npu" overrides
+
+
+# ---- Flex Attention backward: which template the NPU compiles, and its grid ------------------------
+def flex_template():
+    """(template, "module.attr") the NPU lowers Flex Attention backward with on this release."""
+    from torch_npu._inductor.patchset.fixes import flex_attention_backward_symbolic_grid as flex_fix
+
+    tree = Path(loaded["tree"], "torch_npu", "_inductor", "kernel")
+    for module, attr in flex_fix.NPU_TEMPLATE_LOCATIONS:  # torch_npu's own lowering, where it has one
+        if (tree / (module.rsplit(".", 1)[1] + ".py")).exists():
+            mod = importlib.import_module(module)
+            if hasattr(mod, attr):
+                return getattr(mod, attr), f"{module}.{attr}"
+    importlib.import_module("torch._inductor.select_algorithm")  # torch 2.7.1: import order
+    for module in flex_fix.TEMPLATE_MODULES:
+        try:
+            mod = importlib.import_module(module)
+        except ImportError:
+            continue
+        if hasattr(mod, flex_fix.flex_grid.TEMPLATE):
+            return getattr(mod, flex_fix.flex_grid.TEMPLATE), f"{module}.{flex_fix.flex_grid.TEMPLATE}"
+    raise LookupError("no Flex Attention backward template found")
+
+
+def flex_report(stage: str) -> None:
+    from torch._inductor.select_algorithm import SymbolicGridFn
+
+    from torch_npu._inductor.patchset.fixes import flex_attention_backward_symbolic_grid as flex_fix
+
+    flex = result.setdefault("flex", {})
+    try:
+        template, where = flex_template()
+    except Exception as exc:  # recorded, never hidden
+        flex[f"error_{stage}"] = f"{type(exc).__name__}: {exc}"
+        return
+    grid = template.grid
+    fn = getattr(grid, "fn", grid)
+    owner = f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', type(fn).__name__)}"
+    if stage == "upstream":
+        flex.update(template=where, own_template=where.startswith("torch_npu."), grid_is_symbolic=isinstance(grid, SymbolicGridFn),
+                    grid_upstream=owner)
+    else:
+        flex.update(patched=flex_fix.is_ours(grid), grid_is_symbolic_after=isinstance(grid, SymbolicGridFn),
+                    grid_after=owner)
+
+
+flex_report("upstream")
 
 from torch._inductor.codecache import CudaKernelParamCache  # noqa: E402
 from torch._inductor.codegen.common import get_device_op_overrides  # noqa: E402
@@ -101,12 +151,19 @@ from torch._inductor.utils import IndentedBuffer  # noqa: E402
 from torch._inductor.virtualized import V  # noqa: E402
 
 SIGNATURE = {"in_ptr0": "*fp32", "out_ptr0": "*fp32", "xnumel": "i32"}
+if OLDER:  # its NPU kernels' grid is GridNpu: numel args named *_numel, split axes/blocks in the config
+    SIGNATURE = {"in_ptr0": "*fp32", "out_ptr0": "*fp32", "x0_numel": "i32"}
 ARG_TYPES = [torch.float32, torch.float32, int]
 XBLOCK = 64
+CONFIG_KWARGS = {"XBLOCK": XBLOCK, "split_axis": [0], "split_blocks": [XBLOCK]} if OLDER else {"XBLOCK": XBLOCK}
 
 
 # Newer triton-ascend (read by torch_npu 2.13) names the SIMT-only flag is_pure_simt.
-SIMT_FIELD = "is_pure_simt" if "metadata.is_pure_simt" in Path(heur.__file__).read_text() else "force_simt_only"
+HEUR_SOURCE = Path(heur.__file__).read_text()
+SIMT_FIELD = "is_pure_simt" if "metadata.is_pure_simt" in HEUR_SOURCE else "force_simt_only"
+# Fields some releases' save_npu_kernel reads as attributes of the metadata, with triton-ascend's
+# values for a vector kernel; only added where that release reads them and the sample has none.
+READ_AS_ATTRIBUTES = {"name": None, "mix_mode": "aiv", "parallel_mode": "simd", "force_simt_only": False}
 
 
 def metadata_for(sample) -> object:
@@ -116,6 +173,10 @@ def metadata_for(sample) -> object:
         fields[SIMT_FIELD] = fields.pop("force_simt_only")
     fields.setdefault("shared", 1)
     fields.setdefault("num_warps", 1)
+    if OLDER:
+        for field, value in READ_AS_ATTRIBUTES.items():
+            if f"metadata.{field}" in HEUR_SOURCE:
+                fields.setdefault(field, f"{sample.kernel}_mangled" if field == "name" else value)
     Meta = collections.namedtuple("KernelMetadata", sorted(fields))
     return Meta(**{k: fields[k] for k in sorted(fields)})
 
@@ -127,7 +188,7 @@ def kernel_name(sample, tag) -> str:
 def save(sample, tag) -> dict:
     name = kernel_name(sample, tag)
     tuner = heur.NPUCachingAutotuner.__new__(heur.NPUCachingAutotuner)
-    tuner.inductor_meta = {"kernel_name": name, "grid_type": "Grid1D"}
+    tuner.inductor_meta = {"kernel_name": name, "grid_type": "GridNpu" if OLDER else "Grid1D"}
     tuner.triton_meta = {"signature": dict(SIGNATURE), "constants": {}, "device": 0}
     tuner.runtime_block_arg_names = ()
     tuner.best_runtime_blocks = ()
@@ -135,7 +196,7 @@ def save(sample, tag) -> dict:
     launcher = types.SimpleNamespace(
         bin=types.SimpleNamespace(metadata=metadata_for(sample), asm={"npubin": b"\x7fNPU-stand-in-binary"},
                                   num_warps=1, shared=1),
-        config=heur.Config({"XBLOCK": XBLOCK}, num_warps=1, num_stages=1),
+        config=heur.Config(CONFIG_KWARGS, num_warps=1, num_stages=1),
         def_args=list(SIGNATURE),
         call_args=list(SIGNATURE),
     )
@@ -165,6 +226,8 @@ class FakeHeader:
 
 def deferred_wrapper(name):
     cls = cw.DeferredNpuTritonCallWrapper
+    if OLDER:  # (wrapper_name, kernel_name, arg_types, kernel_id)
+        return cls(f"call_{name}", name, list(ARG_TYPES), 0)
     if "kernel_name_to_body" in {f.name for f in dataclasses.fields(cls)}:  # newer torch's dataclass
         return cls(wrapper_name=f"call_{name}", kernel_name=name, kernel_name_to_body={name: ""},
                    arg_types=list(ARG_TYPES))
@@ -172,6 +235,10 @@ def deferred_wrapper(name):
 
 
 def include_text(wrapper) -> str:
+    if OLDER:  # the whole header write_header writes (upstream's includes and kernel driver, then ours)
+        wrapper.header = IndentedBuffer()
+        wrapper.write_header()
+        return wrapper.header.getvalue()
     if "get_device_include_path" in vars(cw.CppWrapperNpu):  # torch_npu 2.7.1: a static method
         return cw.CppWrapperNpu.get_device_include_path("npu")
     wrapper.header, wrapper.included_devices = FakeHeader(), set()
@@ -189,6 +256,8 @@ def render(sample, tag) -> dict:
     wrapper.device_codegen = get_device_op_overrides("npu")
     wrapper.prefix = IndentedBuffer()
     wrapper.arg_var_id = __import__("itertools").count()
+    if OLDER:  # what the older CppWrapperNpu.__init__ sets and generate_args_decl reads
+        wrapper.visited_raii_handle, wrapper.visited_handle_for_kernel_id = set(), {}
     deferred = deferred_wrapper(name)
     with V.set_graph_handler(FakeGraph()):
         deferred.generate(wrapper)
@@ -219,6 +288,7 @@ def run_all(tag) -> dict:
 result["upstream"] = run_all("upstream")
 rows = patchset.apply()
 result["status"] = [r.to_json() for r in rows]
+flex_report("patched")
 result["patched"] = run_all("patched")
 # Idempotence: a second apply from a clean applier state changes nothing.
 from torch_npu._inductor.patchset import _applier  # noqa: E402
@@ -228,5 +298,5 @@ _applier._reset_for_tests()
 result["status_again"] = [r.to_json() for r in _applier.apply(import_targets=True)]
 result["changed_by_second_apply"] = sorted(k for k, v in snapshot([heur, cw]).items() if before.get(k) != v)
 result["stand_ins"] = sorted(set(uw.STAND_INS))
-result["num_vector_core"] = cw.npu_config.num_vector_core
+result["num_vector_core"] = getattr(cw.npu_config, "num_vector_core", None)
 finish()

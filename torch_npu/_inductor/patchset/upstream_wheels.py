@@ -128,7 +128,9 @@ def extracted_tree(version: str, download: bool = True) -> Path:
 
 
 def layout_of(tree: Path) -> str:
-    """``"cpp_wrapper_npu"`` (2.7.1.post8+) or ``"legacy"`` (up to 2.7.1.post6)."""
+    """``"cpp_wrapper_npu"`` (2.7.1.post8+, 2.9.0.post9, 2.10.0.post7, 2.13.0, 2.14.0) or ``"legacy"``
+    (``codegen/cpp_wrapper.py``, rtKernelLaunch: up to 2.7.1.post6, 2.8.0.post5, 2.9.1, 2.11.0.post3,
+    2.12.0.post3)."""
     ind = tree / "torch_npu" / "_inductor"
     return "cpp_wrapper_npu" if (ind / "codegen" / "cpp_wrapper_npu.py").exists() else "legacy"
 
@@ -307,6 +309,9 @@ def install_stand_ins(tree: Path) -> None:
 _THIRD_PARTY = ("psutil",)
 
 TARGETS = ("torch_npu._inductor.runtime.triton_heuristics", "torch_npu._inductor.codegen.cpp_wrapper_npu")
+#: The same targets in the older layout (C++ wrapper in codegen/cpp_wrapper.py, launch through
+#: rtKernelLaunch: 2.7.1 .. 2.7.1.post6, 2.8.0.post5, 2.9.1, 2.11.0.post3, 2.12.0.post3).
+OLDER_TARGETS = ("torch_npu._inductor.npu_triton_heuristics", "torch_npu._inductor.codegen.cpp_wrapper")
 
 
 def load(version: str, download: bool = True) -> dict:
@@ -319,7 +324,7 @@ def load(version: str, download: bool = True) -> dict:
     tree = extracted_tree(version, download=download)
     install_stand_ins(tree)
     modules, errors = {}, {}
-    for name in TARGETS:
+    for name in TARGETS + OLDER_TARGETS:
         rel = Path(*name.split(".")).with_suffix(".py")
         if not (tree / rel).exists():
             modules[name] = None
