@@ -413,9 +413,11 @@ def _render_header_main(version: str, out: str) -> int:
 
     patchset.apply()
 
-    class Graph:
+    class Graph:  # what write_header reads of the graph: a JIT (not AOT) graph on one NPU
         aot_mode = False
         is_const_graph = False
+        is_dual_wrapper_mode = False
+        device_types = {"npu"}
 
     overrides = get_device_op_overrides("npu")
     result["kernel_driver"] = overrides.kernel_driver()
@@ -438,13 +440,15 @@ def _render_header_main(version: str, out: str) -> int:
 
 # ---- 5. the translation unit -------------------------------------------------------------------------
 _HELPER_INCLUDE = re.compile(r'^\s*#include\s+"[^"]*npu_launch_resources\.h"\s*$', re.M)
-_CALL_FN = re.compile(r"(?:template\s*<(?P<tparams>[^>]*)>\s*)?static inline void (?P<name>call_\w+)\((?P<params>.*?)\)\s*\{",
-                      re.S)
+_CALL_FN = re.compile(r"(?:template\s*<(?P<tparams>[^>]*)>\s*)?static\s+(?:inline\s+|__attribute__\(\([^)]*\)\)\s+)*"
+                      r"void\s+(?P<name>call_\w+)\((?P<params>.*?)\)\s*\{", re.S)
 
 
 def cpp_part_of_header(header: str) -> str:
     """The C++ of a JIT wrapper header: torch writes it inside a Python string literal."""
-    m = re.search(r"cpp_wrapper_src\s*=\s*\(\s*r'''\n", header)
+    # (What a JIT header writes before that literal, CppWrapperNpu's aoti_runtime includes among it,
+    # is Python, so comments there, not C++.) torch 2.7 opens it with r''', newer torch with r""".
+    m = re.search(r"""cpp_wrapper_src\s*=\s*\(\s*r(?:'''|\"\"\")[ \t]*\n""", header)
     return header[m.end():] if m else header
 
 

@@ -1,0 +1,326 @@
+"""Every torch_npu release line through the real-artifact tier: ``docs/release-matrix.md``.
+
+Driven by ``.ci/release-matrix`` (which prepares one python per torch line), through
+``python -m torch_npu._inductor.patchset.tooling.real_artifacts matrix``:
+
+* ``--list-releases``: the releases to check: the newest post release of every X.Y.Z line on the
+  index (``pip index versions torch-npu``) from 2.7.1 on, plus :data:`PINNED` (releases the tests
+  name: an older layout and the last release without upstream's allocation);
+* ``--imports-triton RELEASE``: exit 0 when that wheel's Inductor launch code imports triton;
+* otherwise: run the tier for ``--releases`` with ``--python X.Y=PATH`` per torch line and write
+  the table to ``--out``. A release that cannot be checked gets a row that says exactly why.
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import math
+import re
+import subprocess
+import sys
+import traceback
+from pathlib import Path
+
+from . import real_artifacts as ra
+
+FIRST = (2, 7, 1)
+#: Releases checked besides the newest of each line: the tests pin them (older codegen layout;
+#: the last 2.7.1 release that passes NULL pointers).
+PINNED = ("2.7.1.post6", "2.7.1.post10")
+
+
+def _key(v: str) -> tuple:
+    parts = re.match(r"(\d+)\.(\d+)\.(\d+)(?:\.post(\d+))?$", v)
+    if not parts:
+        return ()
+    a, b, c, post = parts.groups()
+    return int(a), int(b), int(c), int(post) if post is not None else -1
+
+
+def index_versions() -> tuple[list[str], str]:
+    """Versions of torch-npu on the index, and where the list came from."""
+    proc = subprocess.run([sys.executable, "-m", "pip", "index", "versions", "torch-npu",
+                           "--disable-pip-version-check"], capture_output=True, text=True, timeout=600)
+    m = re.search(r"Available versions:\s*(.+)", proc.stdout)
+    if m:
+        return [v.strip() for v in m.group(1).split(",")], "pip index versions torch-npu"
+    cached = sorted({re.match(r"torch_npu-([^-]+)-", p.name).group(1)
+                     for p in (ra.CACHE_ROOT / "wheels").glob("torch_npu-*.whl")})
+    tail = (proc.stdout + proc.stderr).strip().splitlines()[-1:] or ["no output"]
+    return cached, f"the wheel cache (pip index versions failed: {tail[0]})"
+
+
+def releases(versions: list[str]) -> list[str]:
+    newest: dict = {}
+    for v in versions:
+        k = _key(v)
+        if not k or k[:3] < FIRST:
+            continue
+        if k[:3] not in newest or k > _key(newest[k[:3]]):
+            newest[k[:3]] = v
+    chosen = set(newest.values()) | {p for p in PINNED if p in versions}
+    return sorted(chosen, key=_key)
+
+
+def imports_triton(release: str) -> bool:
+    from torch_npu._inductor.patchset import upstream_wheels as uw
+
+    ind = uw.extracted_tree(release) / "torch_npu" / "_inductor"
+    files = [ind / "runtime" / "triton_heuristics.py", ind / "codegen" / "cpp_wrapper_npu.py",
+             ind / "codegen" / "cpp_wrapper.py", ind / "codegen" / "npu" / "device_op_overrides.py"]
+    return any(re.search(r"^(import triton|from triton)\b", f.read_text(), re.M) for f in files if f.exists())
+
+
+def upstream_launch(release: str) -> tuple[str, str]:
+    """(layout, what upstream's C++ wrapper passes for workspace and locks), read from the wheel's source."""
+    from torch_npu._inductor.patchset import upstream_wheels as uw
+
+    tree = uw.extracted_tree(release)
+    layout = uw.layout_of(tree)
+    codegen = tree / "torch_npu" / "_inductor" / "codegen"
+    src = (codegen / ("cpp_wrapper_npu.py" if layout == "cpp_wrapper_npu" else "cpp_wrapper.py")).read_text()
+    launch = "rtKernelLaunch" if "rtKernelLaunch(" in src else (
+        "aclrtLaunchKernelWithHostArgs" if "aclrtLaunchKernelWithHostArgs" in src else "?")
+    if src.count("allocate_workspace(") >= 2 and "aclrtMemcpy(" in src:
+        what = "two `allocate_workspace` requests + sync `aclrtMemcpy`"
+    elif re.search(r"workspace_addr\s*=\s*NULL", src) and re.search(r"sync_block_lock\s*=\s*NULL", src):
+        what = "NULL pointers"
+    else:
+        what = "other (neither NULL pointers nor the two-request allocation)"
+    return f"`{layout}` ({launch})", what
+
+
+def status_cell(harness: dict) -> str:
+    rows = {r["id"]: r for r in harness.get("status", [])}
+    out = []
+    for pid in ("kernel-sync-metadata", "cpp-wrapper-sync-resources"):
+        r = rows.get(pid)
+        if r is None:
+            continue
+        detail = r.get("note") or r.get("reason") or ""
+        out.append(f"{pid}: **{r['state']}**" + (f" ({detail})" if detail else ""))
+    return "<br>".join(out) or "no status rows"
+
+
+# ---- simulation of the rendered (patched) launchers ------------------------------------------------
+SIM_PREAMBLE = r"""
+#include <cstdio>
+#include <cstdlib>
+#include <optional>
+#include <string>
+#pragma GCC diagnostic ignored "-Wunused-variable"
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+#pragma GCC diagnostic ignored "-Wunused-but-set-variable"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+// Release matrix: torch_npu's loadKernel hands out the simulation's probe kernel, whatever
+// the release passes it; launchKernel runs the lambda at once and stops on a failure.
+static aclrtFuncHandle g_matrix_probe = nullptr;
+template <typename... Args> static void* loadKernel(Args&&...) { return g_matrix_probe; }
+template <typename Fn> static void launchKernel(Fn fn, const char* name) {
+  aclError rc = fn();
+  if (rc != ACL_SUCCESS) { std::fprintf(stderr, "%s: launch returned %d\n", name, rc); std::exit(5); }
+}
+struct MatrixTensor { void* p; void* data_ptr() const { return p; } };
+"""
+
+
+def simulate(release: str, harness: dict) -> tuple[str, list]:
+    """Run every patched launcher of ``harness`` in the host simulation (as the wheel tests do)."""
+    try:
+        from torch_npu._inductor.patchset import launch_codegen as lc
+        from torch_npu._inductor.patchset import launcher_cli, sim_build
+        from torch_npu._inductor.patchset.launch_plan import plan_from_metadata
+        from torch_npu._inductor.patchset.sample_kernels import SAMPLES
+    except Exception as exc:  # the simulation API is not importable here
+        return f"not run: {type(exc).__name__}: {exc}", []
+    ok, problems = 0, []
+    for s in SAMPLES:
+        entry = harness.get("patched", {}).get(s.key)
+        if not entry or "cpp" not in entry:
+            problems.append(f"{s.key}: not rendered")
+            continue
+        try:
+            plan = plan_from_metadata(s.metadata, kernel=f"{s.kernel}_patched")
+            site = lc.LaunchSite(block_clamp=s.block_clamp, has_ffts=s.has_ffts, simt_only=False)
+            args = lc.args_from_signature("*fp32,*fp32,i32")  # the harness kernel's own arguments
+            grid = (math.prod(s.grid), 1, 1)
+            device_idx = "0, " if "int32_t device_idx_," in entry["cpp"] else ""
+            call = (f"g_matrix_probe = kernel_handle; call_{s.kernel}_patched(MatrixTensor{{buf_in_ptr0}}, "
+                    f"MatrixTensor{{buf_in_ptr1}}, static_cast<int64_t>({64 * grid[0]}), {device_idx}stream);")
+            src = launcher_cli.harness_source(plan, site, args, grid, launcher_cpp=SIM_PREAMBLE + entry["cpp"], call=call)
+            exe = sim_build.compile_program(src, f"matrix-{release}-{s.key}")
+            verdict = launcher_cli.judge(plan, site, grid, launcher_cli.run_program(exe))
+        except Exception as exc:
+            problems.append(f"{s.key}: {type(exc).__name__}: {str(exc).strip().splitlines()[0][:300]}")
+            continue
+        if verdict.get("ok"):
+            ok += 1
+        else:
+            problems.append(f"{s.key}: {json.dumps(verdict.get('problems', verdict))[:300]}")
+    return f"{ok}/{len(SAMPLES)} launchers ok", problems
+
+
+# ---- one release -------------------------------------------------------------------------------------
+def check(release: str, python: str | None, no_python: str | None, run_simulation: bool) -> dict:
+    row: dict = {"release": release}
+    try:
+        row["layout"], row["upstream"] = upstream_launch(release)
+    except Exception as exc:
+        row["layout"] = row["upstream"] = f"not read: {type(exc).__name__}: {exc}"
+    try:
+        row["torch"] = ra.required_torch(release)
+    except Exception as exc:
+        row["torch"] = f"? ({exc})"
+    if python is None:
+        row["skip"] = f"no python with torch {ra.line_of(release)}: {no_python or 'none given'}"
+        return row
+    try:
+        harness = ra.harness_json(release, python)
+    except Exception as exc:
+        row["skip"] = f"the harness did not run: {exc}"
+        return row
+    row["status"] = status_cell(harness) if harness.get("loaded") else f"wheel not loaded: {harness.get('error')}"
+    if "flex" in harness:
+        row["flex"] = harness["flex"]
+    if harness.get("error"):
+        row["harness_error"] = harness["error"]
+    try:
+        r = ra.build(release, python=python)
+        row["tier"] = r.to_json()
+    except ra.TierError as exc:
+        row["tier_skip"] = str(exc)
+    except Exception as exc:
+        row["tier_skip"] = f"{type(exc).__name__}: {exc}\n{traceback.format_exc()[-1500:]}"
+    if run_simulation and "patched" in harness:
+        row["simulation"], row["simulation_problems"] = simulate(release, harness)
+    elif "patched" not in harness:
+        row["simulation"] = "not run: the harness rendered no patched launchers for this layout"
+    return row
+
+
+def _cell(text) -> str:
+    return str(text).replace("|", "\\|").replace("\n", "<br>")
+
+
+def _flex_cell(flex) -> str:
+    if isinstance(flex, dict):
+        return "; ".join(f"{k}: {v}" for k, v in flex.items() if not isinstance(v, (dict, list)))[:300]
+    return str(flex)[:300]
+
+
+def render_markdown(rows: list[dict], command: str, source: str) -> str:
+    has_flex = any("flex" in r for r in rows)
+    gxx = subprocess.run(["g++", "--version"], capture_output=True, text=True).stdout.splitlines()[0]
+    out = [
+        "# torch_npu release matrix: the patched launchers against the real artifacts",
+        "",
+        f"Generated by `{command}` on {datetime.date.today().isoformat()} ({gxx}); do not edit by hand.",
+        f"Releases: the newest post release of every X.Y.Z line from 2.7.1 on, from {source}, plus "
+        f"{', '.join(PINNED)} (pinned by the tests).",
+        "",
+        "Columns: **layout** is the wheel's codegen layout (`upstream_wheels.layout_of`) and its launch call; "
+        "**upstream** is what the wheel's own C++ wrapper passes for the kernel's workspace and sync locks, read "
+        "from its source; **after apply** is the patch set's status rows from `test/upstream_harness.py`; "
+        "**compile** / **link** are the real-artifact tier (`tooling/real_artifacts.py`): every sample "
+        "launcher rendered by the wheel's own wrapper classes after apply, in one translation unit with the "
+        "real wrapper header and the helper, compiled against the wheel's `torch_npu/include` and the "
+        "matching torch's headers, linked with `-Wl,--no-undefined` against the wheel's `libtorch_npu.so`, "
+        "torch's libraries and a `libascendcl` stub generated from the wheel's ACL headers; **simulation** "
+        "runs the same patched launchers in the host ACL simulation.",
+        "",
+    ]
+    head = ["release", "torch", "layout", "upstream", "after apply", "compile", "link", "simulation"]
+    if has_flex:
+        head.append("flex")
+    out += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    details = []
+    for r in rows:
+        tier = r.get("tier")
+        if "skip" in r:
+            compile_c = link_c = sim = f"not checked: {r['skip']}"
+            status = "not checked"
+        else:
+            status = r.get("status", "")
+            if tier is None:
+                compile_c = link_c = f"not run: {r.get('tier_skip')}"
+            elif tier["stage"] == "compile":
+                compile_c, link_c = "**FAILED**", "not reached"
+            else:
+                compile_c = f"ok ({tier['info'].get('std')})"
+                if tier["ok"]:
+                    link_c = f"ok: {len(tier['accounting'])} undefined symbols, all provided"
+                elif tier["unresolved"]:
+                    link_c = "**FAILED**: " + ", ".join(f"`{p}`" for _, p in tier["unresolved"])
+                else:
+                    link_c = f"**FAILED** ({tier['stage']})"
+            sim = r.get("simulation", "not run")
+            if r.get("simulation_problems"):
+                sim += ": " + "; ".join(r["simulation_problems"][:4])
+        cells = [r["release"], r.get("torch", "?"), r.get("layout", "?"), r.get("upstream", "?"), status,
+                 compile_c, link_c, sim]
+        if has_flex:
+            cells.append(_flex_cell(r.get("flex", "")))
+        out.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+        if tier:
+            info = tier["info"]
+            details.append(f"- **{r['release']}**: torch from {info.get('torch')}; {info.get('std')}; header from "
+                           f"{info.get('header_from')}; stand-in headers: "
+                           f"{', '.join(info.get('stand_in_headers') or []) or 'none'}; ACL stub: "
+                           f"{info.get('acl_stub_functions')} functions from `{_short(info.get('acl_headers'))}`.")
+            if not tier["ok"]:
+                details.append("  ```\n  " + tier["message"].replace("\n", "\n  ") + "\n  ```")
+    out += ["", "## Details", "", *details, "",
+            "Stand-in headers: `runtime/runtime/rt.h` comes with CANN, not with the wheels; the wrapper header "
+            "includes it for the two profiling types the kernel driver code names (`MsprofApi`, declared only, and "
+            "`MsprofCommandHandle`, with the two fields that code reads). Nothing else stands in.", ""]
+    return "\n".join(out)
+
+
+def _short(path) -> str:
+    p = str(path or "")
+    return p[p.find("torch_npu/include"):] if "torch_npu/include" in p else p
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--list-releases", action="store_true", help="print the releases to check, one a line")
+    p.add_argument("--imports-triton", metavar="RELEASE", help="exit 0 when RELEASE's Inductor code imports triton")
+    p.add_argument("--releases", nargs="*", default=None)
+    p.add_argument("--python", action="append", default=[], metavar="X.Y=PATH")
+    p.add_argument("--no-python", action="append", default=[], metavar="X.Y=REASON")
+    p.add_argument("--out", type=Path, default=None)
+    p.add_argument("--no-simulation", action="store_true")
+    p.add_argument("--json", type=Path, default=None, help="also write the raw rows here")
+
+
+def run(args) -> int:
+    if args.list_releases:
+        versions, _ = index_versions()
+        print("\n".join(releases(versions)))
+        return 0
+    if args.imports_triton:
+        return 0 if imports_triton(args.imports_triton) else 1
+    versions, source = index_versions()
+    chosen = args.releases or releases(versions)
+    pythons = dict(x.split("=", 1) for x in args.python)
+    reasons = dict(x.split("=", 1) for x in args.no_python)
+    rows = []
+    for rel in chosen:
+        line = ra.line_of(rel)
+        print(f"== {rel} (torch {line}: {pythons.get(line) or reasons.get(line)})", flush=True)
+        row = check(rel, pythons.get(line), reasons.get(line), not args.no_simulation)
+        tier = row.get("tier")
+        print(f"   {row.get('skip') or row.get('tier_skip') or tier['message'].splitlines()[0]}", flush=True)
+        if row.get("simulation"):
+            print(f"   simulation: {row['simulation']}", flush=True)
+        rows.append(row)
+    command = "bash .ci/release-matrix" + ("" if not args.releases else "")
+    text = render_markdown(rows, command, source)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text)
+        print(f"wrote {args.out}")
+    else:
+        print(text)
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1, default=str))
+    return 0
