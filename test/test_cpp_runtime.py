@@ -41,24 +41,30 @@ needs_cxx = pytest.mark.skipif(shutil.which(_CXX) is None, reason=f"C++ compiler
 needs_cmake = pytest.mark.skipif(shutil.which("cmake") is None or shutil.which("ctest") is None,
                                  reason="cmake/ctest not found")
 
-# Test cases issue 3 requires; the list guards against one silently disappearing.
+# Test cases that must exist; the list guards against one silently disappearing.
 REQUIRED_CTESTS = {
     "test_regions.regions_disjoint_and_aligned_for_every_combination",
     "test_regions.init_values_seen_by_kernel",
     "test_regions.packed_layouts_match_domain_rule",
     "test_ordering.back_to_back_launches_first_still_running",
     "test_ordering.stream_block_growth_between_launches",
-    "test_errors.workspace_size_overflow_throws_before_allocation",
-    "test_errors.total_over_cap_throws_before_allocation",
-    "test_errors.fault_allocator_throws",
+    "test_errors.workspace_size_overflow_fails_before_allocation",
+    "test_errors.total_over_cap_fails_before_allocation",
+    "test_errors.fault_allocator_throws_becomes_bad_alloc_code",
     "test_errors.fault_memset",
     "test_errors.fault_memcpy_async_on_new_content_frees_fresh_pinned_buffer",
     "test_errors.fault_malloc_host",
-    "test_errors.fault_create_event_at_eviction_keeps_entry",
-    "test_errors.fault_record_event_at_eviction_keeps_entry",
-    "test_errors.fault_query_event_while_reaping",
+    "test_errors.fault_create_event_at_eviction_keeps_entry_and_launches",
+    "test_errors.fault_record_event_at_eviction_keeps_entry_and_launches",
+    "test_errors.fault_query_event_while_reaping_launches_and_retries",
     "test_stress.threads_8_streams_4_launches_200",
-    "test_stress.steady_state_one_request_no_sync_no_blocking_no_heap",
+    "test_stress.steady_state_one_request_no_sync_no_blocking_no_own_heap",
+    "test_launch_path.allocator_failure_on_queue_thread_returns_code_logs_once_leaks_nothing",
+    "test_launch_path.fill_failure_on_queue_thread_returns_acl_code",
+    "test_launch_path.two_devices_keep_lock_images_and_events_apart",
+    "test_launch_path.capture_replays_after_cache_churn_read_live_images",
+    "test_launch_path.capture_of_zero_fill_and_new_content_needs_no_event_or_eviction",
+    "test_launch_path.streams_never_wait_on_each_other",
     "test_pinned_cache.evicted_buffer_lives_until_its_copies_ran",
     "test_contrast_upstream.upstream_locks_and_workspace_alias",
     "acl_sim_counters",
@@ -170,7 +176,8 @@ int main() {
   l.init_value = -5;
   uint64_t id;
   {
-    auto r = torch_npu_patchset::acquire_launch_resources("triton_py", s, 3, 1, 1, 3, 256, l);
+    torch_npu_patchset::LaunchResources r;
+    if (torch_npu_patchset::acquire_launch_resources("triton_py", s, 3, 1, 1, 3, 256, l, &r) != ACL_SUCCESS) return 2;
     struct { void* lock; void* ws; int32_t g[3]; } args{r.locks(), r.workspace(), {3, 1, 1}};
     if (aclrtLaunchKernelWithHostArgs(h, 3, s, nullptr, &args, sizeof args, nullptr, 0) != ACL_SUCCESS) return 3;
     id = acl_sim::last_launch_id();
@@ -192,8 +199,8 @@ def test_compile_program_runs_helper_against_sim():
     assert exe.exists()
     out = _run([exe], timeout=60)
     assert out.returncode == 0, out.stdout + out.stderr
-    # 2 ordered locks x 8 slots = -5; unordered lock: slot 0 = P = 6, 13*8 slots in all
-    assert out.stdout.split() == ["slots", str(16 + 13 * 8), "first", "-5", "unordered0", "6", "last", "0",
+    # 2 ordered locks x 8 slots = 0 (beside an unordered lock); unordered lock: slot 0 = P = 6, 13*8 slots in all
+    assert out.stdout.split() == ["slots", str(16 + 13 * 8), "first", "0", "unordered0", "6", "last", "0",
                                   "errors", "0"]
     # cached: same path, no rebuild
     assert sim_build.compile_program(_PROGRAM, "py_probe") == exe

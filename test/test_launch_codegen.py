@@ -15,8 +15,8 @@ from torch_npu._inductor.patchset import launcher_cli
 from torch_npu._inductor.patchset.launch_plan import plan_from_metadata
 from torch_npu._inductor.patchset.sample_kernels import BY_KEY
 
-# The seven golden cases of issue 4, as sample kernels.
-GOLDEN = ("none", "workspace", "locks", "both", "packed-mix", "simt-only", "ffts")
+# Golden cases, as sample kernels: one per kind of launch.
+GOLDEN = ("none", "workspace", "locks", "both", "packed-mix", "simt-only", "ffts", "ordered-only", "unordered-only")
 
 
 def case(key):
@@ -73,9 +73,11 @@ aclError ret = ACL_SUCCESS;
 uint32_t npu_sync_block_num = grid_0 * grid_1 * grid_2;
 npu_sync_block_num = std::min(npu_sync_block_num, static_cast<uint32_t>(48));
 torch_npu_patchset::LockLayout npu_sync_locks;
-auto npu_sync_resources = torch_npu_patchset::acquire_launch_resources(
+torch_npu_patchset::LaunchResources npu_sync_resources;
+aclError npu_sync_status = torch_npu_patchset::acquire_launch_resources(
     "triton_red_fused_sum_1", stream_, grid_0, grid_1, grid_2, npu_sync_block_num,
-    UINT64_C(256), npu_sync_locks);
+    UINT64_C(256), npu_sync_locks, &npu_sync_resources);
+if (npu_sync_status != ACL_SUCCESS) return npu_sync_status;  // logged by the helper; nothing stays allocated
 void* sync_block_lock = npu_sync_resources.locks();
 void* workspace_addr = npu_sync_resources.workspace();
 void* var_0 = in_ptr0;
@@ -115,9 +117,11 @@ npu_sync_block_num = std::min(npu_sync_block_num, static_cast<uint32_t>(48));
 torch_npu_patchset::LockLayout npu_sync_locks;
 npu_sync_locks.legacy_slots = UINT64_C(16);
 npu_sync_locks.init_value = INT64_C(7);
-auto npu_sync_resources = torch_npu_patchset::acquire_launch_resources(
+torch_npu_patchset::LaunchResources npu_sync_resources;
+aclError npu_sync_status = torch_npu_patchset::acquire_launch_resources(
     "triton_red_fused_max_2", stream_, grid_0, grid_1, grid_2, npu_sync_block_num,
-    UINT64_C(0), npu_sync_locks);
+    UINT64_C(0), npu_sync_locks, &npu_sync_resources);
+if (npu_sync_status != ACL_SUCCESS) return npu_sync_status;  // logged by the helper; nothing stays allocated
 void* sync_block_lock = npu_sync_resources.locks();
 void* workspace_addr = npu_sync_resources.workspace();
 void* var_0 = in_ptr0;
@@ -154,9 +158,11 @@ npu_sync_block_num = std::min(npu_sync_block_num, static_cast<uint32_t>(48));
 torch_npu_patchset::LockLayout npu_sync_locks;
 npu_sync_locks.legacy_slots = UINT64_C(4);
 npu_sync_locks.init_value = INT64_C(1);
-auto npu_sync_resources = torch_npu_patchset::acquire_launch_resources(
+torch_npu_patchset::LaunchResources npu_sync_resources;
+aclError npu_sync_status = torch_npu_patchset::acquire_launch_resources(
     "triton_tem_fused_flex_bwd_3", stream_, grid_0, grid_1, grid_2, npu_sync_block_num,
-    UINT64_C(1024), npu_sync_locks);
+    UINT64_C(1024), npu_sync_locks, &npu_sync_resources);
+if (npu_sync_status != ACL_SUCCESS) return npu_sync_status;  // logged by the helper; nothing stays allocated
 void* sync_block_lock = npu_sync_resources.locks();
 void* workspace_addr = npu_sync_resources.workspace();
 void* var_0 = in_ptr0;
@@ -203,9 +209,11 @@ torch_npu_patchset::LockLayout npu_sync_locks;
 npu_sync_locks.ordered = 2u;
 npu_sync_locks.unordered = 1u;
 npu_sync_locks.participant_factor = 2u;
-auto npu_sync_resources = torch_npu_patchset::acquire_launch_resources(
+torch_npu_patchset::LaunchResources npu_sync_resources;
+aclError npu_sync_status = torch_npu_patchset::acquire_launch_resources(
     "triton_mm_splitk_4", stream_, grid_0, grid_1, grid_2, npu_sync_block_num,
-    UINT64_C(0), npu_sync_locks);
+    UINT64_C(0), npu_sync_locks, &npu_sync_resources);
+if (npu_sync_status != ACL_SUCCESS) return npu_sync_status;  // logged by the helper; nothing stays allocated
 void* sync_block_lock = npu_sync_resources.locks();
 void* workspace_addr = npu_sync_resources.workspace();
 void* var_0 = in_ptr0;
@@ -264,9 +272,7 @@ struct __attribute__((packed)) {
 aclError ret = ACL_SUCCESS;
 void* ffts_addr = nullptr;
 ret = aclrtGetHardwareSyncAddr(&ffts_addr);
-if (ret != ACL_SUCCESS) {
-    throw std::runtime_error(std::string("aclrtGetHardwareSyncAddr failed, error ") + std::to_string(ret));
-}
+if (ret != ACL_SUCCESS) return ret;
 // npu-sync-resources: 2 int64 lock slots = -1 + 512 B workspace per block x grid.
 // One workspace-allocator request per launch, carved into disjoint aligned regions;
 // locks initialised on stream_ before the kernel. Held until the launch is issued.
@@ -275,9 +281,11 @@ npu_sync_block_num = std::min(npu_sync_block_num, static_cast<uint32_t>(48));
 torch_npu_patchset::LockLayout npu_sync_locks;
 npu_sync_locks.legacy_slots = UINT64_C(2);
 npu_sync_locks.init_value = INT64_C(-1);
-auto npu_sync_resources = torch_npu_patchset::acquire_launch_resources(
+torch_npu_patchset::LaunchResources npu_sync_resources;
+aclError npu_sync_status = torch_npu_patchset::acquire_launch_resources(
     "triton_tem_fused_mm_7", stream_, grid_0, grid_1, grid_2, npu_sync_block_num,
-    UINT64_C(512), npu_sync_locks);
+    UINT64_C(512), npu_sync_locks, &npu_sync_resources);
+if (npu_sync_status != ACL_SUCCESS) return npu_sync_status;  // logged by the helper; nothing stays allocated
 void* sync_block_lock = npu_sync_resources.locks();
 void* workspace_addr = npu_sync_resources.workspace();
 void* var_0 = in_ptr0;
@@ -345,8 +353,11 @@ def test_golden_runs_in_simulation(key):
     assert len(result["launches"]) == 2
     for launch in result["launches"]:
         assert launch["lock_values_at_start"] == exp["lock_values_at_start"]
-        assert launch["workspace_bytes"] == exp["workspace_bytes"]
+        # measured: what the kernel's pointers really reach, at least what the plan promised
+        assert launch["workspace_bytes"] >= exp["workspace_bytes"] == launch["promised_workspace_bytes"]
+        assert launch["lock_bytes"] >= exp["lock_bytes"] == launch["promised_lock_bytes"]
         assert launch["regions_overlap"] is False
+        assert launch["acl_code"] == 0 and not launch["exception_escaped"]
         assert launch["sync_copies"] == 0
         assert launch["allocator_calls"] == (1 if plan.needs_resources else 0)
     # steady state: nothing blocks the host
@@ -364,4 +375,20 @@ def test_simulation_catches_a_wrong_plan():
     raw = launcher_cli.run_program(sim_build.compile_program(src, "golden-wrong-init"))
     judged = launcher_cli.judge(wrong, site, s.grid, raw)
     assert not judged["ok"]
-    assert any("lock values at start [7] != [8]" in p for p in judged["launches"][0]["problems"])
+    assert any("lock content at start [[7, 16]] != [[8, 16]]" in p for p in judged["launches"][0]["problems"])
+
+
+def test_helper_abi_follows_its_content(tmp_path):
+    """The generated source names the helper's content hash, and any edit to any of its
+    headers changes the inline namespace (so old and new wrappers never share state)."""
+    import shutil
+
+    lines = lc.helper_include_lines()
+    assert lines[0].endswith(lc.helper_digest()) and lines[1] == f"#define TORCH_NPU_PATCHSET_ABI {lc.helper_abi()}"
+    copy = tmp_path / "csrc"
+    shutil.copytree(lc.HELPER_DIR, copy)
+    assert lc.helper_abi(copy) == lc.helper_abi()
+    part = sorted((copy / lc.HELPER_PARTS).glob("*.h"))[-1]
+    part.write_text(part.read_text() + "\n// edited\n")
+    assert lc.helper_abi(copy) != lc.helper_abi()
+    assert len(lc.helper_sources()) >= 5  # the main header and its parts all count

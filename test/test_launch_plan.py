@@ -82,7 +82,7 @@ def test_packed_layout_and_mix_factor():
     plan = lp.plan_from_metadata(dict(base, mix_mode="mix", auto_tile_and_bind_subblock=True), "k")
     assert (plan.ordered_locks, plan.unordered_locks, plan.participant_factor) == (2, 1, 2)
     assert plan.lock_slots(48) == 2 * 8 + (1 + 2 * 96) * 8
-    assert plan.lock_values(48) == [0, 4, 96]
+    assert plan.lock_values(48) == [0, 96]  # beside an unordered lock the ordered lines start at 0, not 4
     for md in (dict(base, mix_mode="mix"), dict(base, mix_mode="aiv", auto_tile_and_bind_subblock=True),
                dict(base, mix_mode="aic", auto_tile_and_bind_subblock=True), base):
         assert lp.plan_from_metadata(md, "k").participant_factor == 1
@@ -167,7 +167,7 @@ def test_any_valid_int64_metadata_gives_a_consistent_plan(workspace, lock_num, i
         assert plan.lock_layout == "packed" and plan.legacy_slots == 0
     else:
         assert plan.legacy_slots == lock_num
-    # DOMAIN.md section 3, derived here independently: one 64-byte line per
+    # The layout rule (docs/design.md), derived here independently: one 64-byte line per
     # ordered lock, (1 + 2P) * 8 int64 per unordered lock, P = blocks x factor.
     factor = 2 if (mix == "mix" and tile) else 1
     if lock_num >= 1 << 32:

@@ -1,4 +1,4 @@
-// Contrast: the launch code of the released upstream fix (DOMAIN.md section 7:
+// Contrast: the launch code of the released upstream fix (torch_npu 2.7.1.post11 .. 2.14.0, docs/design.md:
 // two workspace-allocator requests, a host std::vector, a synchronous
 // aclrtMemcpy) run against the simulation. The simulation must catch its
 // aliasing; the helper must be clean in the very same scenarios.
@@ -13,17 +13,17 @@ namespace {
 // One upstream launch: workspace request, then lock request, host vector, sync copy.
 uint64_t upstream_launch(aclrtFuncHandle h, aclrtStream s, uint32_t g, uint64_t ws_per_block, uint64_t lock_num,
                          int64_t init) {
-  using c10_npu::NPUWorkspaceAllocator::malloc_with_stream;
+  using at_npu::native::allocate_workspace;
   const uint64_t ws_bytes = ws_per_block * g;
-  c10::DataPtr ws = ws_bytes ? malloc_with_stream(ws_bytes, s) : c10::DataPtr();
-  c10::DataPtr lk = lock_num ? malloc_with_stream(lock_num * 8, s) : c10::DataPtr();
+  at::Tensor ws = ws_bytes ? allocate_workspace(ws_bytes, s) : at::Tensor();
+  at::Tensor lk = lock_num ? allocate_workspace(lock_num * 8, s) : at::Tensor();
   if (lock_num) {
     std::vector<int64_t> host(lock_num, init);
-    if (aclrtMemcpy(lk.get(), lock_num * 8, host.data(), lock_num * 8, ACL_MEMCPY_HOST_TO_DEVICE) != ACL_SUCCESS)
+    if (aclrtMemcpy(lk.data_ptr(), lock_num * 8, host.data(), lock_num * 8, ACL_MEMCPY_HOST_TO_DEVICE) != ACL_SUCCESS)
       throw std::runtime_error("aclrtMemcpy");
   }
   int32_t grid[3] = {int32_t(g), 1, 1};
-  return launch(h, s, lk.get(), ws.get(), g, grid);
+  return launch(h, s, lk.defined() ? lk.data_ptr() : nullptr, ws.defined() ? ws.data_ptr() : nullptr, g, grid);
 }
 }  // namespace
 
@@ -45,7 +45,7 @@ TEST_CASE(upstream_locks_and_workspace_alias) {
 TEST_CASE(upstream_growth_leaves_workspace_dangling) {
   aclrtFuncHandle h = probe("upstream", (3u << 20), 1024);
   // ws fits the current block; the lock request (3 MiB) grows it and frees the old one
-  { c10::DataPtr warm = c10_npu::NPUWorkspaceAllocator::malloc_with_stream(1024, stream(0)); }
+  { at::Tensor warm = at_npu::native::allocate_workspace(1024, stream(0)); }
   uint64_t id = upstream_launch(h, stream(0), 1, 1024, (3u << 20) / 8, 0);
   sync(stream(0));
   auto r = record(id);

@@ -7,7 +7,6 @@
 #include "test_support.h"
 
 using namespace t;
-using torch_npu_patchset::acquire_launch_resources;
 
 TEST_CASE(back_to_back_launches_first_still_running) {
   aclrtStream s = stream(0);
@@ -19,7 +18,7 @@ TEST_CASE(back_to_back_launches_first_still_running) {
   aclrtFuncHandle hb = probe("second", 128, 32 * 1024);
   uint64_t a = helper_launch("first", ha, s, 16, 1, 1, 16, 4096, la);
   std::this_thread::sleep_for(std::chrono::milliseconds(10));  // the first kernel is running now
-  LaunchResources rb = acquire_launch_resources("second", s, 8, 1, 1, 8, 4096, lb);
+  LaunchResources rb = acquire("second", s, 8, 1, 1, 8, 4096, lb);
   int32_t grid[3] = {8, 1, 1};
   uint64_t b = launch(hb, s, rb.locks(), rb.workspace(), 8, grid);
   acl_sim::ProbeRecord tmp;
@@ -79,14 +78,14 @@ TEST_CASE(concurrent_streams_do_not_overlap) {
   CHECK_NO_SIM_ERRORS();
 }
 
-TEST_CASE(second_acquire_on_same_stream_same_thread_throws) {
+TEST_CASE(second_acquire_on_same_stream_same_thread_fails) {
   LockLayout l;
   l.legacy_slots = 1;
-  LaunchResources r = acquire_launch_resources("outer", stream(0), 1, 1, 1, 1, 64, l);
-  CHECK_THROWS(acquire_launch_resources("inner", stream(0), 1, 1, 1, 1, 64, l), std::logic_error, "inner",
-               "same stream");
+  LaunchResources r = acquire("outer", stream(0), 1, 1, 1, 1, 64, l);
+  CHECK_FAILS(acquire("inner", stream(0), 1, 1, 1, 1, 64, l), ACL_ERROR_INVALID_PARAM, "'inner'",
+              "still holds launch resources for stream");
   // another stream is fine while the first is held
-  LaunchResources r2 = acquire_launch_resources("other", stream(1), 1, 1, 1, 1, 64, l);
+  LaunchResources r2 = acquire("other", stream(1), 1, 1, 1, 1, 64, l);
   CHECK(r2.locks() != nullptr);
 }
 
@@ -96,10 +95,10 @@ TEST_CASE(stream_turn_serialises_threads_on_one_stream) {
   l.legacy_slots = 2;
   l.init_value = 1;
   aclrtStream s = stream(0);
-  LaunchResources a = acquire_launch_resources("A", s, 1, 1, 1, 1, 64, l);
+  LaunchResources a = acquire("A", s, 1, 1, 1, 1, 64, l);
   std::atomic<bool> b_done{false};
   std::thread tb([&] {
-    LaunchResources b = acquire_launch_resources("B", s, 1, 1, 1, 1, 64, l);
+    LaunchResources b = acquire("B", s, 1, 1, 1, 1, 64, l);
     b_done = true;
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -114,7 +113,7 @@ TEST_CASE(resources_are_move_only_owners) {
   LockLayout l;
   l.legacy_slots = 2;
   auto c0 = acl_sim::counters();
-  LaunchResources a = acquire_launch_resources("m", stream(0), 1, 1, 1, 1, 64, l);
+  LaunchResources a = acquire("m", stream(0), 1, 1, 1, 1, 64, l);
   CHECK_EQ(acl_sim::counters().live_workspace_dataptrs, c0.live_workspace_dataptrs + 1);
   LaunchResources b(std::move(a));
   CHECK(a.locks() == nullptr && a.total_bytes() == 0);

@@ -5,7 +5,6 @@
 #include "test_support.h"
 
 using namespace t;
-using torch_npu_patchset::acquire_launch_resources;
 using torch_npu_patchset::kRegionAlignment;
 
 namespace {
@@ -42,10 +41,10 @@ TEST_CASE(regions_disjoint_and_aligned_for_every_combination) {
       // Fresh stream block with this base offset: force growth with a big request first.
       acl_sim::reset_counters();
       const uint32_t gx = 3, gy = 2, gz = 1, blocks = 6;
-      auto sizes = torch_npu_patchset::compute_launch_sizes(c.name, gx, gy, gz, blocks, c.ws_per_block, c.locks);
-      LaunchResources r = acquire_launch_resources(c.name, s, gx, gy, gz, blocks, c.ws_per_block, c.locks);
-      CHECK_EQ(r.lock_bytes(), sizes.lock_bytes);
-      CHECK_EQ(r.workspace_bytes(), sizes.workspace_bytes);
+      auto want = t::sizes(c.name, gx, gy, gz, blocks, c.ws_per_block, c.locks);
+      LaunchResources r = acquire(c.name, s, gx, gy, gz, blocks, c.ws_per_block, c.locks);
+      CHECK_EQ(r.lock_bytes(), want.lock_bytes);
+      CHECK_EQ(r.workspace_bytes(), want.workspace_bytes);
       CHECK_EQ(r.workspace_bytes(), c.ws_per_block * gx * gy * gz);
       CHECK_EQ((r.locks() == nullptr), (r.lock_bytes() == 0));
       CHECK_EQ((r.workspace() == nullptr), (r.workspace_bytes() == 0));
@@ -78,14 +77,14 @@ TEST_CASE(regions_do_not_depend_on_allocator_base_alignment) {
   // Make the stream block start 32 bytes past a 512-byte boundary.
   acl_sim::set_device_base_offset(32);
   {
-    c10::DataPtr probe_block = c10_npu::NPUWorkspaceAllocator::malloc_with_stream(1, stream(3));
-    CHECK_EQ(reinterpret_cast<uintptr_t>(probe_block.get()) % 512, 32u);  // precondition: misaligned base
+    at::Tensor probe_block = at_npu::native::allocate_workspace(1, stream(3));
+    CHECK_EQ(reinterpret_cast<uintptr_t>(probe_block.data_ptr()) % 512, 32u);  // precondition: misaligned base
   }
   aclrtStream s = stream(1);
   LockLayout l;
   l.legacy_slots = 4;
   l.init_value = 7;
-  LaunchResources r = acquire_launch_resources("k", s, 1, 1, 1, 1, 1 << 20, l);  // new block (growth)
+  LaunchResources r = acquire("k", s, 1, 1, 1, 1, 1 << 20, l);  // new block (growth)
   CHECK_EQ(reinterpret_cast<uintptr_t>(r.locks()) % 512, 0u);
   CHECK_EQ(reinterpret_cast<uintptr_t>(r.workspace()) % 512, 0u);
   aclrtFuncHandle h = probe("k", r.lock_bytes(), r.workspace_bytes());
@@ -116,7 +115,7 @@ TEST_CASE(init_values_seen_by_kernel) {
       CHECK_EQ(rec.distinct_lock_values.size(), 1u);
       CHECK_EQ(rec.distinct_lock_values[0], v);
       CHECK_EQ(rec.lock_slots_at_start.size(), size_t(packed ? 24 : 5));
-      const bool uniform = v == 0 || v == -1;
+      const bool uniform = v == 0;  // a byte fill only for zero
       auto c = acl_sim::counters();
       CHECK_EQ(c.memsets, uint64_t(uniform ? 1 : 0));
       CHECK_EQ(c.async_copies, uint64_t(uniform ? 0 : 1));
@@ -143,7 +142,7 @@ TEST_CASE(packed_layouts_match_domain_rule) {
     const uint64_t P_ = uint64_t(block_num) * p.factor;
     const uint64_t want_bytes = p.ordered * 64ull + p.unordered * (1 + 2 * P_) * 64ull;
     // grid larger than block_num: auto-blockify clamped the launch to 5 blocks
-    LaunchResources r = acquire_launch_resources("packed", s, 8, 1, 1, block_num, 64, l);
+    LaunchResources r = acquire("packed", s, 8, 1, 1, block_num, 64, l);
     CHECK_EQ(r.lock_bytes(), want_bytes);
     CHECK_EQ(r.workspace_bytes(), 8u * 64u);  // per program grid, not per launched block
     aclrtFuncHandle h = probe("packed", want_bytes, r.workspace_bytes());
@@ -162,7 +161,7 @@ TEST_CASE(packed_layouts_match_domain_rule) {
       CHECK_EQ(rec.lock_slots_at_start[first_unordered + 1], 0);
       CHECK_EQ(rec.lock_slots_at_start.back(), 0);
     }
-    if (p.ordered) CHECK_EQ(rec.lock_slots_at_start[0], 9);
+    if (p.ordered) CHECK_EQ(rec.lock_slots_at_start[0], p.unordered ? 0 : 9);  // zeroed beside unordered locks
     CHECK_NO_SIM_ERRORS();
   }
 }
@@ -175,7 +174,7 @@ TEST_CASE(zero_grid_makes_no_acl_call) {
   for (int d = 0; d < 3; ++d) {
     uint32_t g[3] = {4, 4, 4};
     g[d] = 0;
-    LaunchResources r = acquire_launch_resources("zero", stream(0), g[0], g[1], g[2], 1, 128, l);
+    LaunchResources r = acquire("zero", stream(0), g[0], g[1], g[2], 1, 128, l);
     CHECK(r.locks() == nullptr);
     CHECK(r.workspace() == nullptr);
     CHECK_EQ(r.total_bytes(), 0u);
@@ -186,7 +185,7 @@ TEST_CASE(zero_grid_makes_no_acl_call) {
 
 TEST_CASE(no_locks_no_workspace_makes_no_allocator_request) {
   acl_sim::reset_counters();
-  LaunchResources r = acquire_launch_resources("plain", stream(0), 4, 2, 1, 8, 0, LockLayout{});
+  LaunchResources r = acquire("plain", stream(0), 4, 2, 1, 8, 0, LockLayout{});
   CHECK(r.locks() == nullptr && r.workspace() == nullptr);
   CHECK_EQ(acl_sim::counters().allocator_requests, 0u);
 }
@@ -195,17 +194,19 @@ TEST_CASE(legacy_and_packed_together_rejected) {
   LockLayout l;
   l.legacy_slots = 2;
   l.ordered = 1;
-  CHECK_THROWS(acquire_launch_resources("triton_mixed", stream(0), 1, 1, 1, 1, 0, l), std::invalid_argument,
-               "triton_mixed", "legacy", "packed");
+  CHECK_FAILS(acquire("triton_mixed", stream(0), 1, 1, 1, 1, 0, l), ACL_ERROR_INVALID_PARAM,
+              "'triton_mixed'", "lock_num 2", "sync_block_lock_layout (1 ordered, 0 unordered)");
   CHECK_EQ(acl_sim::counters().allocator_requests, 0u);
 }
 
 TEST_CASE(unordered_locks_need_participants) {
   LockLayout l;
   l.unordered = 1;
-  CHECK_THROWS(acquire_launch_resources("triton_u", stream(0), 1, 1, 1, 0, 0, l), std::invalid_argument, "triton_u");
+  CHECK_FAILS(acquire("triton_u", stream(0), 1, 1, 1, 0, 0, l), ACL_ERROR_INVALID_PARAM, "'triton_u'",
+              "block_num 0");
   l.participant_factor = 0;
-  CHECK_THROWS(acquire_launch_resources("triton_u", stream(0), 1, 1, 1, 4, 0, l), std::invalid_argument, "triton_u");
+  CHECK_FAILS(acquire("triton_u", stream(0), 1, 1, 1, 4, 0, l), ACL_ERROR_INVALID_PARAM, "'triton_u'",
+              "participant_factor 0");
 }
 
 TEST_CASE(ffts_address_and_argument_order_decoded) {

@@ -118,6 +118,23 @@ inline int run_main(int argc, char **argv) {
     }                                                                                             \
     if (!thrown_) ::t::fail(__FILE__, __LINE__, #expr " did not throw " #type);                   \
   } while (0)
+// Checks that `expr` fails with t::AcquireFailed of ACL code `want_code` whose text contains every string.
+#define CHECK_FAILS(expr, want_code, ...)                                                                  \
+  do {                                                                                                \
+    bool failed_ = false;                                                                             \
+    try {                                                                                             \
+      (void)(expr);                                                                                   \
+    } catch (const ::t::AcquireFailed &e_) {                                                          \
+      failed_ = true;                                                                                 \
+      if (e_.code != static_cast<aclError>(want_code))                                                     \
+        ::t::fail(__FILE__, __LINE__, "code " + std::to_string(e_.code) + " != " #want_code + ": " + e_.what()); \
+      std::string w_ = e_.what();                                                                     \
+      for (const char *s_ : std::initializer_list<const char *>{__VA_ARGS__})                        \
+        if (w_.find(s_) == std::string::npos)                                                         \
+          ::t::fail(__FILE__, __LINE__, std::string("message '") + w_ + "' lacks '" + s_ + "'");     \
+    }                                                                                                 \
+    if (!failed_) ::t::fail(__FILE__, __LINE__, #expr " did not fail");                               \
+  } while (0)
 #define CHECK_NO_SIM_ERRORS()                                                                     \
   do {                                                                                            \
     if (acl_sim::counters().errors != 0)                                                          \
@@ -129,7 +146,31 @@ namespace t {
 using torch_npu_patchset::LaunchResources;
 using torch_npu_patchset::LockLayout;
 
-// A process-wide pool of streams (like torch_npu's), never destroyed.
+// A failed acquire_launch_resources: its code and this thread's last_error_message().
+struct AcquireFailed : std::runtime_error {
+  aclError code;
+  AcquireFailed(aclError c, const char *text) : std::runtime_error(text), code(c) {}
+};
+
+// acquire_launch_resources, with a failure turned into AcquireFailed for CHECK_FAILS.
+inline LaunchResources acquire(const char *name, aclrtStream s, uint32_t gx, uint32_t gy, uint32_t gz,
+                               uint32_t block_num, uint64_t ws_per_block, const LockLayout &l) {
+  LaunchResources r;
+  const aclError rc = torch_npu_patchset::acquire_launch_resources(name, s, gx, gy, gz, block_num, ws_per_block, l, &r);
+  if (rc != ACL_SUCCESS) {
+    CHECK(r.locks() == nullptr && r.workspace() == nullptr && r.total_bytes() == 0);  // nothing half-made
+    throw AcquireFailed(rc, torch_npu_patchset::last_error_message());
+  }
+  return r;
+}
+inline torch_npu_patchset::LaunchSizes sizes(const char *name, uint32_t gx, uint32_t gy, uint32_t gz,
+                                             uint32_t block_num, uint64_t ws_per_block, const LockLayout &l) {
+  torch_npu_patchset::LaunchSizes out;
+  const aclError rc = torch_npu_patchset::compute_launch_sizes(name, gx, gy, gz, block_num, ws_per_block, l, &out);
+  if (rc != ACL_SUCCESS) throw AcquireFailed(rc, torch_npu_patchset::last_error_message());
+  return out;
+}
+
 // A legacy lock layout: n int64 slots, each = v.
 inline LockLayout legacy(uint64_t n, int64_t v) {
   LockLayout l;
@@ -152,19 +193,18 @@ inline void sync_all() {
   if (aclrtSynchronizeDevice() != ACL_SUCCESS) throw std::runtime_error("aclrtSynchronizeDevice failed");
 }
 
-// Lock content expected by DOMAIN.md section 3, computed independently of the helper.
+// Lock content as torch_npu's own fix writes it (docs/design.md, "Lock content"),
+// computed independently of the helper: init_value everywhere for lock_num slots
+// and ordered-only layouts; with any unordered lock, zero but slot 0 of each
+// unordered lock = P.
 inline std::vector<int64_t> expected_locks(const LockLayout &l, uint32_t block_num) {
-  std::vector<int64_t> v;
-  if (l.ordered == 0 && l.unordered == 0) {
-    v.assign(l.legacy_slots, l.init_value);
-    return v;
-  }
-  for (uint32_t o = 0; o < l.ordered; ++o)
-    for (int j = 0; j < 8; ++j) v.push_back(l.init_value);
-  int64_t p = int64_t(block_num) * l.participant_factor;
+  if (l.ordered == 0 && l.unordered == 0) return std::vector<int64_t>(l.legacy_slots, l.init_value);
+  const int64_t fill = l.unordered == 0 ? l.init_value : 0;
+  std::vector<int64_t> v(size_t(l.ordered) * 8, fill);
+  const int64_t p = int64_t(block_num) * l.participant_factor;
   for (uint32_t u = 0; u < l.unordered; ++u) {
     v.push_back(p);
-    for (int64_t j = 1; j < (1 + 2 * p) * 8; ++j) v.push_back(0);
+    v.insert(v.end(), size_t((1 + 2 * p) * 8 - 1), 0);
   }
   return v;
 }
@@ -206,7 +246,7 @@ inline uint64_t launch(aclrtFuncHandle h, aclrtStream s, void *locks, void *ws, 
 // acquire + launch + release, like one generated launch lambda.
 inline uint64_t helper_launch(const char *name, aclrtFuncHandle h, aclrtStream s, uint32_t gx, uint32_t gy, uint32_t gz,
                               uint32_t block_num, uint64_t ws_per_block, const LockLayout &l, bool ffts = false) {
-  LaunchResources r = torch_npu_patchset::acquire_launch_resources(name, s, gx, gy, gz, block_num, ws_per_block, l);
+  LaunchResources r = acquire(name, s, gx, gy, gz, block_num, ws_per_block, l);
   int32_t grid[3] = {int32_t(gx), int32_t(gy), int32_t(gz)};
   return launch(h, s, r.locks(), r.workspace(), block_num, grid, ffts);
 }

@@ -10,8 +10,7 @@ Pure Python, no torch import. Two levels:
   struct has no such fields. The torch_npu hook splices exactly these lines
   into the launch lambda that torch_npu's C++ wrapper generates.
 * :func:`args_decl_lines`, :func:`launch_lines` and :func:`launcher_source`
-  write a whole launcher in the shape torch_npu's wrapper uses (DOMAIN.md
-  section 2): ``ffts_addr`` when the target has FFTS, then the two sync
+  write a whole launcher in the shape torch_npu's wrapper uses (docs/facts.md): ``ffts_addr`` when the target has FFTS, then the two sync
   pointers, the kernel's own arguments, ``grid_0..2``. The ``launcher``
   command, the golden tests and the simulation harness use them.
 
@@ -23,11 +22,15 @@ to the vector-core count when auto-blockify is on, as torch_npu computes its
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+from pathlib import Path
 from typing import Iterable, Sequence
 
 from .launch_plan import INT64_MIN, LAYOUT_LEGACY, LAYOUT_PACKED, SyncPlan
 
 HELPER_HEADER = "npu_launch_resources.h"
+HELPER_PARTS = "npu_launch_resources"  # folder of the header's parts, beside it
+HELPER_DIR = Path(__file__).resolve().parent / "csrc"
 HELPER_NAMESPACE = "torch_npu_patchset"
 #: Marker in the emitted comment; tests and the hook look for it.
 MARKER = "npu-sync-resources"
@@ -124,12 +127,13 @@ def _comment(plan: SyncPlan, site: LaunchSite) -> list[str]:
     if plan.needs_locks:
         if plan.lock_layout == LAYOUT_LEGACY:
             what.append(f"{plan.legacy_slots} int64 lock slots = {plan.lock_init_value}")
-        else:
+        elif not plan.unordered_locks:
+            what.append(f"{plan.ordered_locks} ordered lock(s) = {plan.lock_init_value}")
+        else:  # with any unordered lock the region starts zeroed (docs/design.md, lock content)
             if plan.ordered_locks:
-                what.append(f"{plan.ordered_locks} ordered lock(s) = {plan.lock_init_value}")
-            if plan.unordered_locks:
-                p = "2 x blocks" if plan.participant_factor == 2 else "blocks"
-                what.append(f"{plan.unordered_locks} unordered lock(s) [P = {p}, then zeros]")
+                what.append(f"{plan.ordered_locks} ordered lock(s) = 0")
+            p = "2 x blocks" if plan.participant_factor == 2 else "blocks"
+            what.append(f"{plan.unordered_locks} unordered lock(s) [P = {p}, then zeros]")
     if plan.needs_workspace:
         what.append(f"{plan.workspace_per_block} B workspace per block x grid")
     return [
@@ -140,7 +144,11 @@ def _comment(plan: SyncPlan, site: LaunchSite) -> list[str]:
 
 
 def resource_lines(plan: SyncPlan, site: LaunchSite = LaunchSite()) -> list[str]:
-    """Lines declaring ``sync_block_lock`` and ``workspace_addr`` (none for SIMT-only)."""
+    """Lines declaring ``sync_block_lock`` and ``workspace_addr`` (none for SIMT-only).
+
+    Inside a lambda that returns an ACL (or CANN runtime) error code: a failed
+    acquisition returns its code from the lambda, before anything is launched.
+    """
     if site.simt(plan):
         return []
     if not plan.needs_resources:
@@ -165,13 +173,15 @@ def resource_lines(plan: SyncPlan, site: LaunchSite = LaunchSite()) -> list[str]
             lines.append(f"{p}locks.unordered = {plan.unordered_locks}u;")
         if plan.participant_factor != 1:
             lines.append(f"{p}locks.participant_factor = {plan.participant_factor}u;")
-    if plan.needs_locks and plan.lock_init_value != 0:
+    if plan.needs_locks and plan.lock_init_value != 0 and not plan.unordered_locks:
         lines.append(f"{p}locks.init_value = {int64_literal(plan.lock_init_value)};")
     workspace = plan.workspace_per_block if plan.needs_workspace else 0
     lines += [
-        f"auto {p}resources = {HELPER_NAMESPACE}::acquire_launch_resources(",
+        f"{HELPER_NAMESPACE}::LaunchResources {p}resources;",
+        f"aclError {p}status = {HELPER_NAMESPACE}::acquire_launch_resources(",
         f"    {c_string(plan.kernel)}, {site.stream}, {g0}, {g1}, {g2}, {p}block_num,",
-        f"    UINT64_C({workspace}), {p}locks);",
+        f"    UINT64_C({workspace}), {p}locks, &{p}resources);",
+        f"if ({p}status != ACL_SUCCESS) return {p}status;  // logged by the helper; nothing stays allocated",
         f"void* sync_block_lock = {p}resources.locks();",
         f"void* workspace_addr = {p}resources.workspace();",
     ]
@@ -186,9 +196,7 @@ def args_decl_lines(plan: SyncPlan, site: LaunchSite, kernel_args: Sequence[Kern
         lines += [
             "void* ffts_addr = nullptr;",
             "ret = aclrtGetHardwareSyncAddr(&ffts_addr);",
-            "if (ret != ACL_SUCCESS) {",
-            '    throw std::runtime_error(std::string("aclrtGetHardwareSyncAddr failed, error ") + std::to_string(ret));',
-            "}",
+            "if (ret != ACL_SUCCESS) return ret;",
         ]
     lines += resource_lines(plan, site)
     for a in kernel_args:
@@ -259,6 +267,38 @@ def launcher_source(
     return "\n".join(out) + "\n"
 
 
+def helper_sources(directory: Path = HELPER_DIR) -> list[Path]:
+    """The runtime helper's header files: the main one, then its parts."""
+    return [directory / HELPER_HEADER, *sorted((directory / HELPER_PARTS).glob("*.h"))]
+
+
+def helper_digest(directory: Path = HELPER_DIR) -> str:
+    """SHA-256 over the helper's headers (names and contents)."""
+    h = hashlib.sha256()
+    for path in helper_sources(directory):
+        h.update(path.relative_to(directory).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def helper_abi(directory: Path = HELPER_DIR) -> str:
+    """The helper's inline-namespace name: differs whenever any of its headers does."""
+    return "v_" + helper_digest(directory)[:16]
+
+
+def helper_include_lines(absolute: bool = True) -> list[str]:
+    """What a wrapper writes to use the helper: the versioned namespace, then the include.
+
+    The digest in the source also makes Inductor's compile cache (keyed on the
+    generated source) rebuild wrappers when the helper changes.
+    """
+    header = (HELPER_DIR / HELPER_HEADER).as_posix() if absolute else HELPER_HEADER
+    return [
+        f"// torch_npu_patchset launch helper, sha256 {helper_digest()}",
+        f"#define TORCH_NPU_PATCHSET_ABI {helper_abi()}",
+        f'#include "{header}"',
+    ]
+
+
 def includes() -> str:
     return "\n".join(
         [
@@ -267,6 +307,6 @@ def includes() -> str:
             "#include <cstdint>",
             "#include <stdexcept>",
             "#include <string>",
-            f'#include "{HELPER_HEADER}"',
+            *helper_include_lines(absolute=False),
         ]
     ) + "\n"

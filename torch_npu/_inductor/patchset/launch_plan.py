@@ -3,7 +3,7 @@
 Pure Python, no torch import. A triton-ascend kernel may need, per launch,
 
 * a **workspace**: ``workspace_size`` bytes per launched block, i.e.
-  ``workspace_size * grid_0 * grid_1 * grid_2`` bytes (DOMAIN.md section 3);
+  ``workspace_size * grid_0 * grid_1 * grid_2`` bytes (docs/design.md, "Sizes");
 * **sync-block locks**, in one of two layouts:
 
   - *legacy* (triton-ascend <= 3.2): ``lock_num`` int64 slots, each holding
@@ -136,7 +136,7 @@ class SyncPlan:
     ordered_locks: int = 0  # packed layout
     unordered_locks: int = 0  # packed layout
     participant_factor: int = 1  # packed layout: participants per launched block
-    lock_init_value: int = 0  # legacy slots and ordered locks start at this
+    lock_init_value: int = 0  # legacy slots and ordered-only locks start at this
     simt_only: bool = False  # the kernel has no lock / workspace arguments at all
     mix_mode: str = ""
     lock_source: str = ""  # which metadata field the lock layout came from, and how it was read
@@ -202,16 +202,23 @@ class SyncPlan:
             return 0
         return self.workspace_per_block * grid[0] * grid[1] * grid[2]
 
+    def lock_content(self, block_num: int) -> list[int]:
+        """Every int64 lock slot as the kernel must find it, matching torch_npu's own fix
+        (2.7.1.post11 .. 2.14.0): lock_num slots and ordered-only layouts hold the init
+        value; once any unordered lock exists the region is zero but for slot 0 of each
+        unordered lock, which holds P (ordered lines then hold 0). See docs/design.md."""
+        slots = self.lock_slots(block_num)
+        if not self.unordered_locks:
+            return [self.lock_init_value] * slots
+        content = [0] * slots
+        per_unordered = (1 + 2 * self.participants(block_num)) * SLOTS_PER_CACHE_LINE
+        for u in range(self.unordered_locks):
+            content[self.ordered_locks * SLOTS_PER_CACHE_LINE + u * per_unordered] = self.participants(block_num)
+        return content
+
     def lock_values(self, block_num: int) -> list[int]:
         """Sorted distinct int64 values the kernel must find in its lock slots."""
-        if not self.needs_locks:
-            return []
-        values = set()
-        if self.lock_layout == LAYOUT_LEGACY or self.ordered_locks:
-            values.add(self.lock_init_value)
-        if self.lock_layout == LAYOUT_PACKED and self.unordered_locks:
-            values.update((self.participants(block_num), 0))
-        return sorted(values)
+        return sorted(set(self.lock_content(block_num)))
 
     # -- description -------------------------------------------------------------
     def describe(self) -> str:
@@ -228,9 +235,8 @@ class SyncPlan:
             parts.append(f"{self.legacy_slots} int64 lock slots, each = {self.lock_init_value}")
         elif self.lock_layout == LAYOUT_PACKED:
             if self.ordered_locks:
-                parts.append(
-                    f"{self.ordered_locks} ordered lock(s) of 8 int64 each = {self.lock_init_value}"
-                )
+                init = 0 if self.unordered_locks else self.lock_init_value  # zeroed beside unordered locks
+                parts.append(f"{self.ordered_locks} ordered lock(s) of 8 int64 each = {init}")
             if self.unordered_locks:
                 who = "block count after clamping"
                 if self.participant_factor == 2:

@@ -1,0 +1,277 @@
+// torch-npu-inductor-patches launch helper: page-locked lock images.
+//
+// Lock content other than all-zero is copied onto the stream from a host
+// image. aclrtMemcpyAsync is only asynchronous from page-locked memory, and
+// the source must stay valid until the copy has run, so images are cached per
+// (device, content) and freed only after an event recorded on every stream
+// that copied from them has completed (polled at later launches, never
+// waited for). One mutex guards everything: launches cost microseconds.
+//
+// Graph capture: a captured copy re-reads its source at every replay, so an
+// image used while its stream captures is kept for the life of the process,
+// and nothing is evicted, freed or recorded during a capturing launch.
+#pragma once
+
+#include <acl/acl.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <mutex>
+#include <new>
+#include <vector>
+
+#include "abi.h"
+#include "errors.h"
+#include "sizes.h"
+
+TORCH_NPU_PATCHSET_BEGIN_NAMESPACE
+
+constexpr uint64_t kDefaultImageEntries = 64;                // per device
+constexpr uint64_t kDefaultImageBytes = uint64_t(64) << 20;  // per device
+
+struct PinnedCacheStats {
+  uint64_t entries = 0, bytes = 0, kept_for_capture = 0, retired = 0;
+  uint64_t hits = 0, misses = 0, evictions = 0, freed = 0;
+  uint64_t max_entries = 0, max_bytes = 0;  // per device
+};
+
+namespace detail {
+
+// Whether `stream` is being captured into a graph. aclmdlRICaptureGetInfo is
+// missing from some releases' ACL headers and from older CANN runtimes, so it
+// is named through a weak reference with its C signature (its status enum is
+// an int, 0 = not capturing): null where the runtime lacks it, and a wrapper
+// never fails to load for it.
+extern "C" aclError torch_npu_patchset_capture_info(aclrtStream, int *, void **) __asm__("aclmdlRICaptureGetInfo")
+    __attribute__((weak));
+
+inline bool stream_is_capturing(aclrtStream stream) noexcept {
+  int status = 0;
+  void *model = nullptr;
+  return torch_npu_patchset_capture_info != nullptr &&
+         torch_npu_patchset_capture_info(stream, &status, &model) == ACL_SUCCESS && status != 0;
+}
+
+struct LockImageKey {
+  int32_t device;
+  uint64_t legacy_slots;
+  uint32_t ordered, unordered;
+  uint64_t participants;
+  int64_t init_value;
+  uint64_t bytes;
+  bool operator==(const LockImageKey &o) const noexcept {
+    return device == o.device && legacy_slots == o.legacy_slots && ordered == o.ordered && unordered == o.unordered &&
+           participants == o.participants && init_value == o.init_value && bytes == o.bytes;
+  }
+};
+
+class LockImages {
+ public:
+  static LockImages &instance() {
+    static LockImages *images = new LockImages();  // never destroyed: ACL may be gone at exit
+    return *images;
+  }
+
+  // Queues the copy of `key`'s content into `dst` on `stream` (current device
+  // = key.device). Returns the failing call's code, already logged.
+  aclError copy(const char *kernel, aclrtStream stream, bool capturing, void *dst, const LockImageKey &key,
+                const LockLayout &layout) {  // may throw std::bad_alloc before anything is queued
+    std::lock_guard<std::mutex> guard(mutex_);
+    if (!capturing) reap(kernel, key.device);
+    Image *image = find(key);
+    if (image == nullptr) return copy_new(kernel, stream, capturing, dst, key, layout);
+    const bool new_stream =
+        !capturing && std::find(image->streams.begin(), image->streams.end(), stream) == image->streams.end();
+    if (new_stream) image->streams.reserve(image->streams.size() + 1);  // listed before the copy, never after
+    const aclError rc = aclrtMemcpyAsync(dst, key.bytes, image->host, key.bytes, ACL_MEMCPY_HOST_TO_DEVICE, stream);
+    if (rc != ACL_SUCCESS)
+      return fail(rc, kernel, "aclrtMemcpyAsync of %llu lock bytes failed with error %d",
+                  static_cast<unsigned long long>(key.bytes), rc);
+    if (new_stream) image->streams.push_back(stream);
+    image->kept_for_capture |= capturing;
+    image->last_use = ++tick_;
+    ++hits_;
+    return ACL_SUCCESS;
+  }
+
+  // Retires every image of the current device that no capture keeps and frees
+  // those whose copies have run; returns how many of its retired images still wait.
+  uint64_t trim() noexcept {
+    std::lock_guard<std::mutex> guard(mutex_);
+    int32_t device = -1;
+    if (aclrtGetDevice(&device) != ACL_SUCCESS) return retired_.size();
+    while (evict_one("<trim>", device)) {
+    }
+    reap("<trim>", device);
+    return static_cast<uint64_t>(
+        std::count_if(retired_.begin(), retired_.end(), [&](const Retired &r) { return r.device == device; }));
+  }
+
+  void set_limits(uint64_t max_entries, uint64_t max_bytes) noexcept {
+    std::lock_guard<std::mutex> guard(mutex_);
+    max_entries_ = std::max<uint64_t>(max_entries, 1);
+    max_bytes_ = max_bytes;
+  }
+
+  PinnedCacheStats stats() noexcept {
+    std::lock_guard<std::mutex> guard(mutex_);
+    PinnedCacheStats s;
+    s.entries = images_.size();
+    for (const Image &i : images_) {
+      s.bytes += i.key.bytes;
+      s.kept_for_capture += i.kept_for_capture;
+    }
+    s.retired = retired_.size();
+    s.hits = hits_;
+    s.misses = misses_;
+    s.evictions = evictions_;
+    s.freed = freed_;
+    s.max_entries = max_entries_;
+    s.max_bytes = max_bytes_;
+    return s;
+  }
+
+ private:
+  struct Image {
+    LockImageKey key;
+    void *host;
+    uint64_t last_use;
+    bool kept_for_capture;
+    std::vector<aclrtStream> streams;  // every stream a copy from `host` was queued on
+  };
+  struct Retired {
+    int32_t device;
+    void *host;
+    std::vector<aclrtEvent> events;  // one per stream that copied from `host`
+  };
+
+  LockImages()
+      : max_entries_(env_u64("TORCH_NPU_PATCHSET_PINNED_CACHE_ENTRIES", kDefaultImageEntries, 1)),
+        max_bytes_(env_u64("TORCH_NPU_PATCHSET_PINNED_CACHE_BYTES", kDefaultImageBytes, 0)) {}
+
+  Image *find(const LockImageKey &key) noexcept {
+    for (Image &i : images_)
+      if (i.key == key) return &i;
+    return nullptr;
+  }
+
+  aclError copy_new(const char *kernel, aclrtStream stream, bool capturing, void *dst, const LockImageKey &key,
+                    const LockLayout &layout) {
+    ++misses_;
+    if (!capturing) make_room(kernel, key.device, key.bytes);
+    images_.reserve(images_.size() + 1);  // every allocation that can throw happens before ACL work
+    std::vector<aclrtStream> streams;
+    if (!capturing) streams.push_back(stream);
+    void *host = nullptr;
+    aclError rc = aclrtMallocHost(&host, key.bytes);
+    if (rc != ACL_SUCCESS)
+      return fail(rc, kernel, "aclrtMallocHost of a %llu-byte lock image failed with error %d",
+                  static_cast<unsigned long long>(key.bytes), rc);
+    fill_lock_content(layout, key.participants, static_cast<int64_t *>(host), key.bytes / 8);
+    rc = aclrtMemcpyAsync(dst, key.bytes, host, key.bytes, ACL_MEMCPY_HOST_TO_DEVICE, stream);
+    if (rc != ACL_SUCCESS) {
+      (void)aclrtFreeHost(host);  // nothing was queued from it
+      return fail(rc, kernel, "aclrtMemcpyAsync of %llu lock bytes failed with error %d",
+                  static_cast<unsigned long long>(key.bytes), rc);
+    }
+    images_.push_back(Image{key, host, ++tick_, capturing, std::move(streams)});
+    return ACL_SUCCESS;
+  }
+
+  // Retires least recently used images of `device` until one more of `bytes` fits.
+  void make_room(const char *kernel, int32_t device, uint64_t bytes) noexcept {
+    for (;;) {
+      uint64_t count = 0, used = 0;
+      for (const Image &i : images_)
+        if (i.key.device == device && !i.kept_for_capture) ++count, used += i.key.bytes;
+      if (count < max_entries_ && used + bytes <= max_bytes_) return;
+      if (count == 0 || !evict_one(kernel, device)) return;  // over the bound until a later launch
+    }
+  }
+
+  // Retires the least recently used evictable image of `device`: records an
+  // event on each stream that copied from it. False if none could be retired.
+  bool evict_one(const char *kernel, int32_t device) noexcept {
+    Image *victim = nullptr;
+    for (Image &i : images_) {
+      if (i.key.device != device || i.kept_for_capture) continue;
+      bool capturing = false;  // an event recorded on a capturing stream would join its graph
+      for (aclrtStream s : i.streams) capturing = capturing || stream_is_capturing(s);
+      if (!capturing && (victim == nullptr || i.last_use < victim->last_use)) victim = &i;
+    }
+    if (victim == nullptr) return false;
+    Retired r{device, victim->host, {}};
+    try {
+      r.events.reserve(victim->streams.size());
+      retired_.reserve(retired_.size() + 1);
+    } catch (const std::bad_alloc &) {
+      return false;
+    }
+    for (aclrtStream s : victim->streams) {
+      aclrtEvent event = nullptr;
+      aclError rc = aclrtCreateEvent(&event);
+      if (rc == ACL_SUCCESS) {
+        r.events.push_back(event);
+        rc = aclrtRecordEvent(event, s);
+      }
+      if (rc != ACL_SUCCESS) {  // keep the image cached and valid
+        for (aclrtEvent e : r.events) (void)aclrtDestroyEvent(e);
+        warn(kernel, "could not retire a lock image (event create/record failed with error %d); kept", rc);
+        return false;
+      }
+    }
+    retired_.push_back(std::move(r));
+    if (victim != &images_.back()) *victim = std::move(images_.back());
+    images_.pop_back();
+    ++evictions_;
+    return true;
+  }
+
+  // Frees retired images of `device` whose events all completed.
+  void reap(const char *kernel, int32_t device) noexcept {
+    for (size_t i = 0; i < retired_.size();) {
+      Retired &r = retired_[i];
+      bool done = r.device == device;
+      for (aclrtEvent e : r.events) {
+        if (!done) break;
+        aclrtEventRecordedStatus status = ACL_EVENT_RECORDED_STATUS_NOT_READY;
+        const aclError rc = aclrtQueryEventStatus(e, &status);
+        if (rc != ACL_SUCCESS) warn(kernel, "aclrtQueryEventStatus failed with error %d; retried later", rc);
+        done = rc == ACL_SUCCESS && status == ACL_EVENT_RECORDED_STATUS_COMPLETE;
+      }
+      if (!done) {
+        ++i;
+        continue;
+      }
+      for (aclrtEvent e : r.events) (void)aclrtDestroyEvent(e);  // a failure only leaks the event
+      r.events.clear();
+      const aclError rc = aclrtFreeHost(r.host);
+      if (rc != ACL_SUCCESS) {  // its copies ran: freeing is retried at the next launch
+        warn(kernel, "aclrtFreeHost of a lock image failed with error %d; retried later", rc);
+        ++i;
+        continue;
+      }
+      ++freed_;
+      if (&r != &retired_.back()) r = std::move(retired_.back());
+      retired_.pop_back();
+    }
+  }
+
+  std::mutex mutex_;
+  std::vector<Image> images_;  // all devices; a few dozen at most
+  std::vector<Retired> retired_;
+  uint64_t max_entries_, max_bytes_;
+  uint64_t tick_ = 0, hits_ = 0, misses_ = 0, evictions_ = 0, freed_ = 0;
+};
+
+}  // namespace detail
+
+inline PinnedCacheStats pinned_cache_stats() { return detail::LockImages::instance().stats(); }
+inline void set_pinned_cache_limits(uint64_t max_entries, uint64_t max_bytes) {
+  detail::LockImages::instance().set_limits(max_entries, max_bytes);
+}
+// Retires the current device's cached images; frees those whose copies ran.
+// Returns how many of that device's retired images still wait. Never blocks.
+inline uint64_t trim_pinned_cache() { return detail::LockImages::instance().trim(); }
+
+TORCH_NPU_PATCHSET_END_NAMESPACE
