@@ -4,7 +4,7 @@ Runs, in the host ACL simulation (``acl_sim``), the launcher shape torch_npu's
 C++ wrapper generates, with three strategies for a kernel's sync resources:
 
 * ``null``: the pre-fix behaviour, NULL pointers (the floor);
-* ``upstream``: DOMAIN.md section 7 (two workspace-allocator requests, host
+* ``upstream``: torch_npu's own fix, docs/facts.md (two workspace-allocator requests, host
   ``std::vector``, synchronous ``aclrtMemcpy`` per launch), hand-written in
   ``cpp/launch_overhead.cpp`` from that description;
 * ``patchset``: ours, the lambda body that ``launch_codegen`` emits (one
@@ -58,7 +58,7 @@ SIGNATURE = "*fp32,*fp32,i32"  # the benchmark kernel's own arguments (the probe
 BLOCK_CLAMP = 48  # auto-blockify clamp (vector cores of an Ascend 910B); the grid stays below it
 GRID = 4  # launched blocks: the probe runs each block on the stream thread
 
-# The two layouts of issue 6, as triton-ascend's compiler reports them.
+# The two layouts benchmarked, as triton-ascend's compiler reports them.
 LAYOUTS = {
     "ordered": {
         "title": "workspace 256 B/block + 16 legacy (ordered) lock slots, init 7",
