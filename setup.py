@@ -29,9 +29,9 @@ class build_py_with_declarations(build_py):
 
 
 setup(
-    packages=[PKG, PKG + ".fixes"],
+    packages=[PKG, PKG + ".fixes", PKG + ".tooling"],
     py_modules=["torch_npu_patchset_autoload"],
-    package_data={PKG: ["csrc/*", "acl_sim/**/*"]},
+    package_data={PKG: ["csrc/**/*", "acl_sim/**/*"]},
     include_package_data=False,
     cmdclass={"build_py": build_py_with_declarations},
 )
