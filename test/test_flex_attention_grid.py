@@ -371,7 +371,7 @@ def test_probe_classifies_other_grids(fa, unpatched):
         foreign = sa.SymbolicGridFn(other)
         p.setattr(unpatched, "grid", foreign)
         v = fix.probe(modules)
-        assert v.verdict == UPSTREAM_HAS_FIX and "another patch's" in v.reason and "torch_npu" in v.reason
+        assert v.verdict == UPSTREAM_HAS_FIX and "torch_npu's own" in v.reason and "torch_npu" in v.reason
         q = Patcher()
         assert "nothing changed" in fix.apply(modules, q) and q.changes == 0 and unpatched.grid is foreign
         # a plain grid with another formula/layout: unrecognised, never replaced
