@@ -270,6 +270,30 @@ def test_post6_status_applied_through_the_older_layout(tmp_path_factory):
     assert "rtKernelLaunch" in r["cpp-wrapper-sync-resources"]["note"]
 
 
+def test_post6_import_hooks_patch_the_older_layout():
+    """As on a real install: the entry point arms its hooks, importing the wheel's codegen/cpp_wrapper.py
+    (which imports npu_triton_heuristics.py) applies both launch patches, with no explicit apply()."""
+    needs_torch_271()
+    code = (
+        "import torch_npu_patchset_autoload as a\n"
+        "a.autoload()\n"
+        "from torch_npu._inductor.patchset import upstream_wheels as uw\n"
+        f"uw.install_stand_ins(uw.extracted_tree({LEGACY!r}))\n"
+        "import importlib\n"
+        "importlib.import_module('torch_npu._inductor.codegen.cpp_wrapper')\n"
+        "from torch_npu._inductor.patchset import _applier\n"
+        "import json\n"
+        "print(json.dumps({r.id: [r.state, list(r.targets)] for r in _applier.status()}))\n"
+    )
+    env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert got["kernel-sync-metadata"][0] == "applied" and ".npu_triton_heuristics:" in got["kernel-sync-metadata"][1][0]
+    assert got["cpp-wrapper-sync-resources"][0] == "applied"
+    assert got["cpp-wrapper-sync-resources"][1][0].startswith("torch_npu._inductor.codegen.cpp_wrapper:")
+
+
 def test_post6_unpatched_passes_null_to_rt_kernel_launch(tmp_path_factory):
     data = harness(LEGACY, tmp_path_factory)
     for key, up in data["upstream"].items():
