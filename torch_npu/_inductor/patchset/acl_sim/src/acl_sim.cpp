@@ -828,12 +828,14 @@ void report_invalidated(Stream *s, const char *why) {
 // ---------------------------------------------------------------- workspace requests
 // Every allocate_workspace request's extent, per block, so that a kernel's
 // pointer can be mapped to the request it came from (the block itself is
-// larger: rounded up to 2 MiB). A block keeps its last kReqHistory requests.
+// larger: rounded up to 2 MiB). A block keeps its last kReqHistory requests:
+// enough for every launch a benchmark keeps in flight on one stream (fewer
+// made a queued kernel's request unknown, reported as an overrun).
 struct Req {
   uint64_t seq;
   uint64_t size;
 };
-constexpr size_t kReqHistory = 512;
+constexpr size_t kReqHistory = size_t(1) << 17;
 std::mutex g_req_mu;
 std::unordered_map<uintptr_t, std::deque<Req>> &req_history() {
   static auto *m = new std::unordered_map<uintptr_t, std::deque<Req>>();
