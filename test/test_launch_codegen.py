@@ -209,6 +209,7 @@ torch_npu_patchset::LockLayout npu_sync_locks;
 npu_sync_locks.ordered = 2u;
 npu_sync_locks.unordered = 1u;
 npu_sync_locks.participant_factor = 2u;
+npu_sync_locks.init_value = INT64_C(5);
 torch_npu_patchset::LaunchResources npu_sync_resources;
 aclError npu_sync_status = torch_npu_patchset::acquire_launch_resources(
     "triton_mm_splitk_4", stream_, grid_0, grid_1, grid_2, npu_sync_block_num,
