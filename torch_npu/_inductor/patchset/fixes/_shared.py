@@ -1,20 +1,13 @@
 """Small pieces the launch fixes of both wrapper layouts share."""
 from __future__ import annotations
 
-from pathlib import Path
-
 from .. import launch_codegen
 
-HEADER_PATH = Path(__file__).resolve().parent.parent / "csrc" / launch_codegen.HELPER_HEADER
+#: The runtime helper's header (what the generated wrapper includes).
+HEADER_PATH = launch_codegen.HELPER_DIR / launch_codegen.HELPER_HEADER
 
 
 def helper_include_lines() -> list[str]:
-    """What the generated wrapper's header needs for the runtime helper.
-
-    ``launch_codegen.helper_include_lines()`` (the ABI define and the include)
-    where the installed launch_codegen has it; else the include alone, by path.
-    """
-    lines = getattr(launch_codegen, "helper_include_lines", None)
-    if lines is not None:
-        return list(lines())
-    return [f'#include "{HEADER_PATH}"']
+    """What the generated wrapper's header needs for the runtime helper (the ABI define, then
+    the include by absolute path), as launch_codegen writes it for every layout."""
+    return list(launch_codegen.helper_include_lines())
