@@ -291,6 +291,13 @@ def render_markdown(rows: list[dict], command: str, source: str) -> str:
                            f"{info.get('header_from')}; stand-in headers: "
                            f"{', '.join(info.get('stand_in_headers') or []) or 'none'}; ACL stub: "
                            f"{info.get('acl_stub_functions')} functions from `{_short(info.get('acl_headers'))}`.")
+            if tier["accounting"]:
+                by: dict = {}
+                for _, pretty, provider in tier["accounting"]:
+                    by.setdefault(provider, []).append(pretty)
+                counts = ", ".join(f"{k} {len(v)}" for k, v in sorted(by.items()))
+                npu = "; ".join(f"`{x}`" for x in sorted(by.get("libtorch_npu.so", [])))
+                details.append(f"  `nm -D -u` of the linked object, by provider: {counts}. From libtorch_npu.so: {npu}.")
             if not tier["ok"]:
                 details.append("  ```\n  " + tier["message"].replace("\n", "\n  ") + "\n  ```")
     out += ["", "## Details", "", *details, "",
@@ -314,6 +321,7 @@ def add_arguments(p) -> None:
     p.add_argument("--out", type=Path, default=None)
     p.add_argument("--no-simulation", action="store_true")
     p.add_argument("--json", type=Path, default=None, help="also write the raw rows here")
+    p.add_argument("--command", default=None, help="the command line to name in the document")
 
 
 def run(args) -> int:
@@ -337,7 +345,7 @@ def run(args) -> int:
         if row.get("simulation"):
             print(f"   simulation: {row['simulation']}", flush=True)
         rows.append(row)
-    command = "bash .ci/release-matrix" + ("" if not args.releases else "")
+    command = args.command or "python -m torch_npu._inductor.patchset.tooling.real_artifacts matrix"
     text = render_markdown(rows, command, source)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
