@@ -30,7 +30,7 @@ import pytest
 
 from torch_npu._inductor.patchset import launch_codegen as lc
 from torch_npu._inductor.patchset import launcher_cli, sim_build
-from torch_npu._inductor.patchset.launch_plan import plan_from_metadata
+from torch_npu._inductor.patchset.launch_plan import plan_from_metadata, plan_from_params
 from torch_npu._inductor.patchset.sample_kernels import SAMPLES
 
 HARNESS = Path(__file__).with_name("upstream_harness.py")
@@ -175,7 +175,11 @@ def test_patched_params_and_cpp(version, s, tmp_path_factory):
     entry = data["patched"][s.key]
     assert "error" not in entry, entry.get("traceback")
     plan = plan_from_metadata(s.metadata, kernel=f"{s.kernel}_patched")
-    assert entry["params_plan"] == plan.to_dict()
+    if version in (FIXED, NEWEST):  # upstream records the raw fields: one source, no stored copy
+        assert entry["params_plan"] is None
+        assert plan_from_params(entry["params_raw"], plan.kernel).lock_layout == plan.lock_layout
+    else:
+        assert entry["params_plan"] == plan.to_dict()
     cpp = entry["cpp"]
     assert "NULL;" not in cpp.replace("ffts_addr = NULL;", "")
     assert "allocate_workspace" not in cpp and "aclrtMemcpy(" not in cpp and "std::vector<int64_t>" not in cpp
@@ -218,8 +222,8 @@ def test_second_apply_changes_nothing(version, tmp_path_factory):
 def test_status_says_it_replaced_upstream_allocation(version, tmp_path_factory):
     data = harness(version, tmp_path_factory)
     r = rows(data)
-    assert r["kernel-sync-metadata"]["state"] == "applied"
-    assert "raw fields" in r["kernel-sync-metadata"]["note"]
+    assert r["kernel-sync-metadata"]["state"] == "upstream-has-fix"
+    assert "records the raw sync fields workspace_size, lock_num" in r["kernel-sync-metadata"]["reason"]
     assert r["cpp-wrapper-sync-resources"]["state"] == "applied"
     assert "replaced upstream's allocation" in r["cpp-wrapper-sync-resources"]["note"]
     # 2.13.0 adds includes through the instance method: the alternative hook set was used.
@@ -250,7 +254,7 @@ def test_simt_only_launch_is_left_alone_on_ascend950(version, tmp_path_factory):
         assert "sync_block_lock" not in cpp and "workspace_addr" not in cpp
         assert "acquire_launch_resources" not in cpp and "allocate_workspace" not in cpp
     assert ours["cpp"].replace("_patched", "") == up["cpp"].replace("_upstream", "")  # untouched
-    assert ours["params_plan"]["simt_only"] is True
+    assert ours["params_plan"] is None  # upstream records the fields; the plan is made at render time
     both = data["patched"]["both"]  # a SIMD kernel on the same device still gets its resources
     assert "error" not in both and both["cpp"].count("acquire_launch_resources(") == 1
 
@@ -359,12 +363,12 @@ def test_status_command_against_wheels():
 
 
 def test_status_command_against_the_newest_wheel():
-    """torch 2.13 + torch_npu 2.13.0: the launch fix applies through the newer wrapper API, the
-    metadata patch adds its plan, and the Flex grid is torch's own."""
+    """torch 2.13 + torch_npu 2.13.0: the launch fix applies through the newer wrapper API, upstream
+    records the sync fields itself, and the Flex grid is torch's own."""
     needs_matching_torch(NEWEST)
     out = status_command(NEWEST)
     assert f"torch_npu      {NEWEST} (wheel code" in out and "autoload failure" not in out
-    assert "kernel-sync-metadata                   applied" in out
+    assert "kernel-sync-metadata                   upstream-has-fix" in out
     assert "cpp-wrapper-sync-resources             applied" in out and "add_device_include" in out
     assert "flex-attention-backward-symbolic-grid  upstream-has-fix" in out
 

@@ -12,6 +12,10 @@ launcher's ``bin.metadata`` is validated into a
 saves anything (bad metadata raises ``ValueError`` naming kernel, field and
 value), then the plan is stored, as a plain dict, in the params dict that
 ``CudaKernelParamCache`` keeps for the kernel, under ``"npu_sync_plan"``.
+
+From 2.7.1.post11 on, torch_npu records the raw sync fields itself and the
+launch patch plans from those; this patch then reports ``upstream-has-fix``
+rather than store a second copy nobody reads.
 """
 from __future__ import annotations
 
@@ -19,7 +23,7 @@ import functools
 import inspect
 
 from .._patching import Probe, source_of
-from ..launch_plan import PARAMS_KEY, plan_from_metadata
+from ..launch_plan import PARAMS_KEY, RAW_SYNC_FIELDS, plan_from_metadata
 
 MODULE = "torch_npu._inductor.runtime.triton_heuristics"
 #: The older layout's module (releases whose C++ wrapper is codegen/cpp_wrapper.py).
@@ -27,7 +31,6 @@ OLDER_MODULE = "torch_npu._inductor.npu_triton_heuristics"
 CLASS = "NPUCachingAutotuner"
 METHOD = "save_gpu_kernel"
 _MARK = "__torch_npu_patchset_sync_plan__"
-_RAW_FIELDS = ("workspace_size", "lock_init_val", "sync_block_lock_layout")
 
 
 def _module(modules):
@@ -53,12 +56,20 @@ def probe(modules) -> Probe:
         return Probe.unrecognised(f"cannot read the signature of {CLASS}.{METHOD}")
     if len(params) != 3 or params[0] != "self":
         return Probe.unrecognised(f"{CLASS}.{METHOD}{inspect.signature(fn)} is not (self, stream, launcher)")
+    recorded = _recorded_raw_fields(cls)
+    if "workspace_size" in recorded and ("lock_num" in recorded or "sync_block_lock_layout" in recorded):
+        # One source of truth: the launch patch reads these fields (launch_plan.plan_from_params).
+        return Probe.upstream_has_fix(f"{CLASS}.save_npu_kernel records the raw sync fields {', '.join(recorded)}; "
+                                      f"cpp-wrapper-sync-resources plans the launch from them")
+    return Probe.needed(f"{_module(modules).__name__}.{CLASS}.{METHOD}{inspect.signature(fn)} saves params "
+                        f"without the kernel's sync fields")
+
+
+def _recorded_raw_fields(cls) -> list[str]:
+    """The raw sync fields upstream's own save path writes into the params (2.7.1.post11 on)."""
     saver = getattr(cls, "save_npu_kernel", None)
-    upstream_fields = [f for f in _RAW_FIELDS if f in source_of(saver)] if saver else []
-    why = f"{_module(modules).__name__}.{CLASS}.{METHOD}{inspect.signature(fn)} saves params without a sync plan"
-    if upstream_fields:
-        why += f" (upstream records the raw fields {', '.join(upstream_fields)}; the plan is validated and laid out)"
-    return Probe.needed(why)
+    src = source_of(saver) if saver is not None else ""
+    return [f for f in RAW_SYNC_FIELDS if f'"{f}"' in src or f"'{f}'" in src]
 
 
 def apply(modules, patcher) -> str:
@@ -88,7 +99,4 @@ def apply(modules, patcher) -> str:
 
     setattr(save_gpu_kernel, _MARK, True)
     patcher.setattr(cls, METHOD, save_gpu_kernel)
-    saver = getattr(cls, "save_npu_kernel", None)
-    if saver is not None and "workspace_size" in source_of(saver):
-        return "stores the validated sync plan beside the raw fields upstream already records"
     return "stores the validated sync plan in the kernel's saved params"
