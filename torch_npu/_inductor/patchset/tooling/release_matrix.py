@@ -215,7 +215,10 @@ def check(release: str, python: str | None, no_python: str | None, run_simulatio
         row["tier_skip"] = str(exc)
     except Exception as exc:
         row["tier_skip"] = f"{type(exc).__name__}: {exc}\n{traceback.format_exc()[-1500:]}"
-    if run_simulation and "patched" in harness:
+    rendered = [e for e in harness.get("patched", {}).values() if "cpp" in e]
+    if run_simulation and "patched" in harness and not rendered:
+        row["simulation"] = "not run: the harness rendered no patched launcher"
+    elif run_simulation and "patched" in harness:
         row["simulation"], row["simulation_problems"] = simulate(release, harness)
     elif "patched" not in harness:
         row["simulation"] = "not run: the harness rendered no patched launchers for this layout"
@@ -227,9 +230,30 @@ def _cell(text) -> str:
 
 
 def _flex_cell(flex) -> str:
-    if isinstance(flex, dict):
-        return "; ".join(f"{k}: {v}" for k, v in flex.items() if not isinstance(v, (dict, list)))[:300]
-    return str(flex)[:300]
+    if not isinstance(flex, dict):
+        return str(flex)[:300]
+    errors = sorted({str(v) for k, v in flex.items() if k.startswith("error")})
+    if errors:
+        return "not read: " + "; ".join(errors)[:300]
+    if "template" not in flex:
+        return ""
+    return (f"{'torch_npu' if flex.get('own_template') else 'torch'}'s template; symbolic grid as shipped: "
+            f"{'yes' if flex.get('grid_is_symbolic') else 'no'}; ours after apply: {'yes' if flex.get('patched') else 'no'}")
+
+
+def _short_reason(text) -> str:
+    """A tier or harness failure, without the per-sample repetition."""
+    text = str(text)
+    m = re.search(r"the harness could not render \[(.*?)\]: (\{.*\})", text, re.S)
+    if m:
+        pairs = re.findall(r"'([\w-]+)': (?:\"([^\"]*)\"|'([^']*)')", m.group(2))
+        by: dict = {}
+        for key, err1, err2 in pairs:
+            by.setdefault(err1 or err2, []).append(key)
+        if by:
+            return "the harness could not render: " + "; ".join(
+                f"{len(keys)}/{len(pairs)} samples: {err}" for err, keys in by.items())
+    return text[:400]
 
 
 def render_markdown(rows: list[dict], command: str, source: str) -> str:
@@ -266,7 +290,7 @@ def render_markdown(rows: list[dict], command: str, source: str) -> str:
         else:
             status = r.get("status", "")
             if tier is None:
-                compile_c = link_c = f"not run: {r.get('tier_skip')}"
+                compile_c = link_c = f"not run: {_short_reason(r.get('tier_skip'))}"
             elif tier["stage"] == "compile":
                 compile_c, link_c = "**FAILED**", "not reached"
             else:
@@ -278,7 +302,9 @@ def render_markdown(rows: list[dict], command: str, source: str) -> str:
                 else:
                     link_c = f"**FAILED** ({tier['stage']})"
             sim = r.get("simulation", "not run")
-            if r.get("simulation_problems"):
+            if tier is None and r.get("tier_skip") and "could not render" in str(r.get("tier_skip")):
+                sim = "not run: no launcher rendered"
+            elif r.get("simulation_problems"):
                 sim += ": " + "; ".join(r["simulation_problems"][:4])
         cells = [r["release"], r.get("torch", "?"), r.get("layout", "?"), r.get("upstream", "?"), status,
                  compile_c, link_c, sim]
@@ -301,9 +327,16 @@ def render_markdown(rows: list[dict], command: str, source: str) -> str:
             if not tier["ok"]:
                 details.append("  ```\n  " + tier["message"].replace("\n", "\n  ") + "\n  ```")
     out += ["", "## Details", "", *details, "",
-            "Stand-in headers: `runtime/runtime/rt.h` comes with CANN, not with the wheels; the wrapper header "
-            "includes it for the two profiling types the kernel driver code names (`MsprofApi`, declared only, and "
-            "`MsprofCommandHandle`, with the two fields that code reads). Nothing else stands in.", ""]
+            "What stands in: `runtime/runtime/rt.h` comes with CANN, not with the wheels. Every wrapper header "
+            "includes it; the stand-in (`real_artifacts.STAND_IN_HEADERS`) declares the two profiling types the "
+            "kernel driver code names (`MsprofApi`, declared only, and `MsprofCommandHandle`, with the two fields "
+            "that code reads) and, for the older layout, the rt* calls its loader and launchers make "
+            "(`rtSetDevice`, `rtDevBinaryRegister`, `rtFunctionRegister`, `rtKernelLaunch`, `rtGetC2cCtrlAddr`, "
+            "prototypes written from CANN's public documentation, constant values placeholders); those five link "
+            "against a `libruntime.so` stub of the same names, so for them the check is by name only. The ACL "
+            "stub is generated from each wheel's own headers. The older layout's header includes pybind11: its "
+            "Python C API symbols are linked against the interpreter's own `libpython3.11.so`. Everything else "
+            "(torch_npu, torch, c10, the C and C++ runtimes) is the real library.", ""]
     return "\n".join(out)
 
 
@@ -322,6 +355,7 @@ def add_arguments(p) -> None:
     p.add_argument("--no-simulation", action="store_true")
     p.add_argument("--json", type=Path, default=None, help="also write the raw rows here")
     p.add_argument("--command", default=None, help="the command line to name in the document")
+    p.add_argument("--from-json", type=Path, default=None, help="re-render --out from a --json of an earlier run")
 
 
 def run(args) -> int:
@@ -331,6 +365,14 @@ def run(args) -> int:
         return 0
     if args.imports_triton:
         return 0 if imports_triton(args.imports_triton) else 1
+    if args.from_json:  # re-render the document from a run's raw rows
+        data = json.loads(args.from_json.read_text())
+        if isinstance(data, list):  # written before the command and source were kept with the rows
+            data = {"rows": data, "command": args.command or "bash .ci/release-matrix",
+                    "source": "pip index versions torch-npu"}
+        text = render_markdown(data["rows"], data["command"], data["source"])
+        (args.out.write_text(text) if args.out else print(text))
+        return 0
     versions, source = index_versions()
     chosen = args.releases or releases(versions)
     pythons = dict(x.split("=", 1) for x in args.python)
@@ -354,5 +396,5 @@ def run(args) -> int:
     else:
         print(text)
     if args.json:
-        args.json.write_text(json.dumps(rows, indent=1, default=str))
+        args.json.write_text(json.dumps({"command": command, "source": source, "rows": rows}, indent=1, default=str))
     return 0
