@@ -31,7 +31,7 @@ class build_py_with_declarations(build_py):
 setup(
     packages=[PKG, PKG + ".fixes", PKG + ".tooling"],
     py_modules=["torch_npu_patchset_autoload"],
-    package_data={PKG: ["csrc/**/*", "acl_sim/**/*"]},
+    package_data={PKG: ["csrc/**/*"], PKG + ".tooling": ["acl_sim/**/*"]},
     include_package_data=False,
     cmdclass={"build_py": build_py_with_declarations},
 )

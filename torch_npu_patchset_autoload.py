@@ -225,7 +225,7 @@ def _on_imported(name: str) -> None:
             _finder.watched.discard(name)
         try:
             if name == _PARENT and PACKAGE in sys.modules and not hasattr(sys.modules[name], "patchset"):
-                setattr(sys.modules[name], "patchset", sys.modules[PACKAGE])
+                sys.modules[name].patchset = sys.modules[PACKAGE]
             patchset_package()
             importlib.import_module(PACKAGE + "._applier").apply_ready(trigger=name)
         except Exception as exc:  # never break the user's import

@@ -35,8 +35,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import hashlib
-import importlib
-import importlib.util
 import json
 import os
 import platform
@@ -78,22 +76,11 @@ QUICK = {"launches": 1000, "rounds": 4, "warmup": 50, "primitive_calls": 1000}
 
 # --------------------------------------------------------------------------- loading
 def _load_patchset():
-    """The patchset package, loaded by path under a private name.
+    """The pure-Python modules used here: the plan, the code generator, the simulation's build."""
+    from torch_npu._inductor.patchset import launch_codegen, launch_plan
+    from torch_npu._inductor.patchset.tooling import sim_build
 
-    Importing ``torch_npu._inductor.patchset`` by its real name would resolve
-    ``torch_npu`` to an installed torch_npu (heavy, needs an NPU) when there is
-    one; the package and the modules used here are pure Python.
-    """
-    name = "_bench_patchset"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(
-            name, PATCHSET / "__init__.py", submodule_search_locations=[str(PATCHSET)])
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[name] = mod
-        assert spec.loader is not None
-        spec.loader.exec_module(mod)
-    return (importlib.import_module(f"{name}.launch_plan"), importlib.import_module(f"{name}.launch_codegen"),
-            importlib.import_module(f"{name}.sim_build"))
+    return launch_plan, launch_codegen, sim_build
 
 
 # --------------------------------------------------------------------------- codegen
@@ -204,14 +191,16 @@ def checks(cells: list[dict]) -> list[dict]:
         add("patchset host time per launch within 2x of null (mean), every cell", worst[0] <= 2.0,
             f"worst {worst[0]:.2f}x at {'/'.join(map(str, worst[1][:3]))}")
     groups: dict = {}
-    for (layout, model, kus, strat), c in by.items():
+    for (layout, model, _kus, strat), c in by.items():
         if strat == "patchset":
             groups.setdefault((layout, model), []).append(c["launches_per_s"])
     null_groups: dict = {}
-    for (layout, model, kus, strat), c in by.items():
+    for (layout, model, _kus, strat), c in by.items():
         if strat == "null":
             null_groups.setdefault((layout, model), []).append(c["launches_per_s"])
-    spread = lambda v: max(v) / min(v) if len(v) > 1 and min(v) > 0 else None
+    def spread(v):
+        return max(v) / min(v) if len(v) > 1 and min(v) > 0 else None
+
     for key, v in sorted(groups.items()):
         s_p, s_n = spread(v), spread(null_groups.get(key, []))
         if s_p is None:
@@ -300,7 +289,9 @@ def table(cells: list[dict]) -> str:
                      f"{c['host_heap_allocs']:g}", short_verdict(c["verdict"])))
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(head)]
     right = {4, 5, 6, 7, 8, 9, 10, 11, 12, 13}
-    line = lambda r: "  ".join(v.rjust(widths[i]) if i in right else v.ljust(widths[i]) for i, v in enumerate(r))
+    def line(r):
+        return "  ".join(v.rjust(widths[i]) if i in right else v.ljust(widths[i]) for i, v in enumerate(r))
+
     return "\n".join([line(head), line(tuple("-" * w for w in widths))] + [line(r) for r in rows])
 
 
@@ -313,7 +304,7 @@ def plot(cells: list[dict], path: str) -> bool:
         print(f"--plot: matplotlib is not installed, no plot written to {path} "
               "(pip install matplotlib)", file=sys.stderr)
         return False
-    layouts = [l for l in LAYOUTS if any(c["layout"] == l for c in cells)]
+    layouts = [lay for lay in LAYOUTS if any(c["layout"] == lay for c in cells)]
     fig, axes = plt.subplots(1, len(layouts), figsize=(6.2 * len(layouts), 4.6), squeeze=False, sharey=True)
     colors = {"null": "tab:gray", "fill-only": "tab:blue", "upstream": "tab:red", "patchset": "tab:green"}
     styles = {"waits": "-", "immediate": "--"}

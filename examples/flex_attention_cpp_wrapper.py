@@ -35,10 +35,6 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 PATCH_ID = "flex-attention-backward-symbolic-grid"
 TEMPLATE = "flex_attention_backward_template"
-TEMPLATE_MODULES = (
-    "torch._inductor.kernel.flex_attention",  # torch 2.7.x
-    "torch._inductor.kernel.flex.flex_attention",  # torch 2.8+ (2.11, 2.13)
-)
 
 
 def log(msg: str = "") -> None:
@@ -87,10 +83,10 @@ def load_patchset():
         return module, None
 
 
-def resolve_template():
+def resolve_template(flex_grid):
     importlib.import_module("torch._inductor.select_algorithm")  # 2.7.1 needs it first
     tried = []
-    for name in TEMPLATE_MODULES:
+    for name in flex_grid.TEMPLATE_MODULES:
         try:
             module = importlib.import_module(name)
         except ImportError as exc:
@@ -107,7 +103,7 @@ def install_grid(args, flex_grid, patchset):
     import torch
 
     sa = importlib.import_module("torch._inductor.select_algorithm")
-    where, template = resolve_template()
+    where, template = resolve_template(flex_grid)
     before = template.grid
     info = {"template_module": where, "torch_grid": f"{type(before).__name__} {getattr(getattr(before, 'fn', before), '__qualname__', '?')}"}
     if not args.force_patch:
@@ -126,7 +122,7 @@ def install_grid(args, flex_grid, patchset):
     try:
         layout = flex_grid.matching_layout(before)
     except Exception as exc:
-        raise SystemExit(f"error: could not evaluate torch's own grid on sample sizes ({type(exc).__name__}: {exc})")
+        raise SystemExit(f"error: could not evaluate torch's own grid on sample sizes ({type(exc).__name__}: {exc})") from exc
     if layout is None:
         raise SystemExit("error: torch's backward grid matches none of our layouts; refusing to force a grid on it")
     # Compiled-graph caches would skip codegen (and our grid) on a warm machine.
@@ -196,12 +192,12 @@ def run_mode(cpp_wrapper: bool, lengths, device, steps: int, dims, show_tracebac
         grad_out = torch.randn(shapes[0], generator=gen, dtype=torch.float32).to(device)
         mask = create_block_mask(causal, None, None, L, L, device=device)
 
-        def step(f):
-            leaves = [t.detach().clone().requires_grad_(True) for t in base]
-            out = f(*leaves, mask)
+        def step(f):  # called within this iteration only: the loop variables are current
+            leaves = [t.detach().clone().requires_grad_(True) for t in base]  # noqa: B023
+            out = f(*leaves, mask)  # noqa: B023
             if bind_context and device == "cuda":
                 out.register_hook(_bind_context_hook(device))
-            out.backward(grad_out)
+            out.backward(grad_out)  # noqa: B023
             return out, [t.grad for t in leaves]
 
         row = {"seq_len": L}

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
-import importlib.util
 import os
 import shutil
 import subprocess
@@ -25,16 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PATCHSET = ROOT / "torch_npu" / "_inductor" / "patchset"
 
 
-def _load_sim_build():
-    # Loaded by path: importing the torch_npu package would pull in torch.
-    spec = importlib.util.spec_from_file_location("_patchset_sim_build", PATCHSET / "sim_build.py")
-    mod = importlib.util.module_from_spec(spec)
-    assert spec.loader is not None
-    spec.loader.exec_module(mod)
-    return mod
-
-
-sim_build = _load_sim_build()
+from torch_npu._inductor.patchset.tooling import sim_build  # noqa: E402
 
 _CXX = os.environ.get("CXX") or "g++"
 needs_cxx = pytest.mark.skipif(shutil.which(_CXX) is None, reason=f"C++ compiler {_CXX!r} not found")
@@ -229,8 +219,8 @@ def test_build_dir_from_env(monkeypatch, tmp_path):
 
 
 def test_no_init_py_in_package_data():
-    for d in ("csrc", "acl_sim"):
-        assert not list((PATCHSET / d).rglob("__init__.py")), d
+    for d in (PATCHSET / "csrc", PATCHSET / "tooling" / "acl_sim"):
+        assert not list(d.rglob("__init__.py")), d
 
 
 if __name__ == "__main__":  # pragma: no cover

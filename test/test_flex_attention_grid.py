@@ -28,13 +28,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import flex_helpers as fh
 import pytest
 import sympy
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import flex_helpers as fh
 from torch_npu._inductor.patchset import _applier, _declarations, flex_grid
 from torch_npu._inductor.patchset._patching import NEEDED, UNRECOGNISED, UPSTREAM_HAS_FIX, Patcher
 from torch_npu._inductor.patchset.fixes import flex_attention_backward_symbolic_grid as fix
@@ -167,7 +167,7 @@ def test_patched_call_kernel_emits_integer_only_cpp(patched, harness, emitted):
     assert exprs[2] in (f"{b}*{kvh}", f"{kvh}*{b}")
     # head ratio and both ceil-divisions are integer divisions, nothing floating
     assert f"c10::div_floor_integer(static_cast<int64_t>({qh}), static_cast<int64_t>({kvh}))" in exprs[0]
-    for params, variant in emitted:
+    for _params, variant in emitted:
         text = " ".join(variant)
         for bad in ("floor(", "1.0", "double", "float", "ceil("):
             assert bad not in text.replace("div_floor_integer", ""), (bad, variant)

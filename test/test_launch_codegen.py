@@ -11,9 +11,9 @@ import pytest
 from expecttest import TestCase
 
 from torch_npu._inductor.patchset import launch_codegen as lc
-from torch_npu._inductor.patchset import launcher_cli
 from torch_npu._inductor.patchset.launch_plan import plan_from_metadata
-from torch_npu._inductor.patchset.sample_kernels import BY_KEY
+from torch_npu._inductor.patchset.tooling import launcher_cli
+from torch_npu._inductor.patchset.tooling.sample_kernels import BY_KEY
 
 # Golden cases, as sample kernels: one per kind of launch.
 GOLDEN = ("none", "workspace", "locks", "both", "packed-mix", "simt-only", "ffts", "ordered-only", "unordered-only")
@@ -371,7 +371,7 @@ def test_simulation_catches_a_wrong_plan():
     wrong = plan_from_metadata(dict(s.metadata, lock_init_val=8), kernel=s.kernel)
     src = launcher_cli.harness_source(wrong, site, args, s.grid, launcher_cpp=lc.launcher_source(plan, site, args).replace(
         lc.launcher_function_name(plan), lc.launcher_function_name(wrong)))
-    from torch_npu._inductor.patchset import sim_build
+    from torch_npu._inductor.patchset.tooling import sim_build
 
     raw = launcher_cli.run_program(sim_build.compile_program(src, "golden-wrong-init"))
     judged = launcher_cli.judge(wrong, site, s.grid, raw)

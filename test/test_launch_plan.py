@@ -6,10 +6,11 @@ import dataclasses
 import json
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from torch_npu._inductor.patchset import launch_plan as lp
-from torch_npu._inductor.patchset.sample_kernels import SAMPLES
+from torch_npu._inductor.patchset.tooling.sample_kernels import SAMPLES
 
 
 def meta_obj(**fields):

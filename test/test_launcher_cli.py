@@ -100,8 +100,8 @@ def test_samples_json(capsys):
 
 # ---- issue 12: what the kernel actually got; the launch path as torch_npu runs it ------------
 from torch_npu._inductor.patchset import launch_codegen as lc  # noqa: E402
-from torch_npu._inductor.patchset import launcher_cli  # noqa: E402
 from torch_npu._inductor.patchset.launch_plan import plan_from_metadata  # noqa: E402
+from torch_npu._inductor.patchset.tooling import launcher_cli  # noqa: E402
 
 MIXED = {"name": "triton_mix mix", "mix_mode": "mix", "sync_block_lock_layout": (2 << 32) | 2,
          "workspace_size": 64, "lock_init_val": 5}

@@ -26,9 +26,9 @@ from test_upstream_torch_npu import (
 )
 
 from torch_npu._inductor.patchset import launch_codegen as lc
-from torch_npu._inductor.patchset import launcher_cli, sim_build
 from torch_npu._inductor.patchset.launch_plan import plan_from_metadata
-from torch_npu._inductor.patchset.sample_kernels import SAMPLES
+from torch_npu._inductor.patchset.tooling import launcher_cli, sim_build
+from torch_npu._inductor.patchset.tooling.sample_kernels import SAMPLES
 
 WITH_LOCKS = [s for s in SAMPLES if plan_from_metadata(s.metadata, kernel=s.kernel).needs_locks
               and s.metadata.get("lock_num", 0) < (1 << 32)]  # upstream asks for 32 GiB there

@@ -51,7 +51,7 @@ def test_launchers_link_against_the_real_wheel(version):
     r = tier(version)
     assert r.ok, r.message
     # Every launcher of every sample kernel went into the one translation unit.
-    from torch_npu._inductor.patchset.sample_kernels import SAMPLES
+    from torch_npu._inductor.patchset.tooling.sample_kernels import SAMPLES
 
     assert sorted(r.info["launchers"]) == sorted(s.key for s in SAMPLES)
     assert r.info["std"] == ("c++17" if version.startswith("2.7.") else "c++20")

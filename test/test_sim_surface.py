@@ -43,7 +43,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PATCHSET = ROOT / "torch_npu" / "_inductor" / "patchset"
-SIM_INCLUDE = PATCHSET / "acl_sim" / "include"
+SIM_INCLUDE = PATCHSET / "tooling" / "acl_sim" / "include"
 SIM_ACL = SIM_INCLUDE / "acl"
 SIM_TORCH_NPU = SIM_INCLUDE / "torch_npu"
 SIM_TENSOR = SIM_INCLUDE / "ATen" / "core" / "Tensor.h"
@@ -57,11 +57,9 @@ REQUIRED = ("2.7.1.post10", "2.14.0")
 
 
 def _load_sim_build():
-    spec = importlib.util.spec_from_file_location("_patchset_sim_build_surface", PATCHSET / "sim_build.py")
-    mod = importlib.util.module_from_spec(spec)
-    assert spec.loader is not None
-    spec.loader.exec_module(mod)
-    return mod
+    from torch_npu._inductor.patchset.tooling import sim_build
+
+    return sim_build
 
 
 def wheel_cache() -> Path:

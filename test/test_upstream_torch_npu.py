@@ -29,9 +29,9 @@ from pathlib import Path
 import pytest
 
 from torch_npu._inductor.patchset import launch_codegen as lc
-from torch_npu._inductor.patchset import launcher_cli, sim_build
 from torch_npu._inductor.patchset.launch_plan import plan_from_metadata, plan_from_params
-from torch_npu._inductor.patchset.sample_kernels import SAMPLES
+from torch_npu._inductor.patchset.tooling import launcher_cli, sim_build
+from torch_npu._inductor.patchset.tooling.sample_kernels import SAMPLES
 
 HARNESS = Path(__file__).with_name("upstream_harness.py")
 NO_FIX, FIXED, LEGACY = "2.7.1.post10", "2.7.1.post11", "2.7.1.post6"
@@ -281,7 +281,7 @@ def test_post6_import_hooks_patch_the_older_layout():
     code = (
         "import torch_npu_patchset_autoload as a\n"
         "a.autoload()\n"
-        "from torch_npu._inductor.patchset import upstream_wheels as uw\n"
+        "from torch_npu._inductor.patchset.tooling import upstream_wheels as uw\n"
         f"uw.install_stand_ins(uw.extracted_tree({LEGACY!r}))\n"
         "import importlib\n"
         "importlib.import_module('torch_npu._inductor.codegen.cpp_wrapper')\n"
@@ -323,7 +323,7 @@ def test_flex_backward_template_the_npu_compiles(tmp_path_factory):
 
 
 def test_status_against_wheel_reports_versions():
-    from torch_npu._inductor.patchset import upstream_wheels
+    from torch_npu._inductor.patchset.tooling import upstream_wheels
 
     needs_torch_271()
     data = upstream_wheels.status_in_subprocess(FIXED)
@@ -456,7 +456,7 @@ def older_layout_module(version: str, tmp_path):
     import importlib.util
     import textwrap
 
-    from torch_npu._inductor.patchset import upstream_wheels as uw
+    from torch_npu._inductor.patchset.tooling import upstream_wheels as uw
 
     try:
         tree = uw.extracted_tree(version) / "torch_npu" / "_inductor"
@@ -541,7 +541,6 @@ def test_older_layout_hooks_on_each_releases_own_code(version, tmp_path, monkeyp
         body = prefix.getvalue()
         assert "= NULL;" not in body.replace("ffts_addr = NULL;", "") and body.count("rtKernelLaunch(") == 1
         assert body.count("acquire_launch_resources(") == 1 and "std::min(" not in body
-        grid = (math.prod(s.grid), 1, 1)
         cpp = (f"static void* {name} = nullptr;\n"
                f"template <typename T0, typename T1>\nstatic inline void call_{name}(const T0& in_ptr0, const T1& out_ptr0,"
                f" int64_t x0_numel, aclrtStream stream_) {{\n"
@@ -553,7 +552,7 @@ def test_older_layout_hooks_on_each_releases_own_code(version, tmp_path, monkeyp
             assert launch["allocator_calls"] == 1 and launch["sync_copies"] == 0 and not launch["regions_overlap"]
         # the header: upstream's, then the helper's include
         wrapper.header = IndentedBuffer()
-        wrapper.super_write_header_rewrite = lambda: wrapper.header.splice("// upstream header")
+        wrapper.super_write_header_rewrite = lambda: wrapper.header.splice("// upstream header")  # noqa: B023
         wrapper.device_codegen = types.SimpleNamespace(abi_compatible_header=lambda: "", kernel_driver=lambda: "")
         wrapper.write_header()
         assert f'#include "{Path(sim_build.CSRC, lc.HELPER_HEADER)}"' in wrapper.header.getvalue()

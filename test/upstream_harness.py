@@ -5,7 +5,7 @@ Run in a fresh interpreter per version (the stand-ins replace ``torch_npu``):
     python test/upstream_harness.py 2.7.1.post10 OUT.json
 
 It loads the wheel's ``torch_npu/_inductor`` Python files
-(``torch_npu._inductor.patchset.upstream_wheels``), then for every sample
+(``torch_npu._inductor.patchset.tooling.upstream_wheels``), then for every sample
 kernel (``sample_kernels.SAMPLES``):
 
 1. builds an ``NPUCachingAutotuner`` (its real class, attributes set as its
@@ -47,7 +47,7 @@ VERSION = sys.argv[1]
 OUT = sys.argv[2]
 os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="upstream-harness-inductor-"))
 
-from torch_npu._inductor.patchset import upstream_wheels as uw  # noqa: E402
+from torch_npu._inductor.patchset.tooling import upstream_wheels as uw  # noqa: E402
 
 result: dict = {"version": VERSION}
 
@@ -80,8 +80,9 @@ result.update(loaded=True, layout=loaded["layout"], import_errors=loaded["import
 import importlib  # noqa: E402
 
 import torch  # noqa: E402
+
 import torch_npu._inductor.patchset as patchset  # noqa: E402
-from torch_npu._inductor.patchset.sample_kernels import SAMPLES  # noqa: E402
+from torch_npu._inductor.patchset.tooling.sample_kernels import SAMPLES  # noqa: E402
 
 OLDER = loaded["layout"] != "cpp_wrapper_npu"  # codegen/cpp_wrapper.py, rtKernelLaunch
 result["launch_api"] = "rtKernelLaunch" if OLDER else "aclrtLaunchKernelWithHostArgs"
@@ -193,6 +194,7 @@ def save(sample, tag) -> dict:
     tuner.runtime_block_arg_names = ()
     tuner.best_runtime_blocks = ()
     tuner.cuda_kernel_saved = False
+    tuner.compiled_candidate_entries = ()  # 2.10.0.post7: read by save_npu_kernel when no best blocks are set
     launcher = types.SimpleNamespace(
         bin=types.SimpleNamespace(metadata=metadata_for(sample), asm={"npubin": b"\x7fNPU-stand-in-binary"},
                                   num_warps=1, shared=1),
@@ -228,9 +230,11 @@ def deferred_wrapper(name):
     cls = cw.DeferredNpuTritonCallWrapper
     if OLDER:  # (wrapper_name, kernel_name, arg_types, kernel_id)
         return cls(f"call_{name}", name, list(ARG_TYPES), 0)
-    if "kernel_name_to_body" in {f.name for f in dataclasses.fields(cls)}:  # newer torch's dataclass
+    fields = {f.name for f in dataclasses.fields(cls)}
+    if "kernel_name_to_body" in fields:  # newer torch's dataclass (2.9.0.post9 adds kernel_id)
+        extra = {"kernel_id": 0} if "kernel_id" in fields else {}
         return cls(wrapper_name=f"call_{name}", kernel_name=name, kernel_name_to_body={name: ""},
-                   arg_types=list(ARG_TYPES))
+                   arg_types=list(ARG_TYPES), **extra)
     return cls(f"call_{name}", name, list(ARG_TYPES), 0)
 
 

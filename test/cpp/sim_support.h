@@ -1,7 +1,7 @@
-// Test support for the HOST ACL SIMULATION's own C++ tests (test double and
-// dry-run tool; not CANN): the TEST_CASE / CHECK framework of test_support.h
-// without the launch helper, so the simulation's self-tests build on their own,
-// plus probe-kernel helpers.
+// Test support for the C++ tests against the HOST ACL SIMULATION (a test double
+// and dry-run tool; not CANN): the TEST_CASE / CHECK framework, streams and
+// probe-kernel helpers. The simulation's own tests use it alone, so they build
+// without the launch helper; test_support.h adds the helper on top.
 #pragma once
 #include <acl/acl.h>
 #include <acl_sim/control.h>
@@ -156,20 +156,27 @@ inline void sync(aclrtStream s) {
 inline void sync_all() {
   if (aclrtSynchronizeDevice() != ACL_SUCCESS) throw std::runtime_error("aclrtSynchronizeDevice failed");
 }
-inline aclrtFuncHandle probe(const std::string &name, uint64_t lock_bytes, uint64_t ws_bytes, uint32_t us = 0) {
+inline aclrtFuncHandle probe(const std::string &name, uint64_t lock_bytes, uint64_t ws_bytes, uint32_t us = 0,
+                             bool ffts = false) {
   acl_sim::ProbeConfig c;
   c.name = name;
   c.lock_bytes = lock_bytes;
   c.workspace_bytes = ws_bytes;
   c.sim_time_us = us;
-  c.own_args_bytes = 12;
+  c.has_ffts = ffts;
+  c.own_args_bytes = 12;  // one pointer + one int32 of the kernel's own
   return acl_sim::register_probe_kernel(c);
 }
 // Launches with the argument struct a generated launcher builds; returns the ACL code.
 inline aclError launch_rc(aclrtFuncHandle h, aclrtStream s, void *locks, void *ws, uint32_t block_num,
-                          const int32_t grid[3]) {
+                          const int32_t grid[3], bool ffts = false) {
   std::vector<uint8_t> a;
   auto put = [&](const void *p, size_t n) { a.insert(a.end(), static_cast<const uint8_t *>(p), static_cast<const uint8_t *>(p) + n); };
+  if (ffts) {
+    void *f = nullptr;
+    if (aclrtGetHardwareSyncAddr(&f) != ACL_SUCCESS) throw std::runtime_error("aclrtGetHardwareSyncAddr failed");
+    put(&f, 8);
+  }
   put(&locks, 8);
   put(&ws, 8);
   void *own_ptr = nullptr;
@@ -180,8 +187,8 @@ inline aclError launch_rc(aclrtFuncHandle h, aclrtStream s, void *locks, void *w
   return aclrtLaunchKernelWithHostArgs(h, block_num, s, nullptr, a.data(), a.size(), nullptr, 0);
 }
 inline uint64_t launch(aclrtFuncHandle h, aclrtStream s, void *locks, void *ws, uint32_t block_num,
-                       const int32_t grid[3]) {
-  if (launch_rc(h, s, locks, ws, block_num, grid) != ACL_SUCCESS) throw std::runtime_error("launch failed");
+                       const int32_t grid[3], bool ffts = false) {
+  if (launch_rc(h, s, locks, ws, block_num, grid, ffts) != ACL_SUCCESS) throw std::runtime_error("launch failed");
   return acl_sim::last_launch_id();
 }
 inline acl_sim::ProbeRecord record(uint64_t id) {

@@ -1,144 +1,32 @@
-// Minimal test support for the C++ tests of torch-npu-inductor-patches:
-// TEST_CASE registration, CHECK macros, and helpers to drive the launch
-// helper and the probe kernel against the host ACL simulation.
+// Test support for the C++ tests of the launch helper: sim_support.h (the
+// TEST_CASE / CHECK framework and probe helpers over the host ACL simulation)
+// plus acquire() / CHECK_FAILS / helper_launch() for the helper's API.
 #pragma once
-#include <acl/acl.h>
-#include <acl_sim/control.h>
 #include <npu_launch_resources.h>
 
-#include <algorithm>
-#include <cstdint>
-#include <cstdio>
-#include <cstring>
-#include <exception>
-#include <functional>
-#include <sstream>
+#include <initializer_list>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
-namespace t {
+#include "sim_support.h"
 
-struct Case {
-  const char *name;
-  void (*fn)();
-};
-inline std::vector<Case> &cases() {
-  static std::vector<Case> v;
-  return v;
-}
-struct Reg {
-  Reg(const char *n, void (*f)()) { cases().push_back(Case{n, f}); }
-};
-struct Failure : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-[[noreturn]] inline void fail(const char *file, int line, const std::string &what) {
-  std::ostringstream o;
-  o << file << ":" << line << ": CHECK failed: " << what;
-  throw Failure(o.str());
-}
-
-inline std::string sim_errors_text() {
-  std::string s;
-  for (const auto &e : acl_sim::errors()) s += std::string("  [") + acl_sim::error_kind_name(e.kind) + "] " + e.message + "\n";
-  return s;
-}
-
-inline int run_main(int argc, char **argv) {
-  if (argc > 1 && std::string(argv[1]) == "--list") {
-    for (auto &c : cases()) std::printf("%s\n", c.name);
-    return 0;
-  }
-  int failed = 0, ran = 0;
-  for (auto &c : cases()) {
-    if (argc > 1 && std::string(argv[1]) != c.name) continue;
-    ++ran;
-    acl_sim::reset();
-    try {
-      c.fn();
-      std::printf("[ OK ] %s\n", c.name);
-    } catch (const std::exception &e) {
-      ++failed;
-      std::printf("[FAIL] %s: %s\n", c.name, e.what());
-      std::string errs = sim_errors_text();
-      if (!errs.empty()) std::printf("simulation error reports:\n%s", errs.c_str());
-    }
-  }
-  if (ran == 0) {
-    std::printf("no test named %s\n", argc > 1 ? argv[1] : "(any)");
-    return 2;
-  }
-  return failed ? 1 : 0;
-}
-
-}  // namespace t
-
-#define TEST_CASE(name)                                   \
-  static void name();                                     \
-  static ::t::Reg reg_##name##_instance(#name, &name);    \
-  static void name()
-#define TEST_MAIN() \
-  int main(int argc, char **argv) { return ::t::run_main(argc, argv); }
-
-#define CHECK(cond)                                     \
-  do {                                                  \
-    if (!(cond)) ::t::fail(__FILE__, __LINE__, #cond);  \
-  } while (0)
-#define CHECK_MSG(cond, msg)                                                          \
-  do {                                                                                \
-    if (!(cond)) {                                                                    \
-      std::ostringstream o_;                                                          \
-      o_ << #cond << " -- " << msg;                                                   \
-      ::t::fail(__FILE__, __LINE__, o_.str());                                        \
-    }                                                                                 \
-  } while (0)
-#define CHECK_EQ(a, b)                                                                \
-  do {                                                                                \
-    auto va_ = (a);                                                                   \
-    auto vb_ = (b);                                                                   \
-    if (!(va_ == vb_)) {                                                              \
-      std::ostringstream o_;                                                          \
-      o_ << #a << " == " << #b << " (" << va_ << " vs " << vb_ << ")";                \
-      ::t::fail(__FILE__, __LINE__, o_.str());                                        \
-    }                                                                                 \
-  } while (0)
-// Checks that `expr` throws `type` whose what() contains every string in the list.
-#define CHECK_THROWS(expr, type, ...)                                                             \
-  do {                                                                                            \
-    bool thrown_ = false;                                                                         \
-    try {                                                                                         \
-      (void)(expr);                                                                               \
-    } catch (const type &e_) {                                                                    \
-      thrown_ = true;                                                                             \
-      std::string w_ = e_.what();                                                                 \
-      for (const char *s_ : std::initializer_list<const char *>{__VA_ARGS__})                    \
-        if (w_.find(s_) == std::string::npos)                                                     \
-          ::t::fail(__FILE__, __LINE__, std::string("message '") + w_ + "' lacks '" + s_ + "'"); \
-    }                                                                                             \
-    if (!thrown_) ::t::fail(__FILE__, __LINE__, #expr " did not throw " #type);                   \
-  } while (0)
 // Checks that `expr` fails with t::AcquireFailed of ACL code `want_code` whose text contains every string.
-#define CHECK_FAILS(expr, want_code, ...)                                                                  \
-  do {                                                                                                \
-    bool failed_ = false;                                                                             \
-    try {                                                                                             \
-      (void)(expr);                                                                                   \
-    } catch (const ::t::AcquireFailed &e_) {                                                          \
-      failed_ = true;                                                                                 \
-      if (e_.code != static_cast<aclError>(want_code))                                                     \
+#define CHECK_FAILS(expr, want_code, ...)                                                                       \
+  do {                                                                                                          \
+    bool failed_ = false;                                                                                       \
+    try {                                                                                                       \
+      (void)(expr);                                                                                             \
+    } catch (const ::t::AcquireFailed &e_) {                                                                    \
+      failed_ = true;                                                                                           \
+      if (e_.code != static_cast<aclError>(want_code))                                                          \
         ::t::fail(__FILE__, __LINE__, "code " + std::to_string(e_.code) + " != " #want_code + ": " + e_.what()); \
-      std::string w_ = e_.what();                                                                     \
-      for (const char *s_ : std::initializer_list<const char *>{__VA_ARGS__})                        \
-        if (w_.find(s_) == std::string::npos)                                                         \
-          ::t::fail(__FILE__, __LINE__, std::string("message '") + w_ + "' lacks '" + s_ + "'");     \
-    }                                                                                                 \
-    if (!failed_) ::t::fail(__FILE__, __LINE__, #expr " did not fail");                               \
-  } while (0)
-#define CHECK_NO_SIM_ERRORS()                                                                     \
-  do {                                                                                            \
-    if (acl_sim::counters().errors != 0)                                                          \
-      ::t::fail(__FILE__, __LINE__, "simulation reported errors:\n" + ::t::sim_errors_text());    \
+      std::string w_ = e_.what();                                                                               \
+      for (const char *s_ : std::initializer_list<const char *>{__VA_ARGS__})                                  \
+        if (w_.find(s_) == std::string::npos)                                                                   \
+          ::t::fail(__FILE__, __LINE__, std::string("message '") + w_ + "' lacks '" + s_ + "'");               \
+    }                                                                                                           \
+    if (!failed_) ::t::fail(__FILE__, __LINE__, #expr " did not fail");                                         \
   } while (0)
 
 namespace t {
@@ -179,20 +67,6 @@ inline LockLayout legacy(uint64_t n, int64_t v) {
   return l;
 }
 
-inline aclrtStream stream(int i) {
-  static aclrtStream pool[16] = {};
-  if (pool[i] == nullptr) {
-    if (aclrtCreateStream(&pool[i]) != ACL_SUCCESS) throw std::runtime_error("aclrtCreateStream failed");
-  }
-  return pool[i];
-}
-inline void sync(aclrtStream s) {
-  if (aclrtSynchronizeStream(s) != ACL_SUCCESS) throw std::runtime_error("aclrtSynchronizeStream failed");
-}
-inline void sync_all() {
-  if (aclrtSynchronizeDevice() != ACL_SUCCESS) throw std::runtime_error("aclrtSynchronizeDevice failed");
-}
-
 // Lock content as torch_npu's own fix writes it (docs/design.md, "Lock content"),
 // computed independently of the helper: init_value everywhere for lock_num slots
 // and ordered-only layouts; with any unordered lock, zero but slot 0 of each
@@ -209,52 +83,12 @@ inline std::vector<int64_t> expected_locks(const LockLayout &l, uint32_t block_n
   return v;
 }
 
-inline aclrtFuncHandle probe(const std::string &name, uint64_t lock_bytes, uint64_t ws_bytes, uint32_t us = 0,
-                             bool ffts = false) {
-  acl_sim::ProbeConfig c;
-  c.name = name;
-  c.lock_bytes = lock_bytes;
-  c.workspace_bytes = ws_bytes;
-  c.sim_time_us = us;
-  c.has_ffts = ffts;
-  c.own_args_bytes = 12;  // one pointer + one int32 of the kernel's own
-  return acl_sim::register_probe_kernel(c);
-}
-
-// Builds the argument struct a generated launcher would and launches.
-inline uint64_t launch(aclrtFuncHandle h, aclrtStream s, void *locks, void *ws, uint32_t block_num,
-                       const int32_t grid[3], bool ffts = false) {
-  std::vector<uint8_t> a;
-  auto put = [&](const void *p, size_t n) { a.insert(a.end(), static_cast<const uint8_t *>(p), static_cast<const uint8_t *>(p) + n); };
-  if (ffts) {
-    void *f = nullptr;
-    if (aclrtGetHardwareSyncAddr(&f) != ACL_SUCCESS) throw std::runtime_error("aclrtGetHardwareSyncAddr failed");
-    put(&f, 8);
-  }
-  put(&locks, 8);
-  put(&ws, 8);
-  void *own_ptr = nullptr;
-  int32_t own_int = 42;
-  put(&own_ptr, 8);
-  put(&own_int, 4);
-  put(grid, 12);
-  aclError rc = aclrtLaunchKernelWithHostArgs(h, block_num, s, nullptr, a.data(), a.size(), nullptr, 0);
-  if (rc != ACL_SUCCESS) throw std::runtime_error("launch failed");
-  return acl_sim::last_launch_id();
-}
-
 // acquire + launch + release, like one generated launch lambda.
 inline uint64_t helper_launch(const char *name, aclrtFuncHandle h, aclrtStream s, uint32_t gx, uint32_t gy, uint32_t gz,
                               uint32_t block_num, uint64_t ws_per_block, const LockLayout &l, bool ffts = false) {
   LaunchResources r = acquire(name, s, gx, gy, gz, block_num, ws_per_block, l);
   int32_t grid[3] = {int32_t(gx), int32_t(gy), int32_t(gz)};
   return launch(h, s, r.locks(), r.workspace(), block_num, grid, ffts);
-}
-
-inline acl_sim::ProbeRecord record(uint64_t id) {
-  acl_sim::ProbeRecord r;
-  if (!acl_sim::probe_record(id, &r)) throw Failure("no probe record for launch " + std::to_string(id));
-  return r;
 }
 
 inline bool disjoint(uintptr_t a, uint64_t an, uintptr_t b, uint64_t bn) { return an == 0 || bn == 0 || a + an <= b || b + bn <= a; }

@@ -28,8 +28,8 @@ def _status(args) -> int:
 def _status_against_wheel(args) -> int:
     """Apply the patch set to a downloaded torch_npu wheel's Inductor code
     (loaded with stand-ins for the NPU, in a subprocess) and report."""
-    from . import upstream_wheels
     from ._applier import PatchStatus
+    from .tooling import upstream_wheels
 
     data = upstream_wheels.status_in_subprocess(args.against_wheel)
     if args.json:
@@ -87,7 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     st.set_defaults(func=_status)
     try:
-        from . import launcher_cli
+        from .tooling import launcher_cli
     except ImportError:
         pass
     else:

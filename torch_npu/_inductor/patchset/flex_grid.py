@@ -31,6 +31,11 @@ from __future__ import annotations
 from typing import Any, Callable, Mapping
 
 TEMPLATE = "flex_attention_backward_template"
+# Where torch has kept that template, oldest first.
+TEMPLATE_MODULES = (
+    "torch._inductor.kernel.flex_attention",  # torch 2.7.x
+    "torch._inductor.kernel.flex.flex_attention",  # torch 2.8+ (2.13 checked)
+)
 
 # The two grid layouts torch has used for this template. LAYOUT_2_7 is what
 # torch 2.7.1's kernel reads (program_id(2) = batch * kv_heads flattened);

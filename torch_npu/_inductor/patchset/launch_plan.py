@@ -52,7 +52,7 @@ _LAYOUTS = (LAYOUT_NONE, LAYOUT_LEGACY, LAYOUT_PACKED)
 # Metadata field names, canonical first.
 _INIT_NAMES = ("lock_init_val", "lock_init_value")
 # triton-ascend's "SIMT only" flag: force_simt_only (torch_npu 2.7.1), is_pure_simt (newer releases).
-_SIMT_NAMES = ("force_simt_only", "is_pure_simt")
+SIMT_FLAGS = ("force_simt_only", "is_pure_simt")
 #: The sync fields torch_npu itself records in a kernel's params (2.7.1.post11 and later).
 RAW_SYNC_FIELDS = ("workspace_size", "lock_num", "sync_block_lock_layout") + _INIT_NAMES
 _MISSING = object()
@@ -298,7 +298,7 @@ def plan_from_metadata(metadata: Any, kernel: str | None = None) -> SyncPlan:
     else:
         raise ValueError(f"kernel {k!r}: metadata field mix_mode={mix_mode_raw!r} is not a string")
     auto_tile = _as_flag(k, "auto_tile_and_bind_subblock", _field(metadata, "auto_tile_and_bind_subblock"))
-    simt_only = _agreed(k, metadata, _SIMT_NAMES, lambda n, v: _as_flag(k, n, v), False)
+    simt_only = _agreed(k, metadata, SIMT_FLAGS, lambda n, v: _as_flag(k, n, v), False)
 
     legacy_slots = ordered = unordered = 0
     source = ""

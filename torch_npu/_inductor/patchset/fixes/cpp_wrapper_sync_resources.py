@@ -40,7 +40,7 @@ import re
 
 from .._patching import Probe, source_of
 from ..launch_codegen import LaunchSite, resource_lines
-from ..launch_plan import RAW_SYNC_FIELDS, plan_from_params
+from ..launch_plan import RAW_SYNC_FIELDS, SIMT_FLAGS, plan_from_params
 from . import cpp_wrapper_rt_launch
 from ._shared import HEADER_PATH, helper_include_lines  # noqa: F401  (HEADER_PATH: kept importable here)
 
@@ -48,7 +48,6 @@ MODULE = "torch_npu._inductor.codegen.cpp_wrapper_npu"
 _MARK = "__torch_npu_patchset_sync_resources__"
 
 _ARGS_DECL_PARAMS = ["self", "code", "call_args", "arg_types", "arg_signatures", "is_triton_kernel"]
-_SIMT_PARAMS = ("force_simt_only", "is_pure_simt")  # 2.7.1, newer
 _LAUNCH_PARAMS = ["self", "prefix", "wrapper", "kernel_var_name", "params"]
 
 _NULL_WORKSPACE = re.compile(r"^([ \t]*)void\*\s*workspace_addr\s*=\s*NULL;[ \t]*\n", re.M)
@@ -97,7 +96,7 @@ def _shape(modules) -> tuple[str, str]:
         return "ours", "already patched"
     names = _param_names(args_decl)
     n = len(_ARGS_DECL_PARAMS)
-    if (names[:n] != _ARGS_DECL_PARAMS or len(names) <= n or names[n] not in _SIMT_PARAMS
+    if (names[:n] != _ARGS_DECL_PARAMS or len(names) <= n or names[n] not in SIMT_FLAGS
             or not set(names[n + 1:]) <= {"kernel_params"}):
         return "unknown", f"CppWrapperNpu.generate_args_decl{inspect.signature(args_decl)} is not (code, call_args, arg_types, arg_signatures, is_triton_kernel, force_simt_only | is_pure_simt[, kernel_params])"
     if _param_names(launch) != _LAUNCH_PARAMS:

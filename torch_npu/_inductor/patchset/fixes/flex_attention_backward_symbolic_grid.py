@@ -32,11 +32,7 @@ import sys
 from .. import flex_grid
 from .._patching import NEEDED, Probe
 
-# Where torch has kept the template, oldest first.
-TEMPLATE_MODULES = (
-    "torch._inductor.kernel.flex_attention",  # torch 2.7.x
-    "torch._inductor.kernel.flex.flex_attention",  # torch 2.8+ (2.13 checked)
-)
+TEMPLATE_MODULES = flex_grid.TEMPLATE_MODULES
 _ATTR = "grid"  # TritonTemplate.__init__(name, grid, source, ...) -> self.grid
 _CALL_PARAMS = 7  # batch, q_heads, q_len, qk_head_dim, kv_heads, kv_len, meta
 

@@ -199,7 +199,7 @@ def demangle(names: Sequence[str]) -> list[str]:
 
 # ---- 1. torch_npu wheel members ----------------------------------------------------------------------
 def npu_wheel(version: str) -> Path:
-    from torch_npu._inductor.patchset import upstream_wheels as uw
+    from torch_npu._inductor.patchset.tooling import upstream_wheels as uw
 
     try:
         return uw.wheel_path(version)
@@ -423,7 +423,7 @@ def _render_header_main(version: str, out: str) -> int:
         Path(out).write_text(json.dumps(result, indent=1, default=str))
         return 0
 
-    from torch_npu._inductor.patchset import upstream_wheels as uw
+    from torch_npu._inductor.patchset.tooling import upstream_wheels as uw
 
     try:
         loaded = uw.load(version)
@@ -438,10 +438,11 @@ def _render_header_main(version: str, out: str) -> int:
     import importlib
 
     importlib.import_module("torch_npu._inductor.codegen.npu.device_op_overrides")
-    import torch_npu._inductor.patchset as patchset
     from torch._inductor.codegen.common import get_device_op_overrides
     from torch._inductor.utils import IndentedBuffer
     from torch._inductor.virtualized import V
+
+    import torch_npu._inductor.patchset as patchset
 
     patchset.apply()
 
@@ -744,7 +745,7 @@ def _compile_and_link(version, tmp: Path, tu, cflags, inc_dirs, py_inc, stand_in
 
 def format_accounting(rows) -> str:
     by = {}
-    for full, pretty, provider in rows:
+    for _full, pretty, provider in rows:
         by.setdefault(provider, []).append(pretty)
     out = []
     for provider in sorted(by):

@@ -63,7 +63,7 @@ def releases(versions: list[str]) -> list[str]:
 
 
 def imports_triton(release: str) -> bool:
-    from torch_npu._inductor.patchset import upstream_wheels as uw
+    from torch_npu._inductor.patchset.tooling import upstream_wheels as uw
 
     ind = uw.extracted_tree(release) / "torch_npu" / "_inductor"
     files = [ind / "runtime" / "triton_heuristics.py", ind / "codegen" / "cpp_wrapper_npu.py",
@@ -73,7 +73,7 @@ def imports_triton(release: str) -> bool:
 
 def upstream_launch(release: str) -> tuple[str, str]:
     """(layout, what upstream's C++ wrapper passes for workspace and locks), read from the wheel's source."""
-    from torch_npu._inductor.patchset import upstream_wheels as uw
+    from torch_npu._inductor.patchset.tooling import upstream_wheels as uw
 
     tree = uw.extracted_tree(release)
     layout = uw.layout_of(tree)
@@ -146,9 +146,9 @@ def simulate(release: str, harness: dict) -> tuple[str, list]:
     """Run every patched launcher of ``harness`` in the host simulation (as the wheel tests do)."""
     try:
         from torch_npu._inductor.patchset import launch_codegen as lc
-        from torch_npu._inductor.patchset import launcher_cli, sim_build
         from torch_npu._inductor.patchset.launch_plan import plan_from_metadata
-        from torch_npu._inductor.patchset.sample_kernels import SAMPLES
+        from torch_npu._inductor.patchset.tooling import launcher_cli, sim_build
+        from torch_npu._inductor.patchset.tooling.sample_kernels import SAMPLES
     except Exception as exc:  # the simulation API is not importable here
         return f"not run: {type(exc).__name__}: {exc}", []
     legacy = harness.get("launch_api") == "rtKernelLaunch"

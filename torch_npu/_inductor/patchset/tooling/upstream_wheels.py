@@ -1,6 +1,6 @@
 """Load the real torch_npu Inductor Python code from a released wheel, without an NPU.
 
-Used by the tests (and by ``python -m torch_npu._inductor.patchset.upstream_wheels
+Used by the tests (and by ``python -m torch_npu._inductor.patchset.tooling.upstream_wheels
 status VERSION``) to apply this patch set to the code torch_npu actually ships.
 
 * :func:`wheel_path` finds ``torch_npu-<version>-*.whl`` in the cache
@@ -34,11 +34,12 @@ import types
 import zipfile
 from pathlib import Path
 
+from .sample_kernels import VECTOR_CORES  # the stand-in device's vector cores, defined once
+
 #: What the stand-ins answer (an Ascend 910B-like device). torch_npu's Ascend910B1 is 220; from
 #: Ascend950 (260) on, torch_npu honours a kernel's SIMT-only flag. Tests set
 #: TORCH_NPU_PATCHSET_STAND_IN_SOC=260 to render for an Ascend 950.
 SOC_VERSION = int(os.environ.get("TORCH_NPU_PATCHSET_STAND_IN_SOC", "220"))
-VECTOR_CORES = 48
 CUBE_CORES = 24
 
 #: Stand-in behaviour of triton-ascend's target queries; tests flip these.
@@ -47,7 +48,7 @@ TRITON_ASCEND = {"ffts": True, "auto_blockify": True}
 #: Names of everything stubbed or faked in this process (for reports).
 STAND_INS: list[str] = []
 
-PATCHSET_DIR = Path(__file__).resolve().parent
+PATCHSET_DIR = Path(__file__).resolve().parent.parent
 _OUR_INDUCTOR = PATCHSET_DIR.parent  # <checkout or site-packages>/torch_npu/_inductor
 _OUR_TORCH_NPU = _OUR_INDUCTOR.parent
 
@@ -248,9 +249,10 @@ def _install_fake_triton_driver() -> None:
 
 def install_stand_ins(tree: Path) -> None:
     """Make ``torch_npu._inductor.*`` resolve to ``tree``'s files in this process."""
-    import torch  # the real one: torch_npu's code builds on it
-    import torch._dynamo  # noqa: F401  (torch's own import order: importing
-    import torch._inductor.compile_fx  # noqa: F401  inductor modules first is circular)
+    # In torch's own import order: importing inductor modules first is circular.
+    import torch  # noqa: I001  (the real one: torch_npu's code builds on it)
+    import torch._dynamo  # noqa: F401
+    import torch._inductor.compile_fx  # noqa: F401
     import torch._inductor.codegen.cpp_wrapper_gpu  # noqa: F401
 
     real = sys.modules.get("torch_npu")
@@ -341,7 +343,7 @@ def load(version: str, download: bool = True) -> dict:
 def status_against(version: str, download: bool = True) -> dict:
     """In THIS process: load ``version``, apply the patch set, return its status."""
     loaded = load(version, download=download)
-    from . import _applier
+    from .. import _applier
 
     rows = _applier.apply(import_targets=True)
     return {
@@ -360,7 +362,7 @@ def status_in_subprocess(version: str, timeout: float = 600) -> dict:
     The result always has ``"ok"``; when false, ``"error"`` says exactly why
     (download failure, index unreachable, import failure, crash).
     """
-    cmd = [sys.executable, "-m", "torch_npu._inductor.patchset.upstream_wheels", "status", version]
+    cmd = [sys.executable, "-m", "torch_npu._inductor.patchset.tooling.upstream_wheels", "status", version]
     env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0")
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
     try:
@@ -372,7 +374,7 @@ def status_in_subprocess(version: str, timeout: float = 600) -> dict:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m torch_npu._inductor.patchset.upstream_wheels")
+    parser = argparse.ArgumentParser(prog="python -m torch_npu._inductor.patchset.tooling.upstream_wheels")
     sub = parser.add_subparsers(dest="cmd", required=True)
     st = sub.add_parser("status", help="apply the patch set to a torch_npu wheel's code; print status JSON")
     st.add_argument("version")

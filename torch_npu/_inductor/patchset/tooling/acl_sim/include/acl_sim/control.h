@@ -1,7 +1,7 @@
 // HOST SIMULATION control interface (test double and dry-run tool for
 // torch-npu-inductor-patches; not part of CANN or torch_npu).
 //
-// What the simulation models (see DOMAIN.md sections 4 and 5):
+// What the simulation models (the facts behind it: docs/facts.md):
 //  * Devices (default 8, set_device_count): aclrtSetDevice/aclrtGetDevice
 //    per thread; a thread that never set one is on device 0. Streams,
 //    events, device memory and workspace blocks belong to a device. Enqueuing

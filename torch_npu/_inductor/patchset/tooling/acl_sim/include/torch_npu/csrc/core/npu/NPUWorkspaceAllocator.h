@@ -4,7 +4,7 @@
 // prototype (test/test_sim_surface.py checks it against every cached wheel:
 // the header's other functions, malloc_with_stream among them, are not
 // exported by libtorch_npu.so, so code loaded into a real process cannot call
-// them). Simulated contract (DOMAIN.md section 4, torch_npu's
+// them). Simulated contract (docs/facts.md, "The workspace allocator"; torch_npu's
 // NPUWorkspaceAllocator.cpp): one block per (current device, stream); every
 // request that fits returns the same pointer, even while an earlier tensor
 // lives; a larger request synchronises the device, frees the old block and
