@@ -178,7 +178,7 @@ def test_emitted_cpp_matches_python_grid_on_many_shapes(fa, evaluator):
     rng = random.Random(20250107)
     lengths = [0, 1, 2, 15, 16, 17, 31, 63, 64, 65, 127, 128, 129, 1000, 4095, 4096, 4097, 32768, 100003]
     have_triton = _triton_available()
-    checked = 0
+    seen_symbolic = seen_zero_grid = 0
     for _ in range(3000):
         kvh = rng.choice([1, 2, 3, 4, 8, 16])
         qh = kvh * rng.choice([1, 2, 3, 4, 7, 8])
@@ -194,8 +194,10 @@ def test_emitted_cpp_matches_python_grid_on_many_shapes(fa, evaluator):
         assert got == want, (sizes, m, n)
         if have_triton:
             assert got == tuple(fa.flex_attention_backward_grid(*sizes, {"BLOCK_M2": m, "BLOCK_N1": n})), (sizes, m, n)
-        checked += 1
-    assert checked == 3000
+        seen_symbolic += variant == SYMBOLIC_VARIANT
+        seen_zero_grid += 0 in want
+    # the sample covers what matters: symbolic block sizes and empty grids (zero sizes)
+    assert seen_symbolic >= 100 and seen_zero_grid >= 100, (seen_symbolic, seen_zero_grid)
 
 
 @needs_271

@@ -91,8 +91,9 @@ def test_packed_layout_and_mix_factor():
     assert lp.plan_from_metadata(dict(base, mix_mode="_MIX", auto_tile_and_bind_subblock=True), "k").participant_factor == 2
     with pytest.raises(ValueError, match="mix_mode='cube_vector'"):
         lp.plan_from_metadata(dict(base, mix_mode="cube_vector", auto_tile_and_bind_subblock=True), "k")
-    # no unordered locks: the mix mode does not matter
-    assert lp.plan_from_metadata({"lock_num": 2, "mix_mode": "weird", "auto_tile_and_bind_subblock": True}, "k")
+    # no unordered locks: the mix mode does not matter (no error, no factor)
+    weird = lp.plan_from_metadata({"lock_num": 2, "mix_mode": "weird", "auto_tile_and_bind_subblock": True}, "k")
+    assert (weird.lock_layout, weird.legacy_slots, weird.participant_factor) == ("legacy", 2, 1)
 
 
 def test_upstream_post11_marker_lock_num_equals_layout():

@@ -365,3 +365,18 @@ def test_status_says_when_an_applied_patch_was_replaced_later(fixture_patchset):
         assert "; since superseded: " in rows["fix-ok"].note and rows["fix-ok"].note.endswith("<lambda>")
     finally:
         heur.Autotuner.save_gpu_kernel = ours
+
+
+def test_every_declared_fix_module_meets_the_protocol():
+    import importlib
+
+    from torch_npu._inductor.patchset import _declarations
+    from torch_npu._inductor.patchset._patching import FixModule
+
+    decls = _declarations.load()
+    assert len(decls) >= 4
+    for d in decls:
+        assert isinstance(importlib.import_module(d.implementation), FixModule), d.implementation
+    import types
+
+    assert not isinstance(types.ModuleType("no_apply"), FixModule)  # the check can fail

@@ -28,7 +28,7 @@ from typing import Iterable
 import torch_npu_patchset_autoload as _autoload
 
 from . import _declarations
-from ._patching import NEEDED, UPSTREAM_HAS_FIX, Patcher
+from ._patching import NEEDED, UPSTREAM_HAS_FIX, FixModule, Patcher
 
 log = logging.getLogger(_autoload.LOGGER_NAME)
 
@@ -182,6 +182,9 @@ def _settle(decl, st: PatchStatus, import_targets: bool) -> None:
         return
     try:
         fix = importlib.import_module(decl.implementation)
+        if not isinstance(fix, FixModule):
+            raise TypeError(f"{decl.implementation} is not a fix module: it needs probe(modules) and "
+                            f"apply(modules, patcher)")
         probe = fix.probe(modules)
     except NotImplementedError as exc:
         st.state, st.reason = FAILED, str(exc) or "not implemented"

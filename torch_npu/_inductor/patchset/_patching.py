@@ -1,4 +1,5 @@
-"""The two small values a fix module works with: a probe verdict and a patcher.
+"""What a fix module is (:class:`FixModule`) and the two small values it works with:
+a probe verdict and a patcher.
 
 A fix module (``fixes/<id>.py``) defines
 
@@ -17,13 +18,23 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-from typing import Any
+from types import ModuleType
+from typing import Any, Mapping, Optional, Protocol, runtime_checkable
 
 NEEDED = "needed"
 UPSTREAM_HAS_FIX = "upstream-has-fix"
 UNRECOGNISED = "unrecognised"
 
 _MISSING = object()
+
+
+@runtime_checkable
+class FixModule(Protocol):
+    """The contract of a ``fixes/<id>.py`` module (the applier calls nothing else)."""
+
+    def probe(self, modules: Mapping[str, ModuleType]) -> "Probe": ...
+
+    def apply(self, modules: Mapping[str, ModuleType], patcher: "Patcher") -> Optional[str]: ...
 
 
 @dataclasses.dataclass(frozen=True)
