@@ -350,7 +350,11 @@ def test_tensor_stand_in_has_only_real_members():
     core = Path(spec.origin).parent / "include" / "ATen" / "core"
     real = _text(core / "TensorBody.h") + _text(core / "TensorBase.h")
     ours = _text(SIM_TENSOR)
-    public = ours.split("public:", 1)[1].split("private:", 1)[0]
+    public = ours.split("class Tensor", 1)[1].split("public:", 1)[1].split("private:", 1)[0]
+    storage = ours.split("class Storage", 1)[1].split("public:", 1)[1].split("private:", 1)[0]
+    storage_members = set(re.findall(r"(\w+)\s*\([^;{]*\)\s*(?:const\s*)?(?:noexcept\s*)?[:{]", storage))
+    assert storage_members <= {"Storage", "data"}, f"c10::Storage stand-in members beyond data(): {storage_members}"
+    assert re.search(r"const\s+void\s*\*\s*data\(\)\s*const", _text(core.parent.parent / "c10" / "core" / "Storage.h"))
     names = set(re.findall(r"^\s*(?:[\w:*&<> ]+\s)?(\w+)\s*\([^;{]*\)\s*(?:const\s*)?(?:&\s*)?(?:noexcept\s*)?[:{=]",
                            public, re.M))
     names -= {"if", "while", "for", "return", "swap_"}
