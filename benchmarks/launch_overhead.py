@@ -11,7 +11,7 @@ C++ wrapper generates, with three strategies for a kernel's sync resources:
   ``acquire_launch_resources`` call);
 * ``fill-only``: a reference floor, not a usable strategy: ``null`` plus the
   lock fill (one async copy from a prepared page-locked image into memory set
-  aside once), with no allocator request, no stream turn and no cache lookup.
+  aside once), with no allocator request, no stream lock and no cache lookup.
   It is "one extra stream task and nothing else", so ``fill-only / null`` is
   what a stream task costs in the simulation and ``patchset - fill-only`` is
   our bookkeeping.
@@ -412,7 +412,7 @@ def main(argv=None) -> int:
     decomp = decomposition(cells)
     if decomp:
         print("where patchset's time goes (medians, ns): fill task = fill-only - null; bookkeeping = patchset - "
-              "fill-only (allocator request, stream turn, sizes, pinned-image lookup)")
+              "fill-only (allocator request, stream lock, sizes, pinned-image lookup)")
         for d in decomp:
             print(f"  {d['layout']:<9} {d['memcpy_model']:<9} {d['kernel_us']:>4} us: null {d['null_ns']:.0f}, "
                   f"fill-only {d['fill_only_ns']:.0f} ({d['floor_x_null']:.2f}x), patchset {d['patchset_ns']:.0f} "

@@ -2,7 +2,7 @@
 
 The reference is not a table typed in here: it is torch_npu's generated code
 itself. The wheel harness renders each sample kernel's launcher through the
-wheel's real classes, unpatched (torch_npu 2.7.1.post11 and 2.13.0 carry
+wheel's real classes, unpatched (torch_npu 2.7.1.post11 and 2.14.0 carry
 upstream's fix: two allocate_workspace requests and a host vector copied with
 aclrtMemcpy) and patched (our helper). Both are compiled against the host ACL
 simulation and run with the probe kernel, which reports the lock slots each

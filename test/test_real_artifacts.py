@@ -17,7 +17,7 @@ import pytest
 from torch_npu._inductor.patchset.tooling import real_artifacts as ra
 
 #: Wheels per torch line: the CI legs.
-WHEELS = ("2.7.1.post10", "2.7.1.post11", "2.13.0")
+WHEELS = ("2.7.1.post10", "2.7.1.post11", "2.14.0")  # the wheels of CI's two torch legs
 MALLOC_WITH_STREAM = "c10_npu::NPUWorkspaceAllocator::malloc_with_stream(unsigned long, void*)"
 _results: dict = {}
 
@@ -31,8 +31,8 @@ def needs_matching_torch(version: str) -> None:
     line = ra.line_of(version)
     if ra.line_of(torch.__version__) != line:
         pytest.skip(f"torch_npu {version} wheels run on torch {line} only; this interpreter has torch {torch.__version__}")
-    if line == "2.13" and importlib.util.find_spec("triton") is None:
-        pytest.fail(f"torch_npu {version}'s Inductor code imports triton; test/requirements-torch2.13.0.txt installs it")
+    if line == "2.14" and importlib.util.find_spec("triton") is None:
+        pytest.fail(f"torch_npu {version}'s Inductor code imports triton; test/requirements-torch2.14.1.txt installs it")
 
 
 def tier(version: str, helper: Path | None = None) -> ra.TierResult:

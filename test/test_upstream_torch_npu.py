@@ -14,7 +14,7 @@ simulation's ``aclrtLaunchKernelWithHostArgs``.
 Wheels are cached in ~/.cache/torch-npu-inductor-patches/wheels (downloaded
 with pip on first use). A version that cannot be had fails the test with the
 reason; only an unreachable package index skips, and says so. A wheel runs on
-its own torch line only (2.7.1.* on torch 2.7.1, 2.13.0 on torch 2.13 with
+its own torch line only (2.7.1.* on torch 2.7.1, 2.14.0 on torch 2.14 with
 triton installed): each CI leg covers the wheels of its torch.
 """
 from __future__ import annotations
@@ -35,7 +35,7 @@ from torch_npu._inductor.patchset.tooling.sample_kernels import SAMPLES
 
 HARNESS = Path(__file__).with_name("upstream_harness.py")
 NO_FIX, FIXED, LEGACY = "2.7.1.post10", "2.7.1.post11", "2.7.1.post6"
-NEWEST = "2.13.0"  # the newest release checked: post11's launch code, newer torch's wrapper API
+NEWEST = "2.14.0"  # the newest release (CI's second leg): post11's launch code, newer torch's wrapper API
 _cache: dict = {}
 
 
@@ -49,7 +49,7 @@ def needs_matching_torch(version: str) -> None:
     if ".".join(torch.__version__.split("+")[0].split(".")[:2]) != line:
         pytest.skip(f"torch_npu {version} wheels run on torch {line} only; this interpreter has torch {torch.__version__}")
     if version == NEWEST and importlib.util.find_spec("triton") is None:
-        pytest.fail(f"torch_npu {version}'s Inductor code imports triton; test/requirements-torch2.13.0.txt installs it")
+        pytest.fail(f"torch_npu {version}'s Inductor code imports triton; test/requirements-torch2.14.1.txt installs it")
 
 
 def needs_torch_271() -> None:
@@ -217,7 +217,7 @@ def test_second_apply_changes_nothing(version, tmp_path_factory):
     assert again["cpp-wrapper-sync-resources"]["note"] == "already applied"
 
 
-# ---- 2.7.1.post11 and 2.13.0: upstream's fix (two allocate_workspace + blocking aclrtMemcpy) -----
+# ---- 2.7.1.post11 and 2.14.0: upstream's fix (two allocate_workspace + blocking aclrtMemcpy) -----
 @pytest.mark.parametrize("version", [FIXED, NEWEST])
 def test_status_says_it_replaced_upstream_allocation(version, tmp_path_factory):
     data = harness(version, tmp_path_factory)
@@ -226,7 +226,7 @@ def test_status_says_it_replaced_upstream_allocation(version, tmp_path_factory):
     assert "records the raw sync fields workspace_size, lock_num" in r["kernel-sync-metadata"]["reason"]
     assert r["cpp-wrapper-sync-resources"]["state"] == "applied"
     assert "replaced upstream's allocation" in r["cpp-wrapper-sync-resources"]["note"]
-    # 2.13.0 adds includes through the instance method: the alternative hook set was used.
+    # 2.13.0 and later add includes through the instance method: the alternative hook set was used.
     include_hook = "add_device_include" if version == NEWEST else "get_device_include_path"
     assert any(t.endswith(f"CppWrapperNpu.{include_hook}") for t in r["cpp-wrapper-sync-resources"]["targets"])
 
@@ -363,7 +363,7 @@ def test_status_command_against_wheels():
 
 
 def test_status_command_against_the_newest_wheel():
-    """torch 2.13 + torch_npu 2.13.0: the launch fix applies through the newer wrapper API, upstream
+    """torch 2.14 + torch_npu 2.14.0: the launch fix applies through the newer wrapper API, upstream
     records the sync fields itself, and the Flex grid is torch's own."""
     needs_matching_torch(NEWEST)
     out = status_command(NEWEST)

@@ -140,7 +140,7 @@ static inline aclError call_upstream(aclrtFuncHandle kernel_handle, void *in_ptr
 // ---- fill-only: a reference floor, not a usable strategy ---------------------
 // The null launcher plus exactly one stream task, the lock fill (an async copy
 // from a prepared page-locked image), into device memory set aside once per
-// cell: no allocator request, no stream turn, no cache lookup. It is what the
+// cell: no allocator request, no stream lock, no cache lookup. It is what the
 // issue's "one extra stream task and nothing else" costs in this simulation,
 // so patchset / fill-only is what our bookkeeping adds and fill-only / null is
 // what one more stream task costs. Correct only because the benchmark launches

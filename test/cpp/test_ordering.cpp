@@ -1,5 +1,5 @@
 // Stream ordering: back-to-back launches on one stream, block growth,
-// independent streams and the per-stream turn.
+// independent streams and the per-stream mutex.
 #include <atomic>
 #include <chrono>
 #include <thread>
@@ -89,7 +89,7 @@ TEST_CASE(second_acquire_on_same_stream_same_thread_fails) {
   CHECK(r2.locks() != nullptr);
 }
 
-TEST_CASE(stream_turn_serialises_threads_on_one_stream) {
+TEST_CASE(stream_lock_serialises_threads_on_one_stream) {
   // Thread B must wait for A's LaunchResources to be released before it gets the same memory.
   LockLayout l;
   l.legacy_slots = 2;
