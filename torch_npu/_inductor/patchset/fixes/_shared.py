@@ -1,7 +1,15 @@
 """Small pieces the launch fixes of both wrapper layouts share."""
 from __future__ import annotations
 
+import re
+
 from .. import launch_codegen
+
+#: DeferredNpuTritonCallWrapper.generate_launch_kernel's parameters in both layouts.
+LAUNCH_PARAMS = ["self", "prefix", "wrapper", "kernel_var_name", "params"]
+#: The two NULL declarations upstream's launch code writes (the first keeps its indent).
+NULL_WORKSPACE = re.compile(r"^([ \t]*)void\*\s*workspace_addr\s*=\s*NULL;[ \t]*\n", re.M)
+NULL_LOCK = re.compile(r"^[ \t]*void\*\s*sync_block_lock\s*=\s*NULL;[ \t]*\n", re.M)
 
 #: The runtime helper's header (what the generated wrapper includes).
 HEADER_PATH = launch_codegen.HELPER_DIR / launch_codegen.HELPER_HEADER

@@ -39,7 +39,7 @@ import re
 from .._patching import Probe, source_of
 from ..launch_codegen import LaunchSite, resource_lines
 from ..launch_plan import plan_from_params
-from ._shared import helper_include_lines
+from ._shared import LAUNCH_PARAMS, NULL_LOCK, NULL_WORKSPACE, helper_include_lines
 
 MODULE = "torch_npu._inductor.codegen.cpp_wrapper"
 LAYOUT = "codegen/cpp_wrapper.py (rtKernelLaunch)"
@@ -47,10 +47,7 @@ _MARK = "__torch_npu_patchset_sync_resources_rt__"
 
 _ARGS_DECL_PARAMS = ["self", "code", "call_args", "arg_types", "arg_signatures", "kernel_name", "kernel_id",
                      "is_triton_kernel"]
-_LAUNCH_PARAMS = ["self", "prefix", "wrapper", "kernel_var_name", "params"]
 
-_NULL_WORKSPACE = re.compile(r"^([ \t]*)void\*\s*workspace_addr\s*=\s*NULL;[ \t]*\n", re.M)
-_NULL_LOCK = re.compile(r"^[ \t]*void\*\s*sync_block_lock\s*=\s*NULL;[ \t]*\n", re.M)
 _BLOCK_NUM = re.compile(r"\bblock_num\s*=\s*grid_0\s*\*\s*grid_1\s*\*\s*grid_2\s*;")
 _ANY_CLAMP = re.compile(r"std::min\(\s*block_num\b")
 _RT_LAUNCH = re.compile(r"\brtKernelLaunch\(")
@@ -96,7 +93,7 @@ def shape(modules) -> tuple[str, str]:
     if _param_names(args_decl) != _ARGS_DECL_PARAMS:
         return "unknown", (f"CppWrapperNpu.generate_args_decl{inspect.signature(args_decl)} is not (code, call_args, "
                            "arg_types, arg_signatures, kernel_name, kernel_id, is_triton_kernel)")
-    if _param_names(members["DeferredNpuTritonCallWrapper.generate_launch_kernel"]) != _LAUNCH_PARAMS:
+    if _param_names(members["DeferredNpuTritonCallWrapper.generate_launch_kernel"]) != LAUNCH_PARAMS:
         return "unknown", "DeferredNpuTritonCallWrapper.generate_launch_kernel is not (prefix, wrapper, kernel_var_name, params)"
     if _param_names(members["CppWrapperNpu.write_header"]) != ["self"]:
         return "unknown", "CppWrapperNpu.write_header is not (self)"
@@ -104,8 +101,8 @@ def shape(modules) -> tuple[str, str]:
     if not src:
         return "unknown", "the source of CppWrapperNpu.generate_args_decl is not readable"
     lacking = [what for what, found in (
-        ("void* workspace_addr = NULL", _NULL_WORKSPACE.search(src + "\n")),
-        ("void* sync_block_lock = NULL", _NULL_LOCK.search(src + "\n")),
+        ("void* workspace_addr = NULL", NULL_WORKSPACE.search(src + "\n")),
+        ("void* sync_block_lock = NULL", NULL_LOCK.search(src + "\n")),
         ("rtKernelLaunch(", _RT_LAUNCH.search(src)),
         ("block_num = grid_0 * grid_1 * grid_2", _BLOCK_NUM.search(src)),
     ) if not found]
@@ -137,8 +134,8 @@ def _params_for(kernel_name: str) -> dict | None:
 
 def splice(text: str, plan, kernel: str) -> str:
     """``text`` (upstream's launch lambda) with its NULL sync pointers replaced; raises on any other shape."""
-    ws, lock = _NULL_WORKSPACE.search(text), _NULL_LOCK.search(text)
-    if not (ws and lock) or len(_NULL_WORKSPACE.findall(text)) != 1 or len(_NULL_LOCK.findall(text)) != 1:
+    ws, lock = NULL_WORKSPACE.search(text), NULL_LOCK.search(text)
+    if not (ws and lock) or len(NULL_WORKSPACE.findall(text)) != 1 or len(NULL_LOCK.findall(text)) != 1:
         raise RuntimeError(
             f"torch_npu_patchset: launch code for {kernel} does not declare exactly one NULL workspace_addr "
             f"and one NULL sync_block_lock; refusing to guess where the sync resources go"
@@ -152,8 +149,8 @@ def splice(text: str, plan, kernel: str) -> str:
         raise RuntimeError(f"torch_npu_patchset: upstream launch code for {kernel} allocates a workspace itself")
     # The struct always has both sync fields here (no SIMT-only launch in this layout).
     ours = _indent(resource_lines(plan, LaunchSite(block_clamp=None, simt_only=False)), ws.group(1))
-    text = _NULL_LOCK.sub("", text, count=1)
-    return _NULL_WORKSPACE.sub(lambda m: ours, text, count=1)
+    text = NULL_LOCK.sub("", text, count=1)
+    return NULL_WORKSPACE.sub(lambda m: ours, text, count=1)
 
 
 def apply(modules, patcher) -> str:

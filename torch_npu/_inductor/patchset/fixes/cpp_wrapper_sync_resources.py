@@ -42,16 +42,13 @@ from .._patching import Probe, source_of
 from ..launch_codegen import LaunchSite, resource_lines
 from ..launch_plan import RAW_SYNC_FIELDS, SIMT_FLAGS, plan_from_params
 from . import cpp_wrapper_rt_launch
-from ._shared import HEADER_PATH, helper_include_lines  # noqa: F401  (HEADER_PATH: kept importable here)
+from ._shared import HEADER_PATH, LAUNCH_PARAMS, NULL_LOCK, NULL_WORKSPACE, helper_include_lines  # noqa: F401  (HEADER_PATH: kept importable here)
 
 MODULE = "torch_npu._inductor.codegen.cpp_wrapper_npu"
 _MARK = "__torch_npu_patchset_sync_resources__"
 
 _ARGS_DECL_PARAMS = ["self", "code", "call_args", "arg_types", "arg_signatures", "is_triton_kernel"]
-_LAUNCH_PARAMS = ["self", "prefix", "wrapper", "kernel_var_name", "params"]
 
-_NULL_WORKSPACE = re.compile(r"^([ \t]*)void\*\s*workspace_addr\s*=\s*NULL;[ \t]*\n", re.M)
-_NULL_LOCK = re.compile(r"^[ \t]*void\*\s*sync_block_lock\s*=\s*NULL;[ \t]*\n", re.M)
 _UPSTREAM_ALLOC = ("allocate_workspace", "aclrtMemcpy(")
 _UPSTREAM_CLAMP = re.compile(r"block_num\s*=\s*std::min\(\s*block_num\s*,\s*\(uint32_t\)\s*(\d+)\s*\)")
 _OUR_CLAMP = re.compile(r"npu_sync_block_num = std::min\(npu_sync_block_num, static_cast<uint32_t>\((\d+)\)\)")
@@ -99,7 +96,7 @@ def _shape(modules) -> tuple[str, str]:
     if (names[:n] != _ARGS_DECL_PARAMS or len(names) <= n or names[n] not in SIMT_FLAGS
             or not set(names[n + 1:]) <= {"kernel_params"}):
         return "unknown", f"CppWrapperNpu.generate_args_decl{inspect.signature(args_decl)} is not (code, call_args, arg_types, arg_signatures, is_triton_kernel, force_simt_only | is_pure_simt[, kernel_params])"
-    if _param_names(launch) != _LAUNCH_PARAMS:
+    if _param_names(launch) != LAUNCH_PARAMS:
         return "unknown", f"DeferredNpuTritonCallWrapper.generate_launch_kernel{inspect.signature(launch)} is not (prefix, wrapper, kernel_var_name, params)"
     if include == "get_device_include_path" and not isinstance(
             inspect.getattr_static(wrapper_cls, "get_device_include_path"), staticmethod):
@@ -207,20 +204,20 @@ def apply(modules, patcher) -> str:
         if leftovers:
             raise RuntimeError(f"torch_npu_patchset: upstream launch code for {launch.kernel} still contains {leftovers}")
         simt = bool(bound.arguments[simt_param])
-        ws, lock = _NULL_WORKSPACE.search(text), _NULL_LOCK.search(text)
+        ws, lock = NULL_WORKSPACE.search(text), NULL_LOCK.search(text)
         if simt:
             if ws or lock or "sync_block_lock" in text:
                 raise RuntimeError(f"torch_npu_patchset: SIMT-only launch code for {launch.kernel} has sync fields")
             return text
-        if not (ws and lock) or len(_NULL_WORKSPACE.findall(text)) != 1 or len(_NULL_LOCK.findall(text)) != 1:
+        if not (ws and lock) or len(NULL_WORKSPACE.findall(text)) != 1 or len(NULL_LOCK.findall(text)) != 1:
             raise RuntimeError(
                 f"torch_npu_patchset: launch code for {launch.kernel} does not declare exactly one NULL "
                 f"workspace_addr and one NULL sync_block_lock; refusing to guess where the sync resources go"
             )
         site = LaunchSite(block_clamp=launch.block_clamp, simt_only=False)
         ours = _indent(resource_lines(plan, site), ws.group(1))
-        text = _NULL_LOCK.sub("", text, count=1)
-        return _NULL_WORKSPACE.sub(lambda m: ours, text, count=1)
+        text = NULL_LOCK.sub("", text, count=1)
+        return NULL_WORKSPACE.sub(lambda m: ours, text, count=1)
 
     include_line = "\n".join(helper_include_lines())
     if include_hook == "get_device_include_path":

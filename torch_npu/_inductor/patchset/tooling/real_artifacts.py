@@ -158,12 +158,9 @@ def _run(cmd: Sequence[str], timeout: float = 1800, **kw) -> subprocess.Complete
 
 def _publish(tmp: Path, final: Path) -> None:
     """Atomic rename of a finished directory; a concurrent winner is fine."""
-    try:
-        os.rename(tmp, final)
-    except OSError:
-        if not final.exists():
-            raise
-        shutil.rmtree(tmp, ignore_errors=True)
+    from .sim_build import _publish as publish  # one implementation for both caches
+
+    publish(tmp, final)
 
 
 def _extract_members(wheel: Path, dest: Path, want) -> int:
