@@ -12,6 +12,7 @@
 #include <cstring>
 #include <exception>
 #include <functional>
+#include <initializer_list>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -37,6 +38,12 @@ struct Failure : std::runtime_error {
   std::ostringstream o;
   o << file << ":" << line << ": CHECK failed: " << what;
   throw Failure(o.str());
+}
+// Fails unless `text` contains every one of `parts`.
+inline void check_message(const char *file, int line, const std::string &text,
+                          std::initializer_list<const char *> parts) {
+  for (const char *part : parts)
+    if (text.find(part) == std::string::npos) fail(file, line, "message '" + text + "' lacks '" + part + "'");
 }
 
 inline std::string sim_errors_text() {
@@ -111,29 +118,9 @@ inline int run_main(int argc, char **argv) {
       (void)(expr);                                                                               \
     } catch (const type &e_) {                                                                    \
       thrown_ = true;                                                                             \
-      std::string w_ = e_.what();                                                                 \
-      for (const char *s_ : std::initializer_list<const char *>{__VA_ARGS__})                    \
-        if (w_.find(s_) == std::string::npos)                                                     \
-          ::t::fail(__FILE__, __LINE__, std::string("message '") + w_ + "' lacks '" + s_ + "'"); \
+      ::t::check_message(__FILE__, __LINE__, e_.what(), {__VA_ARGS__});                          \
     }                                                                                             \
     if (!thrown_) ::t::fail(__FILE__, __LINE__, #expr " did not throw " #type);                   \
-  } while (0)
-// Checks that `expr` fails with t::AcquireFailed of ACL code `want_code` whose text contains every string.
-#define CHECK_FAILS(expr, want_code, ...)                                                                  \
-  do {                                                                                                \
-    bool failed_ = false;                                                                             \
-    try {                                                                                             \
-      (void)(expr);                                                                                   \
-    } catch (const ::t::AcquireFailed &e_) {                                                          \
-      failed_ = true;                                                                                 \
-      if (e_.code != static_cast<aclError>(want_code))                                                     \
-        ::t::fail(__FILE__, __LINE__, "code " + std::to_string(e_.code) + " != " #want_code + ": " + e_.what()); \
-      std::string w_ = e_.what();                                                                     \
-      for (const char *s_ : std::initializer_list<const char *>{__VA_ARGS__})                        \
-        if (w_.find(s_) == std::string::npos)                                                         \
-          ::t::fail(__FILE__, __LINE__, std::string("message '") + w_ + "' lacks '" + s_ + "'");     \
-    }                                                                                                 \
-    if (!failed_) ::t::fail(__FILE__, __LINE__, #expr " did not fail");                               \
   } while (0)
 #define CHECK_NO_SIM_ERRORS()                                                                     \
   do {                                                                                            \

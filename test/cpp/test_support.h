@@ -21,10 +21,7 @@
       failed_ = true;                                                                                           \
       if (e_.code != static_cast<aclError>(want_code))                                                          \
         ::t::fail(__FILE__, __LINE__, "code " + std::to_string(e_.code) + " != " #want_code + ": " + e_.what()); \
-      std::string w_ = e_.what();                                                                               \
-      for (const char *s_ : std::initializer_list<const char *>{__VA_ARGS__})                                  \
-        if (w_.find(s_) == std::string::npos)                                                                   \
-          ::t::fail(__FILE__, __LINE__, std::string("message '") + w_ + "' lacks '" + s_ + "'");               \
+      ::t::check_message(__FILE__, __LINE__, e_.what(), {__VA_ARGS__});                                        \
     }                                                                                                           \
     if (!failed_) ::t::fail(__FILE__, __LINE__, #expr " did not fail");                                         \
   } while (0)
