@@ -71,7 +71,7 @@ def test_emit_launchers_uses_launch_codegen(tmp_path):
     header = tmp_path / "gen.h"
     subprocess.run([sys.executable, str(SCRIPT), "--emit-launchers", str(header)], check=True, timeout=120)
     text = header.read_text()
-    assert "torch_npu_patchset::acquire_launch_resources(" in text
+    assert "torch_npu::inductor::acquire_launch_resources(" in text
     assert "npu-sync-resources" in text  # launch_codegen's marker
     assert "kLayouts" in text and "call_bench_null" in text
 

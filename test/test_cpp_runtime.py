@@ -159,15 +159,15 @@ int main() {
   cfg.lock_bytes = 2 * 64 + (1 + 2 * 6) * 64;  // 2 ordered, 1 unordered, P = 3 * 2
   cfg.workspace_bytes = 3 * 256;
   aclrtFuncHandle h = acl_sim::register_probe_kernel(cfg);
-  torch_npu_patchset::LockLayout l;
+  torch_npu::inductor::LockLayout l;
   l.ordered = 2;
   l.unordered = 1;
   l.participant_factor = 2;
   l.init_value = -5;
   uint64_t id;
   {
-    torch_npu_patchset::LaunchResources r;
-    if (torch_npu_patchset::acquire_launch_resources("triton_py", s, 3, 1, 1, 3, 256, l, &r) != ACL_SUCCESS) return 2;
+    torch_npu::inductor::LaunchResources r;
+    if (torch_npu::inductor::acquire_launch_resources("triton_py", s, 3, 1, 1, 3, 256, l, &r) != ACL_SUCCESS) return 2;
     struct { void* lock; void* ws; int32_t g[3]; } args{r.locks(), r.workspace(), {3, 1, 1}};
     if (aclrtLaunchKernelWithHostArgs(h, 3, s, nullptr, &args, sizeof args, nullptr, 0) != ACL_SUCCESS) return 3;
     id = acl_sim::last_launch_id();

@@ -72,9 +72,9 @@ aclError ret = ACL_SUCCESS;
 // locks initialised on stream_ before the kernel. Held until the launch is issued.
 uint32_t npu_sync_block_num = grid_0 * grid_1 * grid_2;
 npu_sync_block_num = std::min(npu_sync_block_num, static_cast<uint32_t>(48));
-torch_npu_patchset::LockLayout npu_sync_locks;
-torch_npu_patchset::LaunchResources npu_sync_resources;
-aclError npu_sync_status = torch_npu_patchset::acquire_launch_resources(
+torch_npu::inductor::LockLayout npu_sync_locks;
+torch_npu::inductor::LaunchResources npu_sync_resources;
+aclError npu_sync_status = torch_npu::inductor::acquire_launch_resources(
     "triton_red_fused_sum_1", stream_, grid_0, grid_1, grid_2, npu_sync_block_num,
     UINT64_C(256), npu_sync_locks, &npu_sync_resources);
 if (npu_sync_status != ACL_SUCCESS) return npu_sync_status;  // logged by the helper; nothing stays allocated
@@ -114,11 +114,11 @@ aclError ret = ACL_SUCCESS;
 // locks initialised on stream_ before the kernel. Held until the launch is issued.
 uint32_t npu_sync_block_num = grid_0 * grid_1 * grid_2;
 npu_sync_block_num = std::min(npu_sync_block_num, static_cast<uint32_t>(48));
-torch_npu_patchset::LockLayout npu_sync_locks;
+torch_npu::inductor::LockLayout npu_sync_locks;
 npu_sync_locks.legacy_slots = UINT64_C(16);
 npu_sync_locks.init_value = INT64_C(7);
-torch_npu_patchset::LaunchResources npu_sync_resources;
-aclError npu_sync_status = torch_npu_patchset::acquire_launch_resources(
+torch_npu::inductor::LaunchResources npu_sync_resources;
+aclError npu_sync_status = torch_npu::inductor::acquire_launch_resources(
     "triton_red_fused_max_2", stream_, grid_0, grid_1, grid_2, npu_sync_block_num,
     UINT64_C(0), npu_sync_locks, &npu_sync_resources);
 if (npu_sync_status != ACL_SUCCESS) return npu_sync_status;  // logged by the helper; nothing stays allocated
@@ -155,11 +155,11 @@ aclError ret = ACL_SUCCESS;
 // locks initialised on stream_ before the kernel. Held until the launch is issued.
 uint32_t npu_sync_block_num = grid_0 * grid_1 * grid_2;
 npu_sync_block_num = std::min(npu_sync_block_num, static_cast<uint32_t>(48));
-torch_npu_patchset::LockLayout npu_sync_locks;
+torch_npu::inductor::LockLayout npu_sync_locks;
 npu_sync_locks.legacy_slots = UINT64_C(4);
 npu_sync_locks.init_value = INT64_C(1);
-torch_npu_patchset::LaunchResources npu_sync_resources;
-aclError npu_sync_status = torch_npu_patchset::acquire_launch_resources(
+torch_npu::inductor::LaunchResources npu_sync_resources;
+aclError npu_sync_status = torch_npu::inductor::acquire_launch_resources(
     "triton_tem_fused_flex_bwd_3", stream_, grid_0, grid_1, grid_2, npu_sync_block_num,
     UINT64_C(1024), npu_sync_locks, &npu_sync_resources);
 if (npu_sync_status != ACL_SUCCESS) return npu_sync_status;  // logged by the helper; nothing stays allocated
@@ -205,13 +205,13 @@ aclError ret = ACL_SUCCESS;
 // locks initialised on stream_ before the kernel. Held until the launch is issued.
 uint32_t npu_sync_block_num = grid_0 * grid_1 * grid_2;
 npu_sync_block_num = std::min(npu_sync_block_num, static_cast<uint32_t>(48));
-torch_npu_patchset::LockLayout npu_sync_locks;
+torch_npu::inductor::LockLayout npu_sync_locks;
 npu_sync_locks.ordered = 2u;
 npu_sync_locks.unordered = 1u;
 npu_sync_locks.participant_factor = 2u;
 npu_sync_locks.init_value = INT64_C(5);
-torch_npu_patchset::LaunchResources npu_sync_resources;
-aclError npu_sync_status = torch_npu_patchset::acquire_launch_resources(
+torch_npu::inductor::LaunchResources npu_sync_resources;
+aclError npu_sync_status = torch_npu::inductor::acquire_launch_resources(
     "triton_mm_splitk_4", stream_, grid_0, grid_1, grid_2, npu_sync_block_num,
     UINT64_C(0), npu_sync_locks, &npu_sync_resources);
 if (npu_sync_status != ACL_SUCCESS) return npu_sync_status;  // logged by the helper; nothing stays allocated
@@ -279,11 +279,11 @@ if (ret != ACL_SUCCESS) return ret;
 // locks initialised on stream_ before the kernel. Held until the launch is issued.
 uint32_t npu_sync_block_num = grid_0 * grid_1 * grid_2;
 npu_sync_block_num = std::min(npu_sync_block_num, static_cast<uint32_t>(48));
-torch_npu_patchset::LockLayout npu_sync_locks;
+torch_npu::inductor::LockLayout npu_sync_locks;
 npu_sync_locks.legacy_slots = UINT64_C(2);
 npu_sync_locks.init_value = INT64_C(-1);
-torch_npu_patchset::LaunchResources npu_sync_resources;
-aclError npu_sync_status = torch_npu_patchset::acquire_launch_resources(
+torch_npu::inductor::LaunchResources npu_sync_resources;
+aclError npu_sync_status = torch_npu::inductor::acquire_launch_resources(
     "triton_tem_fused_mm_7", stream_, grid_0, grid_1, grid_2, npu_sync_block_num,
     UINT64_C(512), npu_sync_locks, &npu_sync_resources);
 if (npu_sync_status != ACL_SUCCESS) return npu_sync_status;  // logged by the helper; nothing stays allocated
@@ -385,7 +385,7 @@ def test_helper_abi_follows_its_content(tmp_path):
     import shutil
 
     lines = lc.helper_include_lines()
-    assert lines[0].endswith(lc.helper_digest()) and lines[1] == f"#define TORCH_NPU_PATCHSET_ABI {lc.helper_abi()}"
+    assert lines[0].endswith(lc.helper_digest()) and lines[1] == f"#define TORCH_NPU_LAUNCH_RESOURCES_ABI {lc.helper_abi()}"
     copy = tmp_path / "csrc"
     shutil.copytree(lc.HELPER_DIR, copy)
     assert lc.helper_abi(copy) == lc.helper_abi()

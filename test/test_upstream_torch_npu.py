@@ -1,6 +1,6 @@
 """The two launch patches (and the Flex grid) against the REAL torch_npu Inductor code of released wheels.
 
-Each version runs ``test/upstream_harness.py`` in its own interpreter (the
+Each version runs ``tooling/wheel_harness.py`` in its own interpreter (the
 stand-ins replace ``torch_npu``): the real ``NPUCachingAutotuner.save_gpu_kernel``
 saves every sample kernel, the real ``DeferredNpuTritonCallWrapper`` /
 ``CppWrapperNpu`` render its launcher, before and after ``patchset.apply()``.
@@ -30,10 +30,10 @@ import pytest
 
 from torch_npu._inductor.patchset import launch_codegen as lc
 from torch_npu._inductor.patchset.launch_plan import plan_from_metadata, plan_from_params
-from torch_npu._inductor.patchset.tooling import launcher_cli, sim_build
+from torch_npu._inductor.patchset.tooling import launcher_cli, real_artifacts, sim_build
 from torch_npu._inductor.patchset.tooling.sample_kernels import SAMPLES
 
-HARNESS = Path(__file__).with_name("upstream_harness.py")
+HARNESS = Path(real_artifacts.__file__).with_name("wheel_harness.py")
 NO_FIX, FIXED, LEGACY = "2.7.1.post10", "2.7.1.post11", "2.7.1.post6"
 NEWEST = "2.14.0"  # the newest release (CI's second leg): post11's launch code, newer torch's wrapper API
 _cache: dict = {}

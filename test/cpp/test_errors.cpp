@@ -14,13 +14,13 @@ void check_nothing_leaked(const acl_sim::Counters &before) {
   auto c = acl_sim::counters();
   CHECK_EQ(c.live_workspace_dataptrs, 0u);
   CHECK_EQ(c.live_device_allocs, before.live_device_allocs);
-  auto st = torch_npu_patchset::pinned_cache_stats();
+  auto st = torch_npu::inductor::pinned_cache_stats();
   CHECK_EQ(c.live_pinned, st.entries + st.retired);
 }
 // After all copies ran, trimming the cache frees everything: no pinned or event leak.
 void check_all_released() {
   sync_all();
-  CHECK_EQ(torch_npu_patchset::trim_pinned_cache(), 0u);
+  CHECK_EQ(torch_npu::inductor::trim_pinned_cache(), 0u);
   auto c = acl_sim::counters();
   CHECK_EQ(c.live_pinned, 0u);
   CHECK_EQ(c.live_events, 0u);
@@ -46,9 +46,9 @@ TEST_CASE(lock_size_overflow_fails_before_allocation) {
 }
 
 TEST_CASE(total_over_cap_fails_before_allocation) {
-  torch_npu_patchset::set_max_launch_bytes(1 << 20);
+  torch_npu::inductor::set_max_launch_bytes(1 << 20);
   CHECK_FAILS(acquire("triton_cap", stream(0), 2, 1, 1, 2, 1 << 20, LockLayout{}), ACL_ERROR_INVALID_PARAM,
-              "'triton_cap'", "1048576", "2097152", "TORCH_NPU_PATCHSET_MAX_LAUNCH_BYTES");
+              "'triton_cap'", "1048576", "2097152", "TORCH_NPU_LAUNCH_MAX_BYTES");
   CHECK_EQ(acl_sim::counters().allocator_requests, 0u);
   // just under the cap works
   LaunchResources r = acquire("triton_cap", stream(0), 1, 1, 1, 1, (1 << 20) - 1024, LockLayout{});
@@ -57,17 +57,17 @@ TEST_CASE(total_over_cap_fails_before_allocation) {
 
 TEST_CASE(lock_num_1_shl_32_is_caught_by_default_cap) {
   // lock_num = 1 << 32 has been reported for unordered locks; * 8 = 32 GiB.
-  CHECK_EQ(torch_npu_patchset::max_launch_bytes(), uint64_t(8) << 30);
+  CHECK_EQ(torch_npu::inductor::max_launch_bytes(), uint64_t(8) << 30);
   CHECK_FAILS(acquire("triton_unordered", stream(0), 1, 1, 1, 1, 0, legacy(uint64_t(1) << 32, 0)),
               ACL_ERROR_INVALID_PARAM, "'triton_unordered'", "34359738368");
   CHECK_EQ(acl_sim::counters().allocator_requests, 0u);
 }
 
 TEST_CASE(env_cap_is_read) {
-  // ctest runs this case with TORCH_NPU_PATCHSET_MAX_LAUNCH_BYTES=4096.
-  const char *e = std::getenv("TORCH_NPU_PATCHSET_MAX_LAUNCH_BYTES");
+  // ctest runs this case with TORCH_NPU_LAUNCH_MAX_BYTES=4096.
+  const char *e = std::getenv("TORCH_NPU_LAUNCH_MAX_BYTES");
   CHECK(e != nullptr);
-  CHECK_EQ(torch_npu_patchset::max_launch_bytes(), 4096u);
+  CHECK_EQ(torch_npu::inductor::max_launch_bytes(), 4096u);
   CHECK_FAILS(acquire("triton_env", stream(0), 1, 1, 1, 1, 8192, LockLayout{}), ACL_ERROR_INVALID_PARAM,
               "'triton_env'", "4096");
 }
@@ -75,7 +75,7 @@ TEST_CASE(env_cap_is_read) {
 TEST_CASE(error_message_format_and_code) {
   acl_sim::inject_fault("aclrtMemsetAsync", 1, 507011);
   CHECK_FAILS(acquire("triton_foo", stream(0), 1, 1, 1, 1, 0, legacy(2, 0)), 507011,
-              "torch_npu_patchset: kernel 'triton_foo': aclrtMemsetAsync of 16 lock bytes failed with error 507011");
+              "npu_launch_resources: kernel 'triton_foo': aclrtMemsetAsync of 16 lock bytes failed with error 507011");
 }
 
 TEST_CASE(fault_allocator_throws_becomes_bad_alloc_code) {
@@ -117,7 +117,7 @@ TEST_CASE(fault_memcpy_async_on_new_content_frees_fresh_pinned_buffer) {
   CHECK_EQ(c.pinned_allocs, 1u);
   CHECK_EQ(c.pinned_frees, 1u);
   CHECK_EQ(c.live_pinned, 0u);
-  CHECK_EQ(torch_npu_patchset::pinned_cache_stats().entries, 0u);
+  CHECK_EQ(torch_npu::inductor::pinned_cache_stats().entries, 0u);
   check_nothing_leaked(before);
   check_all_released();
 }
@@ -127,7 +127,7 @@ TEST_CASE(fault_memcpy_async_on_cached_content_keeps_entry) {
   auto before = acl_sim::counters();
   acl_sim::inject_fault("aclrtMemcpyAsync", 1, 0x2223);
   CHECK_FAILS(acquire("triton_c", stream(0), 1, 1, 1, 1, 64, legacy(2, 7)), 0x2223, "'triton_c'", "aclrtMemcpyAsync");
-  CHECK_EQ(torch_npu_patchset::pinned_cache_stats().entries, 1u);
+  CHECK_EQ(torch_npu::inductor::pinned_cache_stats().entries, 1u);
   check_nothing_leaked(before);
   check_all_released();
 }
@@ -144,7 +144,7 @@ TEST_CASE(fault_malloc_host) {
 namespace {
 // One cache entry at most; content A cached. Returns after A's copy ran.
 void cache_one_entry_with_a() {
-  torch_npu_patchset::set_pinned_cache_limits(1, 1 << 20);
+  torch_npu::inductor::set_pinned_cache_limits(1, 1 << 20);
   LaunchResources r = acquire("triton_e", stream(0), 1, 1, 1, 1, 64, legacy(2, 7));
   r = LaunchResources();
   sync_all();
@@ -156,13 +156,13 @@ TEST_CASE(fault_create_event_at_eviction_keeps_entry_and_launches) {
   cache_one_entry_with_a();
   acl_sim::inject_fault("aclrtCreateEvent", 1, 0x4444);
   { LaunchResources r = acquire("triton_e", stream(0), 1, 1, 1, 1, 64, legacy(2, 8)); }  // B: succeeds
-  auto st = torch_npu_patchset::pinned_cache_stats();
+  auto st = torch_npu::inductor::pinned_cache_stats();
   CHECK_EQ(st.entries, 2u);  // A kept (over the bound until a later launch), B added
   CHECK_EQ(st.retired, 0u);
   CHECK_EQ(acl_sim::counters().live_events, 0u);
   // recovers: the next new content retires the least recently used
   { LaunchResources r = acquire("triton_e", stream(0), 1, 1, 1, 1, 64, legacy(2, 9)); }
-  CHECK(torch_npu_patchset::pinned_cache_stats().evictions >= 1u);
+  CHECK(torch_npu::inductor::pinned_cache_stats().evictions >= 1u);
   check_all_released();
   CHECK_NO_SIM_ERRORS();
 }
@@ -171,7 +171,7 @@ TEST_CASE(fault_record_event_at_eviction_keeps_entry_and_launches) {
   cache_one_entry_with_a();
   acl_sim::inject_fault("aclrtRecordEvent", 1, 0x5555);
   { LaunchResources r = acquire("triton_e", stream(0), 1, 1, 1, 1, 64, legacy(2, 8)); }
-  CHECK_EQ(torch_npu_patchset::pinned_cache_stats().entries, 2u);
+  CHECK_EQ(torch_npu::inductor::pinned_cache_stats().entries, 2u);
   CHECK_EQ(acl_sim::counters().live_events, 0u);  // the created event was destroyed
   check_all_released();
   CHECK_NO_SIM_ERRORS();
@@ -183,7 +183,7 @@ void retire_a() {
   cache_one_entry_with_a();
   LaunchResources r = acquire("triton_e", stream(0), 1, 1, 1, 1, 64, legacy(2, 8));
   r = LaunchResources();
-  CHECK_EQ(torch_npu_patchset::pinned_cache_stats().retired, 1u);
+  CHECK_EQ(torch_npu::inductor::pinned_cache_stats().retired, 1u);
 }
 }  // namespace
 
@@ -191,9 +191,9 @@ TEST_CASE(fault_query_event_while_reaping_launches_and_retries) {
   retire_a();
   acl_sim::inject_fault("aclrtQueryEventStatus", 1, 0x6666);
   { LaunchResources r = acquire("triton_q", stream(0), 1, 1, 1, 1, 64, legacy(2, 8)); }
-  CHECK_EQ(torch_npu_patchset::pinned_cache_stats().retired, 1u);  // kept for a retry
+  CHECK_EQ(torch_npu::inductor::pinned_cache_stats().retired, 1u);  // kept for a retry
   { LaunchResources r = acquire("triton_q", stream(0), 1, 1, 1, 1, 64, legacy(2, 8)); }
-  CHECK_EQ(torch_npu_patchset::pinned_cache_stats().retired, 0u);  // retried and freed
+  CHECK_EQ(torch_npu::inductor::pinned_cache_stats().retired, 0u);  // retried and freed
   check_all_released();
 }
 
@@ -201,7 +201,7 @@ TEST_CASE(fault_free_host_while_reaping_launches_and_retries) {
   retire_a();
   acl_sim::inject_fault("aclrtFreeHost", 1, 0x8888);
   { LaunchResources r = acquire("triton_f", stream(0), 1, 1, 1, 1, 64, legacy(2, 8)); }
-  CHECK_EQ(torch_npu_patchset::pinned_cache_stats().retired, 1u);
+  CHECK_EQ(torch_npu::inductor::pinned_cache_stats().retired, 1u);
   check_all_released();
 }
 

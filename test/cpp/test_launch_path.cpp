@@ -19,7 +19,7 @@ std::function<int()> launch_lambda(const char *name, aclrtFuncHandle h, aclrtStr
                                    uint64_t ws_per_block, uint32_t blocks, std::atomic<uint64_t> *launch_id) {
   return [=]() -> int {
     LaunchResources r;
-    aclError rc = torch_npu_patchset::acquire_launch_resources(name, s, blocks, 1, 1, blocks, ws_per_block, l, &r);
+    aclError rc = torch_npu::inductor::acquire_launch_resources(name, s, blocks, 1, 1, blocks, ws_per_block, l, &r);
     if (rc != ACL_SUCCESS) return rc;
     int32_t grid[3] = {int32_t(blocks), 1, 1};
     *launch_id = launch(h, s, r.locks(), r.workspace(), blocks, grid);
@@ -107,7 +107,7 @@ TEST_CASE(queue_thread_launches_run_in_order_and_clean) {
 
 // Finding 2: images are per device; events only on their own device's streams.
 TEST_CASE(two_devices_keep_lock_images_and_events_apart) {
-  torch_npu_patchset::set_pinned_cache_limits(1, 1 << 20);
+  torch_npu::inductor::set_pinned_cache_limits(1, 1 << 20);
   aclrtStream s[2];
   aclrtFuncHandle h = probe("triton_d", 32, 0);
   std::vector<uint64_t> ids;
@@ -116,17 +116,17 @@ TEST_CASE(two_devices_keep_lock_images_and_events_apart) {
     CHECK_EQ(aclrtCreateStream(&s[d]), ACL_SUCCESS);
     ids.push_back(helper_launch("triton_d", h, s[d], 1, 1, 1, 1, 0, legacy(4, 7)));
   }
-  CHECK_EQ(torch_npu_patchset::pinned_cache_stats().entries, 2u);  // one image per device, same content
+  CHECK_EQ(torch_npu::inductor::pinned_cache_stats().entries, 2u);  // one image per device, same content
   // Churn device 1 only: its eviction records events on device 1's stream alone.
   for (int v = 8; v < 12; ++v) ids.push_back(helper_launch("triton_d", h, s[1], 1, 1, 1, 1, 0, legacy(4, v)));
-  CHECK_EQ(torch_npu_patchset::pinned_cache_stats().entries, 2u);  // device 0's image untouched
+  CHECK_EQ(torch_npu::inductor::pinned_cache_stats().entries, 2u);  // device 0's image untouched
   CHECK_EQ(aclrtSetDevice(0), ACL_SUCCESS);
   ids.push_back(helper_launch("triton_d", h, s[0], 1, 1, 1, 1, 0, legacy(4, 7)));  // still a hit on device 0
-  CHECK_EQ(torch_npu_patchset::pinned_cache_stats().misses, 6u);
+  CHECK_EQ(torch_npu::inductor::pinned_cache_stats().misses, 6u);
   for (int d = 0; d < 2; ++d) {
     CHECK_EQ(aclrtSetDevice(d), ACL_SUCCESS);
     sync(s[d]);
-    CHECK_EQ(torch_npu_patchset::trim_pinned_cache(), 0u);
+    CHECK_EQ(torch_npu::inductor::trim_pinned_cache(), 0u);
   }
   CHECK_EQ(acl_sim::counters().live_pinned, 0u);
   CHECK_EQ(acl_sim::counters().live_events, 0u);
@@ -138,7 +138,7 @@ TEST_CASE(two_devices_keep_lock_images_and_events_apart) {
 
 // Finding 3: a captured copy replays from an image that lives as long as the process.
 TEST_CASE(capture_replays_after_cache_churn_read_live_images) {
-  torch_npu_patchset::set_pinned_cache_limits(1, 1 << 20);
+  torch_npu::inductor::set_pinned_cache_limits(1, 1 << 20);
   aclrtStream s = stream(2), side = stream(3);
   aclrtFuncHandle h = probe("triton_g", 5 * 8, 256);
   { LaunchResources warm = acquire("warm", s, 2, 1, 1, 2, 256, legacy(5, 0)); }  // stream block exists: no growth
@@ -148,12 +148,12 @@ TEST_CASE(capture_replays_after_cache_churn_read_live_images) {
   aclmdlRI model = nullptr;
   CHECK_EQ(aclmdlRICaptureEnd(s, &model), ACL_SUCCESS);
   CHECK(model != nullptr);
-  CHECK_EQ(torch_npu_patchset::pinned_cache_stats().kept_for_capture, 1u);
+  CHECK_EQ(torch_npu::inductor::pinned_cache_stats().kept_for_capture, 1u);
   for (int replay = 0; replay < 3; ++replay) {
     // Churn: other contents on another stream, and a trim; the captured image must survive.
     for (int v = 20; v < 24; ++v) { LaunchResources r = acquire("churn", side, 1, 1, 1, 1, 0, legacy(5, v + replay)); }
     sync(side);
-    (void)torch_npu_patchset::trim_pinned_cache();
+    (void)torch_npu::inductor::trim_pinned_cache();
     CHECK_EQ(aclmdlRIExecuteAsync(model, s), ACL_SUCCESS);
     sync(s);
   }
@@ -171,7 +171,7 @@ TEST_CASE(capture_replays_after_cache_churn_read_live_images) {
 }
 
 TEST_CASE(capture_of_zero_fill_and_new_content_needs_no_event_or_eviction) {
-  torch_npu_patchset::set_pinned_cache_limits(1, 1 << 20);
+  torch_npu::inductor::set_pinned_cache_limits(1, 1 << 20);
   aclrtStream s = stream(4);
   { LaunchResources warm = acquire("warm", s, 1, 1, 1, 1, 64, legacy(4, 3)); }  // an evictable image exists
   sync(s);
@@ -183,7 +183,7 @@ TEST_CASE(capture_of_zero_fill_and_new_content_needs_no_event_or_eviction) {
   CHECK_EQ(aclmdlRICaptureEnd(s, &model), ACL_SUCCESS);
   CHECK_EQ(acl_sim::counters().events_recorded, c0.events_recorded);
   CHECK_EQ(acl_sim::counters().captures_invalidated, 0u);
-  CHECK_EQ(torch_npu_patchset::pinned_cache_stats().evictions, 0u);
+  CHECK_EQ(torch_npu::inductor::pinned_cache_stats().evictions, 0u);
   CHECK_EQ(aclmdlRIDestroy(model), ACL_SUCCESS);
   CHECK_NO_SIM_ERRORS();
 }

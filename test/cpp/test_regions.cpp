@@ -5,7 +5,7 @@
 #include "test_support.h"
 
 using namespace t;
-using torch_npu_patchset::kRegionAlignment;
+using torch_npu::inductor::kRegionAlignment;
 
 namespace {
 struct Combo {

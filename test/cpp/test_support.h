@@ -28,8 +28,8 @@
 
 namespace t {
 
-using torch_npu_patchset::LaunchResources;
-using torch_npu_patchset::LockLayout;
+using torch_npu::inductor::LaunchResources;
+using torch_npu::inductor::LockLayout;
 
 // A failed acquire_launch_resources: its code and this thread's last_error_message().
 struct AcquireFailed : std::runtime_error {
@@ -41,18 +41,18 @@ struct AcquireFailed : std::runtime_error {
 inline LaunchResources acquire(const char *name, aclrtStream s, uint32_t gx, uint32_t gy, uint32_t gz,
                                uint32_t block_num, uint64_t ws_per_block, const LockLayout &l) {
   LaunchResources r;
-  const aclError rc = torch_npu_patchset::acquire_launch_resources(name, s, gx, gy, gz, block_num, ws_per_block, l, &r);
+  const aclError rc = torch_npu::inductor::acquire_launch_resources(name, s, gx, gy, gz, block_num, ws_per_block, l, &r);
   if (rc != ACL_SUCCESS) {
     CHECK(r.locks() == nullptr && r.workspace() == nullptr && r.total_bytes() == 0);  // nothing half-made
-    throw AcquireFailed(rc, torch_npu_patchset::last_error_message());
+    throw AcquireFailed(rc, torch_npu::inductor::last_error_message());
   }
   return r;
 }
-inline torch_npu_patchset::LaunchSizes sizes(const char *name, uint32_t gx, uint32_t gy, uint32_t gz,
+inline torch_npu::inductor::LaunchSizes sizes(const char *name, uint32_t gx, uint32_t gy, uint32_t gz,
                                              uint32_t block_num, uint64_t ws_per_block, const LockLayout &l) {
-  torch_npu_patchset::LaunchSizes out;
-  const aclError rc = torch_npu_patchset::compute_launch_sizes(name, gx, gy, gz, block_num, ws_per_block, l, &out);
-  if (rc != ACL_SUCCESS) throw AcquireFailed(rc, torch_npu_patchset::last_error_message());
+  torch_npu::inductor::LaunchSizes out;
+  const aclError rc = torch_npu::inductor::compute_launch_sizes(name, gx, gy, gz, block_num, ws_per_block, l, &out);
+  if (rc != ACL_SUCCESS) throw AcquireFailed(rc, torch_npu::inductor::last_error_message());
   return out;
 }
 

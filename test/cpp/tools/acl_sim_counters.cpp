@@ -41,7 +41,7 @@ uint64_t upstream_launch(aclrtFuncHandle h, aclrtStream s, int64_t init, uint64_
 }
 
 uint64_t helper_launch(aclrtFuncHandle h, aclrtStream s, int64_t init, uint64_t *heap) {
-  torch_npu_patchset::LockLayout l;
+  torch_npu::inductor::LockLayout l;
   l.legacy_slots = kLockNum;
   l.init_value = init;
   acl_sim::heap_count_begin();
@@ -50,7 +50,7 @@ uint64_t helper_launch(aclrtFuncHandle h, aclrtStream s, int64_t init, uint64_t 
   int32_t grid[3] = {int32_t(kBlocks), 1, 1};
   uint64_t id = t::launch(h, s, r.locks(), r.workspace(), kBlocks, grid);
   acl_sim::heap_count_begin();
-  r = torch_npu_patchset::LaunchResources();
+  r = torch_npu::inductor::LaunchResources();
   *heap += acl_sim::heap_count_end();
   return id;
 }

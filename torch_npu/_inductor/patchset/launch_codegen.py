@@ -4,7 +4,7 @@ Pure Python, no torch import. Two levels:
 
 * :func:`resource_lines` declares the two pointers the kernel's packed
   argument struct needs, ``sync_block_lock`` and ``workspace_addr``, from ONE
-  call of ``torch_npu_patchset::acquire_launch_resources`` (the runtime helper
+  call of ``torch_npu::inductor::acquire_launch_resources`` (the runtime helper
   in ``csrc/npu_launch_resources.h``), or as ``nullptr`` when the kernel needs
   neither (no helper call at all). SIMT-only kernels get no lines: their
   struct has no such fields. The torch_npu hook splices exactly these lines
@@ -31,7 +31,7 @@ from .launch_plan import INT64_MIN, LAYOUT_LEGACY, LAYOUT_PACKED, SyncPlan
 HELPER_HEADER = "npu_launch_resources.h"
 HELPER_PARTS = "npu_launch_resources"  # folder of the header's parts, beside it
 HELPER_DIR = Path(__file__).resolve().parent / "csrc"
-HELPER_NAMESPACE = "torch_npu_patchset"
+HELPER_NAMESPACE = "torch_npu::inductor"
 #: Marker in the emitted comment; tests and the hook look for it.
 MARKER = "npu-sync-resources"
 
@@ -293,8 +293,8 @@ def helper_include_lines(absolute: bool = True) -> list[str]:
     """
     header = (HELPER_DIR / HELPER_HEADER).as_posix() if absolute else HELPER_HEADER
     return [
-        f"// torch_npu_patchset launch helper, sha256 {helper_digest()}",
-        f"#define TORCH_NPU_PATCHSET_ABI {helper_abi()}",
+        f"// npu_launch_resources helper, sha256 {helper_digest()}",
+        f"#define TORCH_NPU_LAUNCH_RESOURCES_ABI {helper_abi()}",
         f'#include "{header}"',
     ]
 

@@ -1,10 +1,10 @@
-// torch-npu-inductor-patches: per-launch workspace and sync-lock memory for
+// npu_launch_resources: per-launch workspace and sync-lock memory for
 // Triton-Ascend kernels launched from Inductor's generated C++ wrapper.
 //
-// Inside a launch lambda (docs/design.md has the whole data flow):
+// Inside a launch lambda:
 //
-//   torch_npu_patchset::LaunchResources res;
-//   aclError rc = torch_npu_patchset::acquire_launch_resources(
+//   torch_npu::inductor::LaunchResources res;
+//   aclError rc = torch_npu::inductor::acquire_launch_resources(
 //       "triton_foo", stream, grid_0, grid_1, grid_2, block_num, workspace_per_block, layout, &res);
 //   if (rc != ACL_SUCCESS) return rc;
 //   ... args.sync_block_lock = res.locks(); args.workspace_addr = res.workspace(); launch ...
@@ -34,7 +34,7 @@
 #include "npu_launch_resources/sizes.h"
 #include "npu_launch_resources/stream_locks.h"
 
-TORCH_NPU_PATCHSET_BEGIN_NAMESPACE
+TORCH_NPU_LAUNCH_RESOURCES_BEGIN_NAMESPACE
 
 class LaunchResources {  // move-only; holds the memory and the stream until destroyed
  public:
@@ -126,4 +126,4 @@ inline aclError acquire_launch_resources(const char *kernel, aclrtStream stream,
   return ACL_SUCCESS;
 }
 
-TORCH_NPU_PATCHSET_END_NAMESPACE
+TORCH_NPU_LAUNCH_RESOURCES_END_NAMESPACE

@@ -233,7 +233,7 @@ int main() {{
     g_launches.push_back(cap);
     if (end_rc != ACL_SUCCESS) {{ g_notes += "device " + std::to_string(dev) + ": aclmdlRICaptureEnd returned " + std::to_string(end_rc) + "; "; continue; }}
     for (int r = 0; r < {replays}; ++r) {{
-      torch_npu_patchset::trim_pinned_cache();  // churn: the helper's page-locked lock images
+      torch_npu::inductor::trim_pinned_cache();  // churn: the helper's page-locked lock images
       void* h = nullptr;
       check(aclrtMallocHost(&h, 4096), "aclrtMallocHost");
       check(aclrtFreeHost(h), "aclrtFreeHost");

@@ -14,7 +14,7 @@ against the real artifacts, without an NPU:
 3. **ACL link stub.** ``libascendcl.so`` defining every function the wheel's
    own ACL headers declare with ``ACL_FUNC_VISIBILITY`` (names are enough to
    link; nothing is ever run).
-4. **Rendering.** ``test/upstream_harness.py`` renders every sample kernel's
+4. **Rendering.** ``tooling/wheel_harness.py`` renders every sample kernel's
    launcher through the wheel's real ``CppWrapperNpu`` /
    ``DeferredNpuTritonCallWrapper`` after ``patchset.apply()``; this module's
    ``render-header`` command writes the real wrapper header (its include lines
@@ -65,7 +65,7 @@ from typing import Iterable, Sequence
 PATCHSET_DIR = Path(__file__).resolve().parent.parent
 REPO_ROOT = PATCHSET_DIR.parents[2]  # <root>/torch_npu/_inductor/patchset
 DEFAULT_HELPER = PATCHSET_DIR / "csrc" / "npu_launch_resources.h"
-HARNESS = REPO_ROOT / "test" / "upstream_harness.py"
+HARNESS = Path(__file__).with_name("wheel_harness.py")
 CACHE_ROOT = Path(os.environ.get("TORCH_NPU_PATCHSET_CACHE", Path.home() / ".cache" / "torch-npu-inductor-patches"))
 
 #: Headers the real wrapper header includes that no wheel ships (they come with
@@ -403,7 +403,7 @@ def _cached_json(kind: str, version: str, python: str, cmd: list, timeout: float
 
 
 def harness_json(version: str, python: str, timeout: float = 1200) -> dict:
-    """``test/upstream_harness.py VERSION OUT`` run in ``python`` (cached per input hash)."""
+    """``tooling/wheel_harness.py VERSION OUT`` run in ``python`` (cached per input hash)."""
     return _cached_json("harness", version, python, [str(HARNESS)], timeout)
 
 
@@ -508,7 +508,7 @@ def translation_unit(version: str, harness: dict, header: dict, helper: Path) ->
         any_entry = next(iter(harness["patched"].values()))
         head = cpp_part_of_header(any_entry.get("include", ""))
         info["header_from"] = ("CppWrapperNpu.write_header() of codegen/cpp_wrapper.py (real, after apply), "
-                               "as test/upstream_harness.py rendered it")
+                               "as tooling/wheel_harness.py rendered it")
     else:  # the include lines the harness saw, then the kernel driver, as write_header splices them
         any_entry = next(iter(harness["patched"].values()))
         head = any_entry.get("include", "") + "\n" + header.get("kernel_driver", "")

@@ -268,7 +268,7 @@ def render_markdown(rows: list[dict], command: str, source: str) -> str:
         "",
         "Columns: **layout** is the wheel's codegen layout (`upstream_wheels.layout_of`) and its launch call; "
         "**upstream** is what the wheel's own C++ wrapper passes for the kernel's workspace and sync locks, read "
-        "from its source; **after apply** is the patch set's status rows from `test/upstream_harness.py`; "
+        "from its source; **after apply** is the patch set's status rows from `tooling/wheel_harness.py`; "
         "**compile** / **link** are the real-artifact tier (`tooling/real_artifacts.py`): every sample "
         "launcher rendered by the wheel's own wrapper classes after apply, in one translation unit with the "
         "real wrapper header and the helper, compiled against the wheel's `torch_npu/include` and the "

@@ -1,4 +1,4 @@
-// torch-npu-inductor-patches launch helper: how failures are reported.
+// npu_launch_resources: how failures are reported.
 //
 // The helper runs inside the launch lambda, which torch_npu may run on its
 // task-queue thread; an exception escaping there stops all NPU work of the
@@ -15,7 +15,7 @@
 
 #include "abi.h"
 
-TORCH_NPU_PATCHSET_BEGIN_NAMESPACE
+TORCH_NPU_LAUNCH_RESOURCES_BEGIN_NAMESPACE
 namespace detail {
 
 constexpr size_t kMessageBytes = 512;
@@ -28,7 +28,7 @@ inline char *last_error_buffer() noexcept {
 inline void vlog(aclLogLevel level, char *out, const char *kernel, const char *fmt, va_list ap) noexcept {
   char what[kMessageBytes - 64];
   std::vsnprintf(what, sizeof what, fmt, ap);
-  std::snprintf(out, kMessageBytes, "torch_npu_patchset: kernel '%s': %s",
+  std::snprintf(out, kMessageBytes, "npu_launch_resources: kernel '%s': %s",
                 (kernel != nullptr && *kernel != '\0') ? kernel : "<unnamed>", what);
   aclAppLog(level, __func__, __FILE__, __LINE__, "%s", out);
 }
@@ -58,4 +58,4 @@ __attribute__((format(printf, 2, 3), cold, noinline)) inline void warn(const cha
 // This thread's last failure text ("" if none).
 inline const char *last_error_message() noexcept { return detail::last_error_buffer(); }
 
-TORCH_NPU_PATCHSET_END_NAMESPACE
+TORCH_NPU_LAUNCH_RESOURCES_END_NAMESPACE

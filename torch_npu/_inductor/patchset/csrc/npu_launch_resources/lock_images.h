@@ -1,4 +1,4 @@
-// torch-npu-inductor-patches launch helper: page-locked lock images.
+// npu_launch_resources: page-locked lock images.
 //
 // Lock content other than all-zero is copied onto the stream from a host
 // image. aclrtMemcpyAsync is only asynchronous from page-locked memory, and
@@ -24,7 +24,7 @@
 #include "errors.h"
 #include "sizes.h"
 
-TORCH_NPU_PATCHSET_BEGIN_NAMESPACE
+TORCH_NPU_LAUNCH_RESOURCES_BEGIN_NAMESPACE
 
 constexpr uint64_t kDefaultImageEntries = 64;                // per device
 constexpr uint64_t kDefaultImageBytes = uint64_t(64) << 20;  // per device
@@ -42,14 +42,14 @@ namespace detail {
 // is named through a weak reference with its C signature (its status enum is
 // an int, 0 = not capturing): null where the runtime lacks it, and a wrapper
 // never fails to load for it.
-extern "C" aclError torch_npu_patchset_capture_info(aclrtStream, int *, void **) __asm__("aclmdlRICaptureGetInfo")
+extern "C" aclError npu_launch_resources_capture_info(aclrtStream, int *, void **) __asm__("aclmdlRICaptureGetInfo")
     __attribute__((weak));
 
 inline bool stream_is_capturing(aclrtStream stream) noexcept {
   int status = 0;
   void *model = nullptr;
-  return torch_npu_patchset_capture_info != nullptr &&
-         torch_npu_patchset_capture_info(stream, &status, &model) == ACL_SUCCESS && status != 0;
+  return npu_launch_resources_capture_info != nullptr &&
+         npu_launch_resources_capture_info(stream, &status, &model) == ACL_SUCCESS && status != 0;
 }
 
 struct LockImageKey {
@@ -146,8 +146,8 @@ class LockImages {
   };
 
   LockImages()
-      : max_entries_(env_u64("TORCH_NPU_PATCHSET_PINNED_CACHE_ENTRIES", kDefaultImageEntries, 1)),
-        max_bytes_(env_u64("TORCH_NPU_PATCHSET_PINNED_CACHE_BYTES", kDefaultImageBytes, 0)) {}
+      : max_entries_(env_u64("TORCH_NPU_LAUNCH_PINNED_CACHE_ENTRIES", kDefaultImageEntries, 1)),
+        max_bytes_(env_u64("TORCH_NPU_LAUNCH_PINNED_CACHE_BYTES", kDefaultImageBytes, 0)) {}
 
   Image *find(const LockImageKey &key) noexcept {
     for (Image &i : images_)
@@ -274,4 +274,4 @@ inline void set_pinned_cache_limits(uint64_t max_entries, uint64_t max_bytes) {
 // Returns how many of that device's retired images still wait. Never blocks.
 inline uint64_t trim_pinned_cache() { return detail::LockImages::instance().trim(); }
 
-TORCH_NPU_PATCHSET_END_NAMESPACE
+TORCH_NPU_LAUNCH_RESOURCES_END_NAMESPACE

@@ -1,5 +1,5 @@
-// torch-npu-inductor-patches launch helper: what a launch needs, as numbers.
-// Pure functions (no ACL call but logging); the rules are in docs/design.md.
+// npu_launch_resources: what a launch needs, as numbers.
+// Pure functions (no ACL call but logging).
 #pragma once
 
 #include <atomic>
@@ -10,7 +10,7 @@
 #include "abi.h"
 #include "errors.h"
 
-TORCH_NPU_PATCHSET_BEGIN_NAMESPACE
+TORCH_NPU_LAUNCH_RESOURCES_BEGIN_NAMESPACE
 
 struct LockLayout {                 // what a kernel's lock memory must hold at launch
   uint64_t legacy_slots = 0;        // metadata lock_num: that many int64 slots
@@ -49,12 +49,12 @@ inline uint64_t env_u64(const char *name, uint64_t def, uint64_t min_value) noex
   return v;
 }
 inline std::atomic<uint64_t> &max_launch_bytes_storage() noexcept {
-  static std::atomic<uint64_t> v{env_u64("TORCH_NPU_PATCHSET_MAX_LAUNCH_BYTES", kDefaultMaxLaunchBytes, 1)};
+  static std::atomic<uint64_t> v{env_u64("TORCH_NPU_LAUNCH_MAX_BYTES", kDefaultMaxLaunchBytes, 1)};
   return v;
 }
 }  // namespace detail
 
-// Cap on one launch's request (env TORCH_NPU_PATCHSET_MAX_LAUNCH_BYTES, default 8 GiB).
+// Cap on one launch's request (env TORCH_NPU_LAUNCH_MAX_BYTES, default 8 GiB).
 inline uint64_t max_launch_bytes() noexcept {
   return detail::max_launch_bytes_storage().load(std::memory_order_relaxed);
 }
@@ -123,7 +123,7 @@ inline aclError compute_launch_sizes(const char *kernel, uint32_t grid_x, uint32
   if (s.total_bytes > cap)
     return fail(ACL_ERROR_INVALID_PARAM, kernel,
                 "launch needs %llu bytes (locks %llu, workspace %llu = %llu per block x grid %u x %u x %u), over the "
-                "limit of %llu (TORCH_NPU_PATCHSET_MAX_LAUNCH_BYTES)",
+                "limit of %llu (TORCH_NPU_LAUNCH_MAX_BYTES)",
                 static_cast<unsigned long long>(s.total_bytes), static_cast<unsigned long long>(s.lock_bytes),
                 static_cast<unsigned long long>(s.workspace_bytes),
                 static_cast<unsigned long long>(workspace_per_block), grid_x, grid_y, grid_z,
@@ -154,4 +154,4 @@ inline bool lock_content_is_zero(const LockLayout &layout) noexcept {
   return layout.unordered == 0 && layout.init_value == 0;
 }
 
-TORCH_NPU_PATCHSET_END_NAMESPACE
+TORCH_NPU_LAUNCH_RESOURCES_END_NAMESPACE

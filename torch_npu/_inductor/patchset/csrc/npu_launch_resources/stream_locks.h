@@ -1,4 +1,4 @@
-// torch-npu-inductor-patches launch helper: one launch at a time per stream.
+// npu_launch_resources: one launch at a time per stream.
 //
 // torch_npu's workspace allocator hands every request on a stream the same
 // block, so "allocate, initialise locks, launch" must not interleave with
@@ -19,7 +19,7 @@
 #include "abi.h"
 #include "errors.h"
 
-TORCH_NPU_PATCHSET_BEGIN_NAMESPACE
+TORCH_NPU_LAUNCH_RESOURCES_BEGIN_NAMESPACE
 namespace detail {
 
 class StreamLock {  // move-only; unlocks on destruction
@@ -83,4 +83,4 @@ class StreamLock {  // move-only; unlocks on destruction
 };
 
 }  // namespace detail
-TORCH_NPU_PATCHSET_END_NAMESPACE
+TORCH_NPU_LAUNCH_RESOURCES_END_NAMESPACE

@@ -2,7 +2,7 @@
 
 Run in a fresh interpreter per version (the stand-ins replace ``torch_npu``):
 
-    python test/upstream_harness.py 2.7.1.post10 OUT.json
+    python -m torch_npu._inductor.patchset.tooling.wheel_harness 2.7.1.post10 OUT.json
 
 It loads the wheel's ``torch_npu/_inductor`` Python files
 (``torch_npu._inductor.patchset.tooling.upstream_wheels``), then for every sample
