@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import re
 from pathlib import Path
 from typing import Iterable, Sequence
 
@@ -296,6 +297,55 @@ def helper_include_lines(absolute: bool = True) -> list[str]:
         f"// npu_launch_resources helper, sha256 {helper_digest()}",
         f"#define TORCH_NPU_LAUNCH_RESOURCES_ABI {helper_abi()}",
         f'#include "{header}"',
+    ]
+
+
+_QUOTED_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"([^"]+)"[ \t]*$', re.M)
+_PRAGMA_ONCE = re.compile(r"^[ \t]*#[ \t]*pragma[ \t]+once[ \t]*\n?", re.M)
+#: Around the inlined helper in an AOT wrapper, so that tools can find (and swap) it.
+INLINE_BEGIN = f"// >>> {HELPER_HEADER}, inlined"
+INLINE_END = f"// <<< {HELPER_HEADER}, inlined"
+
+
+def helper_inlined_text(directory: Path = HELPER_DIR) -> str:
+    """The helper as one text: each quoted include of one of its own files replaced by that file
+    (once, ``#pragma once`` dropped); angle includes (ACL, torch_npu, std) stay as they are.
+
+    An AOTInductor package is compiled on another machine, where no path of this one exists.
+    """
+    root = directory.resolve()
+    seen: set[Path] = set()
+
+    def expand(path: Path) -> str:
+        seen.add(path)
+        text = _PRAGMA_ONCE.sub("", path.read_text())
+
+        def part(m: re.Match) -> str:
+            target = (path.parent / m.group(1)).resolve()
+            if root not in target.parents or not target.is_file():
+                raise FileNotFoundError(f"{HELPER_HEADER}: {path.relative_to(root)} includes {m.group(1)!r}, "
+                                        f"which is not a file of the helper under {root}")
+            rel = target.relative_to(root).as_posix()
+            return f"// ({rel}: already inlined above)" if target in seen else f"// ---- {rel} ----\n{expand(target)}"
+
+        return _QUOTED_INCLUDE.sub(part, text)
+
+    return expand(root / HELPER_HEADER)
+
+
+def helper_inline_lines(directory: Path = HELPER_DIR) -> list[str]:
+    """What an AOT wrapper writes to use the helper: the versioned namespace, then the helper's
+    text itself (:func:`helper_inlined_text`), so the generated source names no path of this
+    machine and a ``package_cpp_only`` package builds from its own contents anywhere."""
+    return [
+        f"// npu_launch_resources helper, sha256 {helper_digest(directory)} (inlined)",
+        f"#define TORCH_NPU_LAUNCH_RESOURCES_ABI {helper_abi(directory)}",
+        "#ifndef TORCH_NPU_LAUNCH_RESOURCES_INLINED",
+        "#define TORCH_NPU_LAUNCH_RESOURCES_INLINED",
+        INLINE_BEGIN,
+        *helper_inlined_text(directory).splitlines(),
+        INLINE_END,
+        "#endif",
     ]
 
 

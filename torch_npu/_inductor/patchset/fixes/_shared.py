@@ -15,7 +15,17 @@ NULL_LOCK = re.compile(r"^[ \t]*void\*\s*sync_block_lock\s*=\s*NULL;[ \t]*\n", r
 HEADER_PATH = launch_codegen.HELPER_DIR / launch_codegen.HELPER_HEADER
 
 
-def helper_include_lines() -> list[str]:
+def helper_include_lines(aot_mode: bool = False) -> list[str]:
     """What the generated wrapper's header needs for the runtime helper (the ABI define, then
-    the include by absolute path), as launch_codegen writes it for every layout."""
+    the include by absolute path), as launch_codegen writes it for every layout. In aot_mode
+    the helper's text itself: an AOTInductor model is built, or packaged, for another machine."""
+    if aot_mode:
+        return list(launch_codegen.helper_inline_lines())
     return list(launch_codegen.helper_include_lines())
+
+
+def graph_in_aot_mode() -> bool:
+    """Whether the graph being generated is an AOTInductor one (read when the header is written)."""
+    from torch._inductor.virtualized import V
+
+    return bool(getattr(V.graph, "aot_mode", False))

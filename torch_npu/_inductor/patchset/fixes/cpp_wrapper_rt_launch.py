@@ -39,7 +39,7 @@ import re
 from .._patching import Probe, source_of
 from ..launch_codegen import LaunchSite, resource_lines
 from ..launch_plan import plan_from_params
-from ._shared import LAUNCH_PARAMS, NULL_LOCK, NULL_WORKSPACE, helper_include_lines
+from ._shared import LAUNCH_PARAMS, NULL_LOCK, NULL_WORKSPACE, graph_in_aot_mode, helper_include_lines
 
 MODULE = "torch_npu._inductor.codegen.cpp_wrapper"
 LAYOUT = "codegen/cpp_wrapper.py (rtKernelLaunch)"
@@ -196,7 +196,7 @@ def apply(modules, patcher) -> str:
         before = len(self.header.getvalue())
         result = orig_header(self)
         if len(self.header.getvalue()) > before:  # upstream wrote a header (not a constant graph)
-            self.header.splice("\n".join(helper_include_lines()))
+            self.header.splice("\n".join(helper_include_lines(aot_mode=graph_in_aot_mode())))
         return result
 
     for fn in (generate_args_decl, generate_launch_kernel, write_header):

@@ -42,7 +42,7 @@ from .._patching import Probe, source_of
 from ..launch_codegen import LaunchSite, resource_lines
 from ..launch_plan import RAW_SYNC_FIELDS, SIMT_FLAGS, plan_from_params
 from . import cpp_wrapper_rt_launch
-from ._shared import HEADER_PATH, LAUNCH_PARAMS, NULL_LOCK, NULL_WORKSPACE, helper_include_lines  # noqa: F401  (HEADER_PATH: kept importable here)
+from ._shared import HEADER_PATH, LAUNCH_PARAMS, NULL_LOCK, NULL_WORKSPACE, graph_in_aot_mode, helper_include_lines  # noqa: F401  (HEADER_PATH: kept importable here)
 
 MODULE = "torch_npu._inductor.codegen.cpp_wrapper_npu"
 _MARK = "__torch_npu_patchset_sync_resources__"
@@ -219,12 +219,14 @@ def apply(modules, patcher) -> str:
         text = NULL_LOCK.sub("", text, count=1)
         return NULL_WORKSPACE.sub(lambda m: ours, text, count=1)
 
-    include_line = "\n".join(helper_include_lines())
+    def include_lines() -> list[str]:  # read per header: JIT and AOT graphs are written by one process
+        return helper_include_lines(aot_mode=graph_in_aot_mode())
+
     if include_hook == "get_device_include_path":
         orig_include = inspect.getattr_static(wrapper_cls, include_hook).__func__
 
         def include_fn(device: str) -> str:
-            return orig_include(device) + "".join(f"\n        {ln}" for ln in include_line.splitlines()) + "\n"
+            return orig_include(device) + "".join(f"\n        {ln}" for ln in include_lines()) + "\n"
 
         new_include = staticmethod(functools.update_wrapper(include_fn, orig_include))
     else:
@@ -234,7 +236,7 @@ def apply(modules, patcher) -> str:
         def include_fn(self, device):
             result = orig_add(self, device)
             if not getattr(self, "_npu_sync_resources_included", False):  # once per wrapper, like torch's own
-                self.header.splice(include_line)
+                self.header.splice("\n".join(include_lines()))
                 self._npu_sync_resources_included = True
             return result
 

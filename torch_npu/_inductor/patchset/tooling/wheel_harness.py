@@ -45,11 +45,14 @@ from pathlib import Path
 
 VERSION = sys.argv[1]
 OUT = sys.argv[2]
+#: ``--aot``: render as for AOTInductor (``V.graph.aot_mode``): kernels reached through ``kernels_.<name>``,
+#: the AOT header (``["include"]`` is then what ``write_header`` wrote, every layout).
+AOT = "--aot" in sys.argv[3:]
 os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="upstream-harness-inductor-"))
 
 from torch_npu._inductor.patchset.tooling import upstream_wheels as uw  # noqa: E402
 
-result: dict = {"version": VERSION}
+result: dict = {"version": VERSION, "aot_mode": AOT}
 
 
 def snapshot(modules) -> dict:
@@ -76,6 +79,14 @@ except uw.WheelUnavailable as exc:
     result.update(loaded=False, error=str(exc), index_unreachable=exc.index_unreachable)
     finish()
 result.update(loaded=True, layout=loaded["layout"], import_errors=loaded["import_errors"])
+if AOT:  # the older layout's AOT write_header reads the wheel's codegen/aoti_runtime/interface.cpp
+    import zipfile
+
+    with zipfile.ZipFile(uw.wheel_path(VERSION)) as zf:
+        for name in zf.namelist():
+            if name.startswith("torch_npu/_inductor/") and "/aoti_runtime/" in name and name.endswith(".cpp") \
+                    and not Path(loaded["tree"], name).exists():
+                zf.extract(name, loaded["tree"])
 
 import importlib  # noqa: E402
 
@@ -207,8 +218,10 @@ def save(sample, tag) -> dict:
 
 
 class FakeGraph:
-    aot_mode = False
+    aot_mode = AOT
     is_const_graph = False
+    is_dual_wrapper_mode = False  # read by some releases' write_header
+    device_types = {"npu"}
 
     def __init__(self):
         self.wrapper_code = types.SimpleNamespace(additional_files=[])
@@ -239,7 +252,8 @@ def deferred_wrapper(name):
 
 
 def include_text(wrapper) -> str:
-    if OLDER:  # the whole header write_header writes (upstream's includes and kernel driver, then ours)
+    if OLDER or AOT:  # the whole header write_header writes (upstream's includes and kernel driver, then ours)
+        wrapper.included_devices = set()
         wrapper.header = IndentedBuffer()
         wrapper.write_header()
         return wrapper.header.getvalue()
