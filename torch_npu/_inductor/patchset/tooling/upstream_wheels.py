@@ -316,14 +316,26 @@ TARGETS = ("torch_npu._inductor.runtime.triton_heuristics", "torch_npu._inductor
 OLDER_TARGETS = ("torch_npu._inductor.npu_triton_heuristics", "torch_npu._inductor.codegen.cpp_wrapper")
 
 
-def load(version: str, download: bool = True) -> dict:
+def source_tree(directory: str | os.PathLike) -> Path:
+    """A torch_npu source checkout to load instead of a wheel: the directory holding
+    ``torch_npu/_inductor/`` (raises ``WheelUnavailable`` naming what is missing)."""
+    root = Path(directory).resolve()
+    if not (root / "torch_npu" / "_inductor").is_dir():
+        raise WheelUnavailable(f"{root} is not a torch_npu source checkout: it has no torch_npu/_inductor/")
+    return root
+
+
+def load(version: str, download: bool = True, source: str | os.PathLike | None = None) -> dict:
     """Install the stand-ins for ``version`` and import its target modules.
+
+    ``source``: load the Inductor code of this source checkout instead of the wheel's
+    (``version`` then only names it in reports).
 
     Returns ``{"version", "tree", "layout", "modules": {name: module or None},
     "import_errors": {name: text}}``. A module missing from the wheel is None
     without an error; one that exists but fails to import has an error.
     """
-    tree = extracted_tree(version, download=download)
+    tree = source_tree(source) if source is not None else extracted_tree(version, download=download)
     install_stand_ins(tree)
     modules, errors = {}, {}
     for name in TARGETS + OLDER_TARGETS:
@@ -340,9 +352,9 @@ def load(version: str, download: bool = True) -> dict:
             "import_errors": errors}
 
 
-def status_against(version: str, download: bool = True) -> dict:
-    """In THIS process: load ``version``, apply the patch set, return its status."""
-    loaded = load(version, download=download)
+def status_against(version: str, download: bool = True, source: str | os.PathLike | None = None) -> dict:
+    """In THIS process: load ``version`` (or the checkout ``source``), apply the patch set, return its status."""
+    loaded = load(version, download=download, source=source)
     from .. import _applier
 
     rows = _applier.apply(import_targets=True)
@@ -356,13 +368,15 @@ def status_against(version: str, download: bool = True) -> dict:
     }
 
 
-def status_in_subprocess(version: str, timeout: float = 600) -> dict:
+def status_in_subprocess(version: str, timeout: float = 600, source: str | os.PathLike | None = None) -> dict:
     """Run :func:`status_against` in a fresh interpreter; never raises for a bad wheel.
 
     The result always has ``"ok"``; when false, ``"error"`` says exactly why
     (download failure, index unreachable, import failure, crash).
     """
     cmd = [sys.executable, "-m", "torch_npu._inductor.patchset.tooling.upstream_wheels", "status", version]
+    if source is not None:
+        cmd += ["--source", str(source)]
     env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0")
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
     try:
@@ -379,6 +393,7 @@ def main(argv=None) -> int:
     st = sub.add_parser("status", help="apply the patch set to a torch_npu wheel's code; print status JSON")
     st.add_argument("version")
     st.add_argument("--no-download", action="store_true")
+    st.add_argument("--source", default=None, help="a torch_npu source checkout to load instead of the wheel")
     fetch = sub.add_parser("fetch", help="download and extract wheels into the cache")
     fetch.add_argument("versions", nargs="+")
     args = parser.parse_args(argv)
@@ -387,7 +402,7 @@ def main(argv=None) -> int:
             print(v, extracted_tree(v))
         return 0
     try:
-        data = status_against(args.version, download=not args.no_download)
+        data = status_against(args.version, download=not args.no_download, source=args.source)
         data["ok"] = True
     except WheelUnavailable as exc:
         data = {"ok": False, "torch_npu": args.version, "error": str(exc),

@@ -1,0 +1,289 @@
+"""The fix as a pull request to torch_npu: one git-format patch per checkout / branch.
+
+    python -m torch_npu._inductor.patchset upstream-patch --checkout DIR [--out FILE]
+    python -m torch_npu._inductor.patchset upstream-patch --checkout DIR --branches b1,b2 --out-dir DIR2
+
+DIR is a torch_npu source checkout (a git work tree, clean). The patch is made
+in a temporary clone of it (DIR is only read) and written as ``git
+format-patch`` output that ``git am`` applies to DIR's HEAD (or to the branch's
+head). It changes, in upstream's own files (:mod:`.upstream_patch_edits`):
+
+* the autotuner's ``save_npu_kernel`` records the kernel's sync fields;
+* the C++ wrapper's launch lambda declares ``sync_block_lock`` / ``workspace_addr``
+  with the lines ``launch_codegen.resource_lines`` writes, and its header
+  includes ``<torch_npu/csrc/inductor/npu_launch_resources.h>``;
+* ``torch_npu/_inductor/codegen/npu_launch_resources.py`` (generated from
+  ``launch_plan`` / ``launch_codegen``: :mod:`.upstream_patch_module`);
+* the helper's headers, byte for byte this package's ``csrc/`` (read now);
+* where the branch compiles a Flex Attention backward template with a plain
+  grid, a ``SymbolicGridFn``;
+* ``test/_inductor/test_npu_launch_resources.py``.
+
+Bad input (not a checkout, a dirty tree, an unknown layout) raises
+:class:`UpstreamPatchError` naming what is missing, and nothing is written; a
+checkout that already carries the fix raises :class:`AlreadyFixed` saying where.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from .. import launch_codegen
+from . import upstream_patch_edits as edits
+from . import upstream_patch_module as upm
+from . import upstream_patch_test_text
+
+ISSUE = "Ascend/pytorch#4431"
+HEADER_DEST = "torch_npu/csrc/inductor"
+DEFAULT_AUTHOR = "torch-npu-inductor-patches <torch-npu-inductor-patches@users.noreply.github.com>"
+#: setup.py globs that install the helper (main header: csrc/*/*.h; its parts: csrc/*/*/*.h).
+SETUP_GLOBS = ('"torch_npu/csrc/*/*.h"', '"torch_npu/csrc/*/*/*.h"')
+
+
+class UpstreamPatchError(ValueError):
+    """DIR cannot be patched; the message names what is missing or unknown."""
+
+
+class AlreadyFixed(UpstreamPatchError):
+    """The checkout already carries a fix; ``where`` says in which file(s)."""
+
+    def __init__(self, where: str):
+        super().__init__(f"already fixed upstream: {where}")
+        self.where = where
+
+
+def _git(repo: Path, *args: str, check: bool = True, env: dict | None = None) -> str:
+    proc = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True,
+                          env={**os.environ, **(env or {})})
+    if check and proc.returncode != 0:
+        raise UpstreamPatchError(f"git {' '.join(args)} in {repo} failed: {proc.stderr.strip()[-500:]}")
+    return proc.stdout
+
+
+def checkout_root(directory: str | os.PathLike) -> Path:
+    """The work tree's root, checked to be a clean git work tree of torch_npu."""
+    d = Path(directory)
+    if not d.is_dir():
+        raise UpstreamPatchError(f"{d}: no such directory")
+    proc = subprocess.run(["git", "-C", str(d), "rev-parse", "--show-toplevel"], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise UpstreamPatchError(f"{d} is not a git work tree (git rev-parse: {proc.stderr.strip()})")
+    root = Path(proc.stdout.strip())
+    missing = [p for p in ("setup.py", "torch_npu/_inductor") if not (root / p).exists()]
+    if missing:
+        raise UpstreamPatchError(f"{root} is not a torch_npu checkout: it has no {', '.join(missing)}")
+    return root
+
+
+def layout_of(root: Path) -> str:
+    """``cpp_wrapper_npu`` or ``cpp_wrapper``, from the files present; raises naming what is missing."""
+    for layout in ("cpp_wrapper_npu", "cpp_wrapper"):
+        if (root / edits.WRAPPER[layout]).is_file():
+            if not (root / edits.HEURISTICS[layout]).is_file():
+                raise UpstreamPatchError(f"{root}: unknown layout: {edits.WRAPPER[layout]} without "
+                                         f"{edits.HEURISTICS[layout]}")
+            return layout
+    raise UpstreamPatchError(f"{root}: unknown layout: neither {edits.NPU_WRAPPER} nor {edits.RT_WRAPPER}")
+
+
+def fixed_where(root: Path, layout: str) -> str | None:
+    """Where the checkout already carries a fix of the NULL sync pointers, or None."""
+    found = []
+    header = root / HEADER_DEST / launch_codegen.HELPER_HEADER
+    if header.exists():
+        found.append(f"{header.relative_to(root)} exists")
+    if (root / upm.MODULE_PATH).exists():
+        found.append(f"{upm.MODULE_PATH} exists")
+    wrapper = (root / edits.WRAPPER[layout]).read_text()
+    if "allocate_workspace" in wrapper:
+        found.append(f"{edits.WRAPPER[layout]} allocates the workspace itself (allocate_workspace)")
+    return "; ".join(found) or None
+
+
+@dataclasses.dataclass
+class Patch:
+    text: str  # mbox
+    layout: str
+    base: str  # the commit it applies to
+    files: list  # [(path, added, removed)]
+    changes: list  # what each edit did
+
+    @property
+    def lines(self) -> tuple[int, int]:
+        return sum(a for _, a, _ in self.files), sum(r for *_, r in self.files)
+
+
+def _helper_files() -> dict[str, bytes]:
+    """The helper's headers as they are now in this package's csrc/, at their upstream paths."""
+    src = launch_codegen.HELPER_DIR
+    return {f"{HEADER_DEST}/{p.relative_to(src).as_posix()}": p.read_bytes()
+            for p in launch_codegen.helper_sources(src)}
+
+
+def _check_setup(root: Path) -> None:
+    setup = (root / "setup.py").read_text()
+    missing = [g for g in SETUP_GLOBS if g not in setup]
+    if missing:
+        raise UpstreamPatchError(f"{root}/setup.py does not install {', '.join(missing)}: the helper's headers "
+                                 "would not reach the wheel's include directory")
+
+
+def edited_files(root: Path) -> tuple[str, dict[str, bytes], list[str]]:
+    """(layout, {path: new content}, what changed) for the checkout at ``root`` (nothing written)."""
+    layout = layout_of(root)
+    where = fixed_where(root, layout)
+    if where:
+        raise AlreadyFixed(where)
+    _check_setup(root)
+    out: dict[str, bytes] = {}
+    changes: list[str] = []
+    for path, edit in ((edits.WRAPPER[layout], edits.edit_npu_wrapper if layout == "cpp_wrapper_npu"
+                        else edits.edit_rt_wrapper),
+                       (edits.HEURISTICS[layout], lambda s: edits.edit_heuristics(s, layout))):
+        src = edits.Source(path, (root / path).read_text())
+        edit(src)
+        out[path] = src.text.encode()
+        changes += [f"{path}: {c}" for c in src.changes]
+    if (root / edits.FLEX).is_file():
+        src = edits.Source(edits.FLEX, (root / edits.FLEX).read_text())
+        if edits.edit_flex(src):
+            out[edits.FLEX] = src.text.encode()
+            changes += [f"{edits.FLEX}: {c}" for c in src.changes]
+    out[upm.MODULE_PATH] = upm.module_text().encode()
+    out.update(_helper_files())
+    out[upstream_patch_test_text.PATH] = upstream_patch_test_text.text(
+        edits.WRAPPER[layout], edits.HEURISTICS[layout]).encode()
+    return layout, out, changes
+
+
+def _message(layout: str, changes: list[str], base: str) -> str:
+    launcher = ("codegen/cpp_wrapper_npu.py (aclrtLaunchKernelWithHostArgs)" if layout == "cpp_wrapper_npu"
+                else "codegen/cpp_wrapper.py (rtKernelLaunch)")
+    body = [
+        "[Inductor] cpp_wrapper: give Triton kernels their workspace and sync-block locks",
+        "",
+        f"Fixes {ISSUE}",
+        "",
+        "What: the C++ wrapper's launcher passed NULL for a Triton-Ascend kernel's",
+        "workspace_addr and sync_block_lock, so kernels that need a workspace (any",
+        "mixed cube + vector kernel) or sync-block locks (software atomics, ordered",
+        "stores) read and wrote through NULL under torch.compile(cpp_wrapper=True).",
+        "",
+        "How:",
+        "- the autotuner records workspace_size, lock_num, lock_init_val and",
+        "  sync_block_lock_layout of each compiled kernel in its saved params,",
+        "  validated (bad metadata fails naming the kernel and the field);",
+        f"- the launch lambda of {launcher} declares both",
+        "  pointers from ONE call of torch_npu::inductor::acquire_launch_resources:",
+        "  one request to the stream's workspace allocator per launch, carved into",
+        "  disjoint 512-byte-aligned lock and workspace regions (two requests alias:",
+        "  the allocator returns the same block for every request that fits), locks",
+        "  initialised on the launch's stream (aclrtMemsetAsync for zeros, else",
+        "  aclrtMemcpyAsync from a cached page-locked image), sizes overflow-checked,",
+        "  failures returned as ACL codes with one log line naming the kernel;",
+        "- the helper is header-only, torch_npu/csrc/inductor/npu_launch_resources.h",
+        "  (installed by setup.py's csrc globs), versioned by an inline namespace",
+        "  named from its headers' digest;",
+        "- a SymbolicGridFn for the Flex Attention backward template where it was",
+        "  built with a plain grid (dynamic shapes under cpp_wrapper).",
+        "",
+        "Changes:",
+        *[f"- {c}" for c in changes],
+        "",
+        "Verified without an NPU (torch-npu-inductor-patches, tooling/upstream_patch_verify.py):",
+        f"git am onto {base[:12]}; py_compile of the changed files; every sample kernel's",
+        "launcher rendered through the patched CppWrapperNpu equals, line for line, what",
+        "the runtime patch set renders on the unpatched code (include and versioning",
+        "lines aside); compiled against the torch_npu wheel's headers of this line with",
+        "the new header where setup.py installs it, linked -Wl,--no-undefined against",
+        "its libtorch_npu.so, and run in a host simulation of ACL with the expected",
+        "lock content. test/_inductor/test_npu_launch_resources.py runs on an NPU too.",
+    ]
+    return "\n".join(body) + "\n"
+
+
+def make_patch(directory: str | os.PathLike, ref: str | None = None, author: str = DEFAULT_AUTHOR,
+               require_clean: bool = True) -> Patch:
+    """The patch for ``directory``'s HEAD (or ``ref`` of its repository). Writes nothing there."""
+    root = checkout_root(directory)
+    if require_clean and ref is None:
+        dirty = _git(root, "status", "--porcelain", "--untracked-files=no").strip()
+        if dirty:
+            raise UpstreamPatchError(f"{root}: the work tree has uncommitted changes ({dirty.splitlines()[0]} ...); "
+                                     "commit or stash them first")
+    base = _git(root, "rev-parse", "--verify", f"{ref or 'HEAD'}^{{commit}}").strip()
+    tmp = Path(tempfile.mkdtemp(prefix="upstream-patch-"))
+    try:
+        work = tmp / "work"
+        subprocess.run(["git", "clone", "-q", "--shared", "--no-checkout", str(root), str(work)], check=True,
+                       capture_output=True)
+        _git(work, "checkout", "-q", base)
+        if not (work / "torch_npu" / "_inductor").is_dir():
+            raise UpstreamPatchError(f"{ref or 'HEAD'} of {root} is not a torch_npu checkout: no torch_npu/_inductor")
+        layout, files, changes = edited_files(work)
+        for path, content in files.items():
+            (work / path).parent.mkdir(parents=True, exist_ok=True)
+            (work / path).write_bytes(content)
+        _git(work, "add", "--", *files)
+        m = re.match(r"\s*(.*?)\s*<([^>]+)>\s*$", author)
+        if not m:
+            raise UpstreamPatchError(f"--author {author!r} is not 'Name <email>'")
+        who = {"GIT_AUTHOR_NAME": m.group(1), "GIT_AUTHOR_EMAIL": m.group(2),
+               "GIT_COMMITTER_NAME": m.group(1), "GIT_COMMITTER_EMAIL": m.group(2)}
+        msg = tmp / "message"
+        msg.write_text(_message(layout, changes, base))
+        _git(work, "commit", "-q", "--no-verify", "-F", str(msg), env=who)
+        text = _git(work, "format-patch", "-1", "--stdout", "--no-signature", "HEAD")
+        stat = _git(work, "diff", "--numstat", f"{base}..HEAD")
+        numstat = [(p, int(a), int(r)) for a, r, p in (ln.split("\t") for ln in stat.splitlines())]
+        return Patch(text, layout, base, numstat, changes)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def branch_ref(root: Path, branch: str) -> str:
+    """``branch`` or ``origin/branch``, whichever the repository has."""
+    for ref in (branch, f"origin/{branch}", f"refs/remotes/origin/{branch}"):
+        if subprocess.run(["git", "-C", str(root), "rev-parse", "--verify", "-q", f"{ref}^{{commit}}"],
+                          capture_output=True).returncode == 0:
+            return ref
+    raise UpstreamPatchError(f"{root}: no branch {branch!r} (nor origin/{branch})")
+
+
+def for_branches(directory: str | os.PathLike, branches: list[str], out_dir: str | os.PathLike,
+                 author: str = DEFAULT_AUTHOR) -> list[dict]:
+    """One ``<branch>.patch`` per branch that can take it; a row per branch (written only when
+    every branch was looked at, so that a bad name writes nothing)."""
+    root = checkout_root(directory)
+    refs = {b: branch_ref(root, b) for b in branches}
+    rows, patches = [], {}
+    for b, ref in refs.items():
+        try:
+            p = make_patch(root, ref=ref, author=author)
+        except AlreadyFixed as exc:
+            rows.append({"branch": b, "result": "already fixed upstream", "detail": exc.where})
+        except UpstreamPatchError as exc:
+            rows.append({"branch": b, "result": "cannot apply", "detail": str(exc)})
+        else:
+            patches[b] = p
+            added, removed = p.lines
+            rows.append({"branch": b, "result": "applies", "layout": p.layout, "base": p.base,
+                         "detail": f"{len(p.files)} files, +{added} -{removed}", "patch": f"{b}.patch"})
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    for b, p in patches.items():
+        (out / f"{b}.patch").write_text(p.text)
+    return rows
+
+
+def table(rows: list[dict]) -> str:
+    w = max([len(r["branch"]) for r in rows] + [6])
+    out = [f"{'branch':<{w}}  result                  detail"]
+    for r in rows:
+        out.append(f"{r['branch']:<{w}}  {r['result']:<22}  {r.get('detail', '')}")
+    return "\n".join(out)

@@ -1,0 +1,265 @@
+"""The edits the upstream patch makes to a torch_npu checkout's own files (pure text -> text).
+
+Each edit finds an anchor that must occur exactly once and raises
+:class:`CannotApply` naming the file and the anchor when it does not, so an
+unknown layout is refused rather than guessed at. Two launcher layouts are
+known (docs/facts.md):
+
+* ``cpp_wrapper_npu``: ``codegen/cpp_wrapper_npu.py`` (``aclrtLaunchKernelWithHostArgs``)
+  and ``runtime/triton_heuristics.py``;
+* ``cpp_wrapper``: ``codegen/cpp_wrapper.py`` (``rtKernelLaunch``) and
+  ``npu_triton_heuristics.py``.
+
+What each edit writes is upstream Python in the style of the code around it;
+the C++ it emits comes from the generated ``codegen/npu_launch_resources.py``
+(:mod:`.upstream_patch_module`), i.e. from ``launch_codegen``.
+"""
+from __future__ import annotations
+
+import dataclasses
+import re
+
+from . import upstream_patch_module as upm
+
+IND = "torch_npu/_inductor"
+NPU_WRAPPER = f"{IND}/codegen/cpp_wrapper_npu.py"
+RT_WRAPPER = f"{IND}/codegen/cpp_wrapper.py"
+HEURISTICS = {"cpp_wrapper_npu": f"{IND}/runtime/triton_heuristics.py", "cpp_wrapper": f"{IND}/npu_triton_heuristics.py"}
+WRAPPER = {"cpp_wrapper_npu": NPU_WRAPPER, "cpp_wrapper": RT_WRAPPER}
+FLEX = f"{IND}/kernel/flex_attention.py"
+_IMPORT = f"from .npu_launch_resources import {upm.LINES_FN}, {upm.INCLUDE_FN}"
+
+
+class CannotApply(ValueError):
+    """The checkout's code is not a shape the patch knows; says what is missing where."""
+
+
+@dataclasses.dataclass
+class Source:
+    path: str
+    text: str
+    changes: list = dataclasses.field(default_factory=list)  # what was done, for the commit body
+
+    def replace_once(self, old: str, new: str, what: str) -> None:
+        n = self.text.count(old)
+        if n != 1:
+            found = "not found" if n == 0 else f"found {n} times"
+            raise CannotApply(f"{self.path}: {what}: expected exactly one {old.strip().splitlines()[0]!r}, {found}")
+        self.text = self.text.replace(old, new)
+        self.changes.append(what)
+
+    def section(self, start: str, what: str) -> tuple[int, int]:
+        """[begin, end) of the function starting at the line ``start`` (up to the next def at its indent)."""
+        n = self.text.count(start)
+        if n != 1:
+            raise CannotApply(f"{self.path}: {what}: expected exactly one {start.strip()!r}, found {n}")
+        begin = self.text.index(start)
+        indent = start[: len(start) - len(start.lstrip())]
+        nxt = re.compile(rf"^{indent}(?:def |@|class )|^(?:class |def )", re.M).search(self.text, begin + len(start))
+        return begin, nxt.start() if nxt else len(self.text)
+
+    def replace_in(self, start: str, old: str, new: str, what: str) -> None:
+        begin, end = self.section(start, what)
+        part = self.text[begin:end]
+        if part.count(old) != 1:
+            raise CannotApply(f"{self.path}: {what}: expected exactly one {old.strip().splitlines()[0]!r} in "
+                              f"{start.strip()}, found {part.count(old)}")
+        self.text = self.text[:begin] + part.replace(old, new) + self.text[end:]
+        self.changes.append(what)
+
+
+def add_import(src: Source, line: str, what: str) -> None:
+    """``line`` after the last single-line relative import at the top of the module."""
+    head = re.split(r"^(?:class |def |@)", src.text, maxsplit=1, flags=re.M)[0]
+    found = list(re.finditer(r"^from \.[\w.]* import [^(\n]*\n", head, re.M))
+    if not found:
+        raise CannotApply(f"{src.path}: {what}: no single-line relative import at the top of the module")
+    at = found[-1].end()
+    src.text = src.text[:at] + line + "\n" + src.text[at:]
+    src.changes.append(what)
+
+
+# ---- the C++ wrapper ---------------------------------------------------------------------------------
+_ARGS_DECL_CALL = "{wrapper.generate_args_decl(prefix, call_args, arg_types, arg_signatures, True, force_simt_only)}"
+_SYNC_DECL = '''\
+        # sync_block_lock and workspace_addr (SIMT-only kernels' arguments have neither)
+        if launch_resources is None:  # no saved params: a kernel that needs no workspace and no locks
+            launch_resources = {fn}("", {{}})
+        sync_decl = "" if {simt} else "\\n{indent}".join(launch_resources)
+'''
+
+
+def edit_npu_wrapper(src: Source) -> None:
+    add_import(src, _IMPORT, "imports the launch-resource code generator")
+    src.replace_once(
+        f'''        prefix.splice(f"""
+        auto launch_call = [=]() {{{{
+        {_ARGS_DECL_CALL}
+''',
+        f'''        # Workspace and sync-block locks of this launch: torch_npu/csrc/inductor/npu_launch_resources.h
+        launch_resources = {upm.LINES_FN}(
+            self.kernel_name,
+            params,
+            npu_config.num_vector_core if enable_auto_blockify else None,
+        )
+        args_decl = wrapper.generate_args_decl(
+            prefix, call_args, arg_types, arg_signatures, True, force_simt_only, launch_resources
+        )
+        prefix.splice(f"""
+        auto launch_call = [=]() {{{{
+        {{args_decl}}
+''',
+        "DeferredNpuTritonCallWrapper: the launch lambda gets the kernel's workspace and locks",
+    )
+    start = "    def generate_args_decl(\n"
+    src.replace_in(start, "        force_simt_only=False,\n    ):\n",
+                   "        force_simt_only=False,\n        launch_resources=None,\n    ):\n",
+                   "CppWrapperNpu.generate_args_decl takes the launch-resource lines")
+    src.replace_in(start, '        args_str = f"""\n',
+                   _SYNC_DECL.format(fn=upm.LINES_FN, simt="force_simt_only", indent=" " * 12)
+                   + '\n        args_str = f"""\n', "CppWrapperNpu.generate_args_decl declares them")
+    src.replace_in(
+        start,
+        '            {"void* workspace_addr = NULL;" if not force_simt_only else ""}\n'
+        '            {"void* sync_block_lock = NULL;" if not force_simt_only else ""}\n',
+        "            {sync_decl}\n", "CppWrapperNpu.generate_args_decl no longer passes NULL")
+    include = f"        {{{upm.INCLUDE_FN}(indent=\" \" * 8)}}\n"
+    if "    def get_device_include_path(device: str) -> str:\n" in src.text:
+        src.replace_in("    def get_device_include_path(device: str) -> str:\n",
+                       "        #include <torch_npu/csrc/framework/OpCommand.h>\n        \"\"\"\n",
+                       "        #include <torch_npu/csrc/framework/OpCommand.h>\n" + include + "        \"\"\"\n",
+                       "the wrapper header includes the helper")
+    else:  # newer torch: includes are spliced by add_device_include
+        src.replace_in("    def add_device_include(self, device: str) -> None:\n",
+                       "        super().add_device_include(device)\n",
+                       f"        self.header.splice({upm.INCLUDE_FN}())\n        super().add_device_include(device)\n",
+                       "the wrapper header includes the helper")
+
+
+def edit_rt_wrapper(src: Source) -> None:
+    add_import(src, _IMPORT, "imports the launch-resource code generator")
+    src.replace_in(
+        "    def generate_launch_kernel(self, prefix, wrapper, kernel_var_name, params):\n",
+        "        call, call_args_str = wrapper.generate_args_decl(\n",
+        f"        # Workspace and sync-block locks of this launch: torch_npu/csrc/inductor/npu_launch_resources.h\n"
+        f"        launch_resources = {upm.LINES_FN}(self.kernel_name, params)\n"
+        "        call, call_args_str = wrapper.generate_args_decl(\n",
+        "DeferredNpuTritonCallWrapper: the launch lambda gets the kernel's workspace and locks")
+    src.replace_in("    def generate_launch_kernel(self, prefix, wrapper, kernel_var_name, params):\n",
+                   "            self.kernel_id,\n        )\n",
+                   "            self.kernel_id,\n            launch_resources=launch_resources,\n        )\n",
+                   "passes them to generate_args_decl")
+    start = "    def generate_args_decl(\n"
+    src.replace_in(start, "        is_triton_kernel=True,\n    ):\n",
+                   "        is_triton_kernel=True,\n        launch_resources=None,\n    ):\n",
+                   "CppWrapperNpu.generate_args_decl takes the launch-resource lines")
+    src.replace_in(start, '        launch_str = f"""\n',
+                   _SYNC_DECL.format(fn=upm.LINES_FN, simt="False", indent=" " * 8).replace(
+                       '"" if False else ', "")
+                   + '        launch_str = f"""\n', "CppWrapperNpu.generate_args_decl declares them")
+    src.replace_in(start, "        void* workspace_addr = NULL;\n        void* sync_block_lock = NULL;\n",
+                   "        {sync_decl}\n", "CppWrapperNpu.generate_args_decl no longer passes NULL")
+    src.replace_in("    def write_header(self):\n", '        self.header.splice("#include <runtime/runtime/rt.h>")\n',
+                   '        self.header.splice("#include <runtime/runtime/rt.h>")\n'
+                   f"        self.header.splice({upm.INCLUDE_FN}())\n", "the wrapper header includes the helper")
+
+
+# ---- the autotuner -----------------------------------------------------------------------------------
+def edit_heuristics(src: Source, layout: str) -> None:
+    package = ".." if layout == "cpp_wrapper_npu" else "."
+    start = "    def save_npu_kernel(self, input_stream, input_launcher):\n"
+    begin = src.text.find(start)
+    if begin < 0:
+        raise CannotApply(f"{src.path}: no NPUCachingAutotuner.save_npu_kernel(self, input_stream, input_launcher)")
+    # The first definition is NPUCachingAutotuner's (a subclass may override it and call super()).
+    params = src.text.find("        params = {\n", begin)
+    close = src.text.find("\n        }\n", params)
+    nxt = src.text.find("\n    def ", begin + len(start))
+    if params < 0 or close < 0 or (0 <= nxt < close):
+        raise CannotApply(f"{src.path}: save_npu_kernel does not build its params as one dict literal")
+    at = close + len("\n        }\n")
+    src.text = src.text[:at] + (
+        "        # Workspace and sync-block locks the kernel needs, for the C++ wrapper's launcher (checked here,\n"
+        "        # so that metadata no launch can be sized from fails naming the kernel and the field).\n"
+        f"        from {package}codegen.npu_launch_resources import {upm.SYNC_PARAMS_FN}\n\n"
+        f"        params.update({upm.SYNC_PARAMS_FN}(input_launcher.bin.metadata, key))\n"
+    ) + src.text[at:]
+    src.changes.append("NPUCachingAutotuner.save_npu_kernel records the kernel's workspace and lock fields")
+    grouped = "    def _grouped_variant_load_meta(launcher) -> dict[str, Any]:\n"
+    if grouped in src.text:  # each variant of a grouped launch has its own sync fields
+        src.replace_in(grouped, "        return {\n",
+                       '        name = metadata.name if hasattr(metadata, "name") else metadata["name"]\n'
+                       f"        from {package}codegen.npu_launch_resources import {upm.SYNC_PARAMS_FN}\n\n"
+                       "        return {\n"
+                       f"            **{upm.SYNC_PARAMS_FN}(metadata, name),\n",
+                       "each variant of a grouped launch records its own workspace and lock fields")
+
+
+# ---- Flex Attention backward grid --------------------------------------------------------------------
+_GRID = '''
+
+def _flex_backward_head_ratio(q_heads, kv_heads):
+    # An integer division in the generated C++ too: on symbolic sizes `//` prints as
+    # std::floor(a * 1.0 / b), FloorDiv as an integer division.
+    if isinstance(q_heads, int) and isinstance(kv_heads, int):
+        return q_heads // kv_heads
+    return FloorDiv(q_heads, kv_heads)
+
+
+@SymbolicGridFn
+def _npu_flex_attention_backward_grid(
+    batch_size, q_heads, num_queries, d_model, kv_heads, num_key_value, meta, *, cdiv
+):
+    """torch 2.7.1's backward grid as a SymbolicGridFn: the C++ wrapper can print it for
+    dynamic shapes (a plain function stops it with "cpp_wrapper requires SymbolicGridFn")."""
+    return (
+        cdiv(num_queries, meta["BLOCK_M2"]) * _flex_backward_head_ratio(q_heads, kv_heads)
+        + cdiv(num_key_value, meta["BLOCK_N1"]),
+        1,
+        batch_size * kv_heads,
+    )
+'''
+_GRID_IMPORTS = ("from torch._inductor.select_algorithm import SymbolicGridFn\n"
+                 "from torch.utils._sympy.functions import FloorDiv\n")
+
+
+def flex_form(text: str) -> str | None:
+    """Which plain-grid Flex backward template this kernel/flex_attention.py compiles, if any:
+    ``"own"`` (its NPUTritonTemplate built with torch's plain grid) or ``"torch"`` (torch 2.7.1's
+    template, imported as upstream_flex_attention_backward_template)."""
+    if re.search(r"^flex_attention_backward_template = NPUTritonTemplate\(\n\s+name=\"flex_attention_backward\",\n"
+                 r"\s+grid=flex_attention_backward_grid,", text, re.M):
+        return "own"
+    if ("flex_attention_backward_template as upstream_flex_attention_backward_template" in text
+            and "upstream_flex_attention_backward_template.maybe_append_choice(" in text):
+        return "torch"
+    return None
+
+
+def edit_flex(src: Source) -> bool:
+    form = flex_form(src.text)
+    if form is None:
+        return False
+    first_def = re.search(r"^(?:def |class |@)", src.text, re.M)
+    imports_end = src.text.rfind("\n)\n", 0, first_def.start()) if form == "torch" else -1
+    if form == "own":
+        src.replace_once("from torch_npu._inductor.select_algorithm import NPUTritonTemplate\n",
+                         "from torch_npu._inductor.select_algorithm import NPUTritonTemplate\n" + _GRID_IMPORTS,
+                         "imports SymbolicGridFn and FloorDiv")
+        src.replace_once("\n\nflex_attention_backward_template = NPUTritonTemplate(\n"
+                         "    name=\"flex_attention_backward\",\n    grid=flex_attention_backward_grid,\n",
+                         _GRID + "\n\nflex_attention_backward_template = NPUTritonTemplate(\n"
+                         "    name=\"flex_attention_backward\",\n    grid=_npu_flex_attention_backward_grid,\n",
+                         "the NPU Flex Attention backward template gets a SymbolicGridFn grid")
+        return True
+    if imports_end < 0:
+        raise CannotApply(f"{src.path}: no import block before the first definition")
+    at = imports_end + len("\n)\n")
+    src.text = (src.text[:at] + _GRID_IMPORTS + _GRID + "\n\n"
+                "# torch 2.7.1 builds this template with a plain grid function (newer torch ships a SymbolicGridFn).\n"
+                "if not isinstance(upstream_flex_attention_backward_template.grid, SymbolicGridFn):\n"
+                "    upstream_flex_attention_backward_template.grid = _npu_flex_attention_backward_grid\n"
+                + src.text[at:])
+    src.changes.append("torch's Flex Attention backward template, which this lowering compiles, gets a "
+                       "SymbolicGridFn grid")
+    return True
