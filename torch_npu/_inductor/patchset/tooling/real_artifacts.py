@@ -382,7 +382,7 @@ def _render_key(version: str, python: str, what: str) -> str:
                     *ours, *_tree_digest(REPO_ROOT / "patches")])
 
 
-def _cached_json(kind: str, version: str, python: str, cmd: list, timeout: float) -> dict:
+def _cached_json(kind: str, version: str, python: str, cmd: list, timeout: float, tail: Sequence[str] = ()) -> dict:
     final = build_cache() / f"render-{kind}-{version}-{_render_key(version, python, kind)}.json"
     if final.exists():
         return json.loads(final.read_text())
@@ -390,7 +390,7 @@ def _cached_json(kind: str, version: str, python: str, cmd: list, timeout: float
     os.close(fd)
     os.unlink(tmp)
     try:
-        proc = _run([python, *cmd, version, tmp], timeout=timeout, env=_render_env(), cwd=str(REPO_ROOT))
+        proc = _run([python, *cmd, version, tmp, *tail], timeout=timeout, env=_render_env(), cwd=str(REPO_ROOT))
         if not Path(tmp).exists():
             raise TierError(f"torch_npu {version}: {kind} rendering crashed (exit {proc.returncode}): "
                             f"{proc.stderr.strip()[-3000:]}")
@@ -402,8 +402,10 @@ def _cached_json(kind: str, version: str, python: str, cmd: list, timeout: float
             os.unlink(tmp)
 
 
-def harness_json(version: str, python: str, timeout: float = 1200) -> dict:
-    """``tooling/wheel_harness.py VERSION OUT`` run in ``python`` (cached per input hash)."""
+def harness_json(version: str, python: str, timeout: float = 1200, aot: bool = False) -> dict:
+    """``tooling/wheel_harness.py VERSION OUT [--aot]`` run in ``python`` (cached per input hash)."""
+    if aot:
+        return _cached_json("harness-aot", version, python, [str(HARNESS)], timeout, tail=["--aot"])
     return _cached_json("harness", version, python, [str(HARNESS)], timeout)
 
 
@@ -482,8 +484,9 @@ def cpp_part_of_header(header: str) -> str:
     return header[m.end():] if m else header
 
 
-def entry_point(fn: re.Match, index: int) -> str:
-    """An exported function that instantiates ``call_*`` with at::Tensor arguments and calls it."""
+def entry_point(fn: re.Match, index: int, types: dict | None = None) -> str:
+    """An exported function that instantiates ``call_*`` with at::Tensor arguments (or the type
+    ``types`` names for a template parameter: an AOT launcher's ``kernels_type_``) and calls it."""
     tparams = [t.strip().split()[-1] for t in (fn.group("tparams") or "").split(",") if t.strip()]
     params, names = [], []
     for raw in [p.strip() for p in fn.group("params").split(",") if p.strip()]:
@@ -491,7 +494,7 @@ def entry_point(fn: re.Match, index: int) -> str:
             continue
         decl = raw
         for t in tparams:
-            decl = re.sub(rf"\b{re.escape(t)}\b", "at::Tensor", decl)
+            decl = re.sub(rf"\b{re.escape(t)}\b", (types or {}).get(t, "at::Tensor"), decl)
         params.append(decl)
         names.append(re.findall(r"\w+", raw)[-1])
     return (f'extern "C" __attribute__((visibility("default"))) void npu_patchset_real_artifacts_launch_{index}'
@@ -642,8 +645,9 @@ def account(shared_object: Path, libraries: dict[str, Path]) -> list:
     return rows
 
 
-def build(version: str, *, python: str | None = None, helper: Path | None = None) -> TierResult:
-    """Run the tier for torch_npu ``version``; renders with ``python`` (default: this interpreter)."""
+def build(version: str, *, python: str | None = None, helper: Path | None = None, aot: bool = False) -> TierResult:
+    """Run the tier for torch_npu ``version``; renders with ``python`` (default: this interpreter).
+    ``aot``: render in aot_mode and build the AOT translation unit (``tooling/aot_artifacts.py``)."""
     python = python or sys.executable
     helper = Path(helper or DEFAULT_HELPER).resolve()
     npu_root = npu_artifacts(version)
@@ -651,18 +655,26 @@ def build(version: str, *, python: str | None = None, helper: Path | None = None
     torch_art = torch_artifacts(torch_version, python)
     std = cxx_standard(torch_art.root)
     stub, acl_funcs = acl_stub(npu_root)
-    harness = harness_json(version, python)
+    harness = harness_json(version, python, aot=aot)
     if not harness.get("loaded"):
         raise TierError(f"torch_npu {version}: the harness could not load the wheel: {harness.get('error')}")
     if harness.get("error"):
         raise TierError(f"torch_npu {version}: harness: {harness['error']}")
     if "patched" not in harness:
         raise TierError(f"torch_npu {version}: layout {harness.get('layout')!r}: the harness rendered no launchers")
-    header = header_json(version, python)
-    if header.get("error") and harness.get("layout") != "legacy":
-        raise TierError(f"torch_npu {version}: header: {header['error']}")
-    tu, info = translation_unit(version, harness, header, helper)
     inc_dirs = [*include_dirs_of(npu_root), *torch_art.include_dirs]
+    if aot:
+        from . import aot_artifacts
+
+        try:
+            tu, info = aot_artifacts.translation_unit(version, harness, helper, inc_dirs, entry_point)
+        except aot_artifacts.AotError as exc:
+            raise TierError(str(exc)) from exc
+    else:
+        header = header_json(version, python)
+        if header.get("error") and harness.get("layout") != "legacy":
+            raise TierError(f"torch_npu {version}: header: {header['error']}")
+        tu, info = translation_unit(version, harness, header, helper)
     stand_ins = _needed_stand_ins(tu, inc_dirs)
     py_inc = _python_include(python)
     abi = _cxx11_abi(torch_art.lib_dir)
@@ -685,7 +697,7 @@ def build(version: str, *, python: str | None = None, helper: Path | None = None
                 include_dirs=[str(d) for d in inc_dirs], stand_in_headers=sorted(stand_ins), helper=str(helper),
                 acl_stub_functions=len(acl_funcs), acl_headers=str(acl_header_dir(npu_root)), build_key=key,
                 libraries={k: str(v) for k, v in libs.items()})
-    final = build_cache() / f"real-artifacts-{version}-{key}"
+    final = build_cache() / f"real-artifacts-{version}{'-aot' if aot else ''}-{key}"
     if (final / "result.json").exists():
         data = json.loads((final / "result.json").read_text())
         data["info"]["cached"] = str(final)
@@ -704,6 +716,7 @@ def build(version: str, *, python: str | None = None, helper: Path | None = None
 
 def _compile_and_link(version, tmp: Path, tu, cflags, inc_dirs, py_inc, stand_ins, libs, info) -> TierResult:
     (tmp / "launchers.cpp").write_text(tu)
+    label = f"torch_npu {version}" + (" (aot_mode)" if info.get("aot_mode") else "")
     stand_in_root = tmp / "stand_in_include"
     for rel, text in stand_ins.items():
         (stand_in_root / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -713,7 +726,7 @@ def _compile_and_link(version, tmp: Path, tu, cflags, inc_dirs, py_inc, stand_in
     proc = _run(["g++", *cflags, *incs, "-c", tmp / "launchers.cpp", "-o", obj], timeout=1800)
     if proc.returncode != 0:
         errs = [ln for ln in proc.stderr.splitlines() if "error" in ln][:12]
-        return TierResult(version, False, "compile", f"torch_npu {version}: compiling the launchers failed:\n"
+        return TierResult(version, False, "compile", f"{label}: compiling the launchers failed:\n"
                           + "\n".join(errs), info=info)
     lib_dirs = sorted({str(p.parent) for p in libs.values()})
     link = ["g++", "-shared", "-o", tmp / "launchers.so", obj, "-Wl,--no-undefined", "-Wl,--allow-shlib-undefined",
@@ -725,17 +738,18 @@ def _compile_and_link(version, tmp: Path, tu, cflags, inc_dirs, py_inc, stand_in
         pretty = demangle(mangled)
         unresolved = list(zip(mangled, pretty))
         if unresolved:
-            msg = (f"torch_npu {version}: {len(unresolved)} symbol(s) unresolved against the wheel's exports "
+            msg = (f"{label}: {len(unresolved)} symbol(s) unresolved against the wheel's exports "
                    "(libtorch_npu.so, torch, ACL stub):\n" + "\n".join(f"  {p}   [{m}]" for m, p in unresolved))
         else:
-            msg = f"torch_npu {version}: linking failed:\n{proc.stderr[-3000:]}"
+            msg = f"{label}: linking failed:\n{proc.stderr[-3000:]}"
         return TierResult(version, False, "link", msg, unresolved=unresolved, info=info)
     rows = account(tmp / "launchers.so", libs)
     missing = [r for r in rows if r[2] == "NONE"]
     if missing:
-        return TierResult(version, False, "account", f"torch_npu {version}: no provider for "
+        return TierResult(version, False, "account", f"{label}: no provider for "
                           + ", ".join(r[1] for r in missing), accounting=rows, info=info)
-    return TierResult(version, True, "done", f"torch_npu {version}: compiled ({info['std']}) and linked with "
+    mode = "rendered in aot_mode; " if info.get("aot_mode") else ""
+    return TierResult(version, True, "done", f"torch_npu {version}: {mode}compiled ({info['std']}) and linked with "
                       f"--no-undefined; {len(rows)} undefined dynamic symbols, all accounted for",
                       accounting=rows, info=info)
 
@@ -760,6 +774,7 @@ def main(argv=None) -> int:
     chk.add_argument("--helper", type=Path, default=None, help="helper header to build (default: the repository's)")
     chk.add_argument("--python", default=None, help="interpreter that renders (torch of the wheel's line)")
     chk.add_argument("--json", action="store_true")
+    chk.add_argument("--aot", action="store_true", help="render in aot_mode (AOTInductor) and build that")
     rh = sub.add_parser("render-header", help=argparse.SUPPRESS)
     rh.add_argument("version")
     rh.add_argument("out")
@@ -775,7 +790,7 @@ def main(argv=None) -> int:
     rc = 0
     for v in args.versions:
         try:
-            r = build(v, python=args.python, helper=args.helper)
+            r = build(v, python=args.python, helper=args.helper, aot=args.aot)
         except TierError as exc:
             r = TierResult(v, False, "setup", str(exc))
         rc |= 0 if r.ok else 1
@@ -783,7 +798,8 @@ def main(argv=None) -> int:
             print(json.dumps(r.to_json()))
             continue
         print(r.message)
-        for k in ("torch", "std", "header_from", "stand_in_headers", "acl_headers", "acl_stub_functions"):
+        for k in ("torch", "std", "header_from", "model_stand_in", "stand_in_headers", "acl_headers",
+                  "acl_stub_functions"):
             if k in r.info:
                 print(f"  {k}: {r.info[k]}")
         if r.accounting:

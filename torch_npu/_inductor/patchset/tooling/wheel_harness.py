@@ -48,6 +48,11 @@ OUT = sys.argv[2]
 #: ``--aot``: render as for AOTInductor (``V.graph.aot_mode``): kernels reached through ``kernels_.<name>``,
 #: the AOT header (``["include"]`` is then what ``write_header`` wrote, every layout).
 AOT = "--aot" in sys.argv[3:]
+#: ``--source DIR``: load that torch_npu source checkout's Inductor code instead of the wheel's
+#: (VERSION then only names it). ``--patchset-off``: render upstream's code as it stands and stop
+#: (no ``patchset.apply()``; ``["upstream"]`` only, plus the kernel driver code for a build).
+SOURCE = sys.argv[sys.argv.index("--source") + 1] if "--source" in sys.argv[3:-1] else None
+PATCHSET_OFF = "--patchset-off" in sys.argv[3:]
 os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="upstream-harness-inductor-"))
 
 from torch_npu._inductor.patchset.tooling import upstream_wheels as uw  # noqa: E402
@@ -74,7 +79,7 @@ def finish(code: int = 0) -> None:
 
 
 try:
-    loaded = uw.load(VERSION)
+    loaded = uw.load(VERSION, source=SOURCE)
 except uw.WheelUnavailable as exc:
     result.update(loaded=False, error=str(exc), index_unreachable=exc.index_unreachable)
     finish()
@@ -304,6 +309,10 @@ def run_all(tag) -> dict:
 
 
 result["upstream"] = run_all("upstream")
+if PATCHSET_OFF:
+    result.update(patchset_off=True, kernel_driver=get_device_op_overrides("npu").kernel_driver(),
+                  stand_ins=sorted(set(uw.STAND_INS)))
+    finish()
 rows = patchset.apply()
 result["status"] = [r.to_json() for r in rows]
 flex_report("patched")
@@ -317,4 +326,5 @@ result["status_again"] = [r.to_json() for r in _applier.apply(import_targets=Tru
 result["changed_by_second_apply"] = sorted(k for k, v in snapshot([heur, cw]).items() if before.get(k) != v)
 result["stand_ins"] = sorted(set(uw.STAND_INS))
 result["num_vector_core"] = getattr(cw.npu_config, "num_vector_core", None)
+result["cpp_kernel_type"] = get_device_op_overrides("npu").cpp_kernel_type()  # an AOT model's kernel handles
 finish()
