@@ -177,6 +177,8 @@ def translation_unit(version: str, harness: dict, helper: Path, include_dirs: Se
 
     if not harness.get("aot_mode"):
         raise AotError(f"torch_npu {version}: the harness did not render in aot_mode")
+    if harness.get("aot_lazy_compile"):
+        raise AotError(f"torch_npu {version}: no NPU launcher in aot_mode: {harness['aot_lazy_compile']}")
     head = portable_header(header_of(harness, version), version, helper.parent)
     parts = [f"// Real-artifact tier, aot_mode: torch_npu {version}, every sample launcher rendered by the wheel's\n"
              "// own classes with V.graph.aot_mode set, after patchset.apply(), under its real AOT header.\n",

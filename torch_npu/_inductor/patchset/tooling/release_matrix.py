@@ -142,16 +142,44 @@ static rtError_t rtKernelLaunch(const void* fn, uint32_t blocks, void* args, uin
 """
 
 
+def sample_setup(harness: dict, sample) -> tuple:
+    """(plan, site, kernel_args, grid) of one rendered sample launcher, as the simulation runs it."""
+    from torch_npu._inductor.patchset import launch_codegen as lc
+    from torch_npu._inductor.patchset.launch_plan import plan_from_metadata
+
+    entry = harness["patched"][sample.key]
+    plan = plan_from_metadata(sample.metadata, kernel=f"{sample.kernel}_patched")
+    if harness.get("launch_api") == "rtKernelLaunch":  # that layout never clamps; FFTS as its launcher says
+        site = lc.LaunchSite(block_clamp=None, has_ffts="void* ffts_addr __attribute__" in entry["cpp"], simt_only=False)
+    else:
+        site = lc.LaunchSite(block_clamp=sample.block_clamp, has_ffts=sample.has_ffts, simt_only=False)
+    args = lc.args_from_signature("*fp32,*fp32,i32")  # the harness kernel's own arguments
+    grid = (math.prod(sample.grid), 1, 1)  # XBLOCK=64: numel = 64 * grid_0
+    return plan, site, args, grid
+
+
+def simulate_sample(release: str, harness: dict, sample, inject_fault: str | None = None) -> dict:
+    """Run one patched launcher of ``harness`` in the host simulation; the judge's verdict."""
+    from torch_npu._inductor.patchset.tooling import launcher_cli, sim_build
+
+    entry = harness["patched"][sample.key]
+    plan, site, args, grid = sample_setup(harness, sample)
+    device_idx = "0, " if "int32_t device_idx_," in entry["cpp"] else ""
+    call = (f"(g_matrix_probe = kernel_handle, call_{sample.kernel}_patched(MatrixTensor{{bufs[0]}}, "
+            f"MatrixTensor{{bufs[1]}}, static_cast<int64_t>({64 * grid[0]}), {device_idx}stream), g_matrix_rc)")
+    legacy = harness.get("launch_api") == "rtKernelLaunch"
+    cpp = SIM_PREAMBLE + (SIM_LEGACY_RT if legacy else "") + entry["cpp"] + SIM_END
+    src = launcher_cli.harness_source(plan, site, args, grid, launcher_cpp=cpp, call=call, inject_fault=inject_fault)
+    exe = sim_build.compile_program(src, f"matrix-{release}-{sample.key}" + (f"-{inject_fault}" if inject_fault else ""))
+    return launcher_cli.judge(plan, site, grid, launcher_cli.run_program(exe), inject_fault=inject_fault)
+
+
 def simulate(release: str, harness: dict) -> tuple[str, list]:
     """Run every patched launcher of ``harness`` in the host simulation (as the wheel tests do)."""
     try:
-        from torch_npu._inductor.patchset import launch_codegen as lc
-        from torch_npu._inductor.patchset.launch_plan import plan_from_metadata
-        from torch_npu._inductor.patchset.tooling import launcher_cli, sim_build
         from torch_npu._inductor.patchset.tooling.sample_kernels import SAMPLES
     except Exception as exc:  # the simulation API is not importable here
         return f"not run: {type(exc).__name__}: {exc}", []
-    legacy = harness.get("launch_api") == "rtKernelLaunch"
     ok, problems = 0, []
     for s in SAMPLES:
         entry = harness.get("patched", {}).get(s.key)
@@ -159,21 +187,7 @@ def simulate(release: str, harness: dict) -> tuple[str, list]:
             problems.append(f"{s.key}: not rendered")
             continue
         try:
-            plan = plan_from_metadata(s.metadata, kernel=f"{s.kernel}_patched")
-            if legacy:  # that layout never clamps the block count; FFTS as its launcher says
-                site = lc.LaunchSite(block_clamp=None, has_ffts="void* ffts_addr __attribute__" in entry["cpp"],
-                                     simt_only=False)
-            else:
-                site = lc.LaunchSite(block_clamp=s.block_clamp, has_ffts=s.has_ffts, simt_only=False)
-            args = lc.args_from_signature("*fp32,*fp32,i32")  # the harness kernel's own arguments
-            grid = (math.prod(s.grid), 1, 1)  # XBLOCK=64: numel = 64 * grid_0
-            device_idx = "0, " if "int32_t device_idx_," in entry["cpp"] else ""
-            call = (f"(g_matrix_probe = kernel_handle, call_{s.kernel}_patched(MatrixTensor{{bufs[0]}}, "
-                    f"MatrixTensor{{bufs[1]}}, static_cast<int64_t>({64 * grid[0]}), {device_idx}stream), g_matrix_rc)")
-            cpp = SIM_PREAMBLE + (SIM_LEGACY_RT if legacy else "") + entry["cpp"] + SIM_END
-            src = launcher_cli.harness_source(plan, site, args, grid, launcher_cpp=cpp, call=call)
-            exe = sim_build.compile_program(src, f"matrix-{release}-{s.key}")
-            verdict = launcher_cli.judge(plan, site, grid, launcher_cli.run_program(exe))
+            verdict = simulate_sample(release, harness, s)
         except Exception as exc:
             problems.append(f"{s.key}: {type(exc).__name__}: {str(exc).strip().splitlines()[0][:300]}")
             continue

@@ -11,7 +11,8 @@ private temporary directory and published with an atomic rename.
 API:
     build_dir() -> Path
     sim_library() -> Path
-    compile_program(source, name, extra_include_dirs=()) -> Path
+    compile_program(source, name, extra_include_dirs=(), export_simulation=False) -> Path
+    compile_shared_library(source, name) -> Path
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import tempfile
 from pathlib import Path
 from typing import Iterable, Sequence
 
-__all__ = ["build_dir", "sim_library", "compile_program", "CXX_FLAGS", "include_dirs"]
+__all__ = ["build_dir", "sim_library", "compile_program", "compile_shared_library", "CXX_FLAGS", "include_dirs"]
 
 _HERE = Path(__file__).resolve().parent
 SIM_ROOT = _HERE / "acl_sim"
@@ -125,8 +126,14 @@ def sim_library() -> Path:
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
 
 
-def compile_program(source: str, name: str, extra_include_dirs: Sequence[os.PathLike | str] = ()) -> Path:
+def compile_program(source: str, name: str, extra_include_dirs: Sequence[os.PathLike | str] = (),
+                    export_simulation: bool = False) -> Path:
     """Compile one C++ translation unit against the simulation and the helper.
+
+    ``export_simulation``: the whole simulation is linked in and exported (``-rdynamic``), and
+    ``dlopen`` is available, so that a shared library the program loads (one built by
+    :func:`compile_shared_library`) finds its ACL and torch_npu symbols in the program, as a
+    model library finds them in the process that loads it.
 
     Returns the path of the (cached) executable. Raises RuntimeError with the
     compiler output when compilation or linking fails.
@@ -137,7 +144,8 @@ def compile_program(source: str, name: str, extra_include_dirs: Sequence[os.Path
     incs = [*include_dirs(), *(Path(d).resolve() for d in extra_include_dirs)]
     headers = _tree_files(CSRC, SIM_INCLUDE)
     key = _digest(
-        [_compiler_id(), " ".join(CXX_FLAGS).encode(), source.encode(), str(lib).encode()]
+        [_compiler_id(), " ".join(CXX_FLAGS).encode(), source.encode(), str(lib).encode(),
+         b"export" if export_simulation else b""]
         + [str(d).encode() for d in incs]
         + [str(f).encode() + b"\0" + f.read_bytes() for f in headers]
         + [str(f).encode() + b"\0" + f.read_bytes() for d in extra_include_dirs for f in _tree_files(Path(d))]
@@ -150,10 +158,38 @@ def compile_program(source: str, name: str, extra_include_dirs: Sequence[os.Path
     try:
         src = tmp / f"{name}.cpp"
         src.write_text(source)
-        cmd = [_cxx(), *CXX_FLAGS, *(f"-I{d}" for d in incs), str(src), str(lib), "-pthread", "-o", str(tmp / name)]
+        linked = ["-Wl,--whole-archive", str(lib), "-Wl,--no-whole-archive", "-rdynamic", "-ldl"] if export_simulation \
+            else [str(lib)]
+        cmd = [_cxx(), *CXX_FLAGS, *(f"-I{d}" for d in incs), str(src), *linked, "-pthread", "-o", str(tmp / name)]
         _run(cmd, f"compiling {name}")
         _publish(tmp, final)
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
     return exe
+
+
+def compile_shared_library(source: str, name: str, cxx_flags: Sequence[str] = CXX_FLAGS) -> Path:
+    """Compile one C++ translation unit into ``lib<name>.so`` against the simulation's headers only
+    (not the helper's directory: what the source needs of the helper, it carries). Its ACL and
+    torch_npu symbols stay undefined, for the loading program to provide
+    (:func:`compile_program` with ``export_simulation``). Cached like the programs."""
+    if not _NAME_RE.match(name):
+        raise ValueError(f"library name must match {_NAME_RE.pattern}: {name!r}")
+    flags = [*cxx_flags, "-fPIC", "-shared"]
+    key = _digest([_compiler_id(), " ".join(flags).encode(), source.encode()]
+                  + [str(f).encode() + b"\0" + f.read_bytes() for f in _tree_files(SIM_INCLUDE)])
+    final = build_dir() / f"lib-{name}-{key}"
+    lib = final / f"lib{name}.so"
+    if lib.exists():
+        return lib
+    tmp = Path(tempfile.mkdtemp(prefix=f".lib-{name}-{key}-", dir=build_dir()))
+    try:
+        (tmp / f"{name}.cpp").write_text(source)
+        _run([_cxx(), *flags, f"-I{SIM_INCLUDE}", str(tmp / f"{name}.cpp"), "-o", str(tmp / lib.name)],
+             f"compiling lib{name}.so")
+        _publish(tmp, final)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return lib

@@ -162,6 +162,27 @@ def flex_report(stage: str) -> None:
 
 flex_report("upstream")
 
+
+def aot_lazy_compile() -> str | None:
+    """Why this release's aot_mode launchers are torch's lazy-compile code, not torch_npu's launch
+    lambda (None when they are torch_npu's)."""
+    import inspect
+    import re
+
+    gen = vars(cw.DeferredNpuTritonCallWrapper).get("generate")
+    src = inspect.getsource(gen) if gen is not None else ""
+    if hasattr(cw.DeferredNpuTritonCallWrapper, "generate_lazy") and re.search(
+            r"autotune_at_compile_time\"\s*,\s*not\s+V\.graph\.aot_mode", src):
+        return ("in aot_mode torch_npu's DeferredNpuTritonCallWrapper.generate sets triton.autotune_at_compile_time "
+                "= False, so torch's DeferredTritonCallWrapper.generate_lazy writes the launch (torch's "
+                "launchKernel(kernels_.<kernel>, grid, num_warps, shared_mem, kernel_args_, stream_)), not torch_npu's "
+                "launch lambda, whose sync pointers this patch set replaces")
+    return None
+
+
+if AOT:
+    result["aot_lazy_compile"] = aot_lazy_compile()
+
 from torch._inductor.codecache import CudaKernelParamCache  # noqa: E402
 from torch._inductor.codegen.common import get_device_op_overrides  # noqa: E402
 from torch._inductor.utils import IndentedBuffer  # noqa: E402
@@ -227,6 +248,7 @@ class FakeGraph:
     is_const_graph = False
     is_dual_wrapper_mode = False  # read by some releases' write_header
     device_types = {"npu"}
+    device_type = "npu"
 
     def __init__(self):
         self.wrapper_code = types.SimpleNamespace(additional_files=[])
@@ -251,6 +273,9 @@ def deferred_wrapper(name):
     fields = {f.name for f in dataclasses.fields(cls)}
     if "kernel_name_to_body" in fields:  # newer torch's dataclass (2.9.0.post9 adds kernel_id)
         extra = {"kernel_id": 0} if "kernel_id" in fields else {}
+        if AOT and "triton_meta" in fields:  # what newer torch's generate_kernel_call passes (its lazy path reads them)
+            params = CudaKernelParamCache.get(name)
+            extra.update(triton_meta=params["triton_meta"], inductor_meta=params["inductor_meta"])
         return cls(wrapper_name=f"call_{name}", kernel_name=name, kernel_name_to_body={name: ""},
                    arg_types=list(ARG_TYPES), **extra)
     return cls(f"call_{name}", name, list(ARG_TYPES), 0)
@@ -279,6 +304,8 @@ def render(sample, tag) -> dict:
     wrapper.device_codegen = get_device_op_overrides("npu")
     wrapper.prefix = IndentedBuffer()
     wrapper.arg_var_id = __import__("itertools").count()
+    # What newer torch's CppWrapperGpu.__init__ sets and its lazy-compile path (aot_mode on 2.14) uses.
+    wrapper._lazy_kernel_names, wrapper.used_cached_dtypes, wrapper.used_cached_devices = [], set(), set()
     if OLDER:  # what the older CppWrapperNpu.__init__ sets and generate_args_decl reads
         wrapper.visited_raii_handle, wrapper.visited_handle_for_kernel_id = set(), {}
     deferred = deferred_wrapper(name)
@@ -317,6 +344,14 @@ rows = patchset.apply()
 result["status"] = [r.to_json() for r in rows]
 flex_report("patched")
 result["patched"] = run_all("patched")
+if AOT:  # the AOT header on its own: also where no launcher renders in aot_mode
+    try:
+        header_wrapper = cw.CppWrapperNpu.__new__(cw.CppWrapperNpu)
+        header_wrapper.device, header_wrapper.device_codegen = "npu", get_device_op_overrides("npu")
+        with V.set_graph_handler(FakeGraph()):
+            result["aot_header"] = include_text(header_wrapper)
+    except Exception as exc:  # recorded, never hidden
+        result["aot_header_error"] = f"{type(exc).__name__}: {exc}"
 # Idempotence: a second apply from a clean applier state changes nothing.
 from torch_npu._inductor.patchset import _applier  # noqa: E402
 
