@@ -1,7 +1,10 @@
 """``python -m torch_npu._inductor.patchset <command>``.
 
-* ``status [--json]``: versions found, then each patch's state and target.
+* ``status [--json]``: versions found, then each patch's state and target
+  (``--against-wheel VERSION`` / ``--against-source DIR``: on a release's or a checkout's code).
+* ``upstream-patch --checkout DIR ...``: the fix as a git-format patch for torch_npu itself.
 * ``launcher ...``: the launch plan / C++ / dry run for one kernel's metadata.
+* ``selftest [--device D] [--json] [--report FILE]``: acceptance checks, passed / failed / skipped.
 """
 from __future__ import annotations
 
@@ -13,7 +16,7 @@ from . import _applier, _environment
 
 
 def _status(args) -> int:
-    if args.against_wheel:
+    if args.against_wheel or args.against_source:
         return _status_against_wheel(args)
     rows = _applier.apply(import_targets=not args.no_import)
     env = _environment.describe()
@@ -26,21 +29,24 @@ def _status(args) -> int:
 
 
 def _status_against_wheel(args) -> int:
-    """Apply the patch set to a downloaded torch_npu wheel's Inductor code
-    (loaded with stand-ins for the NPU, in a subprocess) and report."""
+    """Apply the patch set to a downloaded torch_npu wheel's Inductor code, or a source
+    checkout's (loaded with stand-ins for the NPU, in a subprocess) and report."""
     from ._applier import PatchStatus
     from .tooling import upstream_wheels
 
-    data = upstream_wheels.status_in_subprocess(args.against_wheel)
+    source = args.against_source
+    what = args.against_wheel or source
+    data = upstream_wheels.status_in_subprocess(what, source=source)
     if args.json:
         json.dump(data, sys.stdout, indent=2)
         sys.stdout.write("\n")
         return 0 if data.get("ok") else 1
     if not data.get("ok"):
-        print(f"torch_npu {args.against_wheel}: could not be loaded: {data.get('error')}", file=sys.stderr)
+        print(f"torch_npu {what}: could not be loaded: {data.get('error')}", file=sys.stderr)
         return 1
     env = _environment.describe()
-    env["torch_npu"] = f"{args.against_wheel} (wheel code, layout {data['layout']}, NPU stand-ins)"
+    code = "source checkout" if source else "wheel code"
+    env["torch_npu"] = f"{what} ({code}, layout {data['layout']}, NPU stand-ins)"
     for name, err in data.get("import_errors", {}).items():
         env["autoload_failures"].append(f"importing {name}: {err}")
     rows = [PatchStatus.from_json(p) for p in data["patches"]]
@@ -85,13 +91,25 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="VERSION",
         help="apply to a torch_npu wheel's Inductor code instead (downloaded, cached; e.g. 2.7.1.post11)",
     )
+    st.add_argument(
+        "--against-source",
+        metavar="DIR",
+        help="apply to a torch_npu source checkout's Inductor code instead (DIR holds torch_npu/_inductor)",
+    )
     st.set_defaults(func=_status)
     try:
-        from .tooling import launcher_cli
+        from .tooling import launcher_cli, selftest
     except ImportError:
         pass
     else:
         launcher_cli.add_parser(sub)
+        selftest.add_parser(sub)  # `selftest`: the acceptance checks on this machine
+    try:
+        from .tooling import upstream_patch_cli
+    except ImportError:
+        pass
+    else:
+        upstream_patch_cli.add_parser(sub)  # `upstream-patch`: the fix as a pull request to torch_npu
     return parser
 
 

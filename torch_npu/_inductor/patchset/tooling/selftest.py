@@ -1,0 +1,598 @@
+"""``python -m torch_npu._inductor.patchset selftest [--device npu|cuda|cpu] [--json] [--report FILE]``.
+
+The acceptance kit: does the fix work on THIS machine? Each check ends
+``passed``, ``failed`` (with what differed) or ``skipped`` (with why); the
+command exits 1 when any check failed, else 0.
+
+* ``status``: versions, and every patch's state (none may have failed; on an
+  NPU the launch fix must be in force).
+* ``codegen``: every sample kernel's launcher, as this patch set writes it,
+  calls the helper exactly when its metadata asks for memory.
+* ``simulation``: those launchers, dry-run in the host ACL simulation (a test
+  double with a probe kernel; needs a C++ compiler).
+* ``flex-backward``: ``torch.compile(..., options={"cpp_wrapper": True},
+  dynamic=True)`` of Flex Attention forward + backward with a block mask
+  that masks whole query rows out, over several sequence lengths, against
+  eager: output and the gradients of q, k, v within the stated tolerances,
+  masked rows exactly zero, no recompilation after the first length, and the
+  generated C++ wrapper read back (on an NPU: each launch whose kernel asks
+  for a workspace or locks calls the helper).
+* ``kernels-workspace`` / ``kernels-locks`` / ``kernels-workspace-and-locks``:
+  programs whose Triton kernels, on triton-ascend, ask for those resources (a
+  ``tl.dot`` template kernel runs in ``mix`` mode, whose cube/vector exchange
+  needs a workspace; a store through a masked, data-dependent index is a
+  "discrete masked store", which triton-ascend guards with a
+  ``sync_block_lock``; Flex Attention's backward has both). Values against
+  eager on any device; the helper calls in the wrapper only on an NPU, where
+  the compiled kernels' own metadata says which launches need what.
+
+Everything device-specific is skipped, with the reason, where it cannot run.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import platform
+import re
+import shutil
+import sys
+import tempfile
+import time
+import traceback
+from typing import Callable
+
+PASSED, FAILED, SKIPPED = "passed", "failed", "skipped"
+
+#: Stated tolerances (float32 inputs; the compiled kernels reassociate sums).
+TOLERANCES = {"float32": {"atol": 2e-3, "rtol": 2e-3}}
+#: Sequence lengths of the Flex check; the mask keeps the first (L - MASKED_ROWS) query rows.
+FLEX_LENGTHS = (128, 192, 256)
+MASKED_ROWS = 40
+FLEX_SHAPE = (1, 2, 16)  # batch, heads, head dim
+#: Flex Attention's backward is a Triton template: a GPU or NPU compiles it. Inductor's CPU backend does
+#: not (torch 2.7.1: IndexError in the lowering with gradients, C++ compile error for the dynamic
+#: forward, the same with the patch set disabled), so on cpu the check has nothing of ours to test.
+CPU_FLEX_WHY = ("Flex Attention's backward compiles through Triton templates (GPU / NPU); Inductor's CPU "
+                "backend does not compile it with gradients and dynamic shapes (torch 2.7.1 fails in its "
+                "lowering, with or without this patch set): run with --device cuda or npu")
+
+
+@dataclasses.dataclass
+class Check:
+    name: str
+    status: str
+    detail: str
+    data: dict = dataclasses.field(default_factory=dict)
+    seconds: float = 0.0
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+class CheckFailed(AssertionError):
+    """A check ran and found something wrong (the message says what differed)."""
+
+
+class CheckSkipped(Exception):
+    """A check cannot run here (the message says why)."""
+
+
+def _run_check(name: str, fn: Callable[[], tuple[str, dict]]) -> Check:
+    t0 = time.monotonic()
+    try:
+        detail, data = fn()
+        status = PASSED
+    except CheckSkipped as exc:
+        status, detail, data = SKIPPED, str(exc), {}
+    except CheckFailed as exc:
+        status, detail, data = FAILED, str(exc), {}
+    except Exception as exc:  # a crash is a failure, with where it happened
+        tb = traceback.format_exc().strip().splitlines()
+        status, detail, data = FAILED, f"{type(exc).__name__}: {exc}", {"traceback": tb[-12:]}
+    return Check(name, status, detail, data, round(time.monotonic() - t0, 1))
+
+
+# ---- environment ----------------------------------------------------------------------------------
+def _npu_available() -> bool:
+    try:
+        import torch_npu  # noqa: F401  (registers torch.npu)
+    except Exception:
+        return False
+    import torch
+
+    return bool(getattr(torch, "npu", None) and torch.npu.is_available())
+
+
+def default_device() -> str:
+    import torch
+
+    if _npu_available():
+        return "npu"
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def environment(device: str) -> dict:
+    import importlib.metadata
+
+    import torch
+
+    from .. import _environment
+
+    env = _environment.describe()
+    for dist in ("triton", "triton-ascend"):
+        try:
+            env[dist] = importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            env[dist] = None
+    env["device"] = device
+    if device == "cuda" and torch.cuda.is_available():
+        env["device_name"] = torch.cuda.get_device_name(0)
+    elif device == "npu" and _npu_available():
+        env["device_name"] = torch.npu.get_device_name(0)
+    else:
+        env["device_name"] = platform.processor() or platform.machine()
+    env["compiler"] = shutil.which(os.environ.get("CXX") or "g++") or shutil.which("c++")
+    return env
+
+
+def device_usable(device: str) -> str | None:
+    """None when ``device`` can run the end-to-end checks, else why not."""
+    import torch
+
+    if device == "npu" and not _npu_available():
+        return "no Ascend NPU here (torch_npu missing or torch.npu.is_available() is False)"
+    if device == "cuda" and not torch.cuda.is_available():
+        return "no CUDA device here"
+    return None
+
+
+# ---- status, codegen, simulation -----------------------------------------------------------------------
+def check_status(device: str) -> tuple[str, dict]:
+    from .. import _applier
+
+    rows = _applier.apply(import_targets=True)
+    states = {r.id: r.label for r in rows}
+    failed = {r.id: r.label for r in rows if r.state == "failed"}
+    if failed:
+        raise CheckFailed(f"patches failed: {failed}")
+    if device == "npu":
+        launch = next(r for r in rows if r.id == "cpp-wrapper-sync-resources")
+        if launch.state != "applied":
+            raise CheckFailed(f"on an NPU the launch fix must be applied; it is {launch.label}: {launch.reason}")
+    return ", ".join(f"{k}: {v}" for k, v in states.items()), {"patches": [r.to_json() for r in rows]}
+
+
+def check_codegen() -> tuple[str, dict]:
+    from .. import launch_codegen as lc
+    from ..launch_plan import plan_from_metadata
+    from .sample_kernels import SAMPLES
+
+    wrong = []
+    for s in SAMPLES:
+        plan = plan_from_metadata(s.metadata, kernel=s.kernel)
+        site = lc.LaunchSite(block_clamp=s.block_clamp, has_ffts=s.has_ffts)
+        cpp = lc.launcher_source(plan, site, lc.args_from_signature(s.signature))
+        calls = cpp.count("acquire_launch_resources(")
+        want = 1 if plan.needs_resources and not site.simt(plan) else 0
+        if calls != want or "= NULL;" in cpp.replace("ffts_addr = NULL;", ""):
+            wrong.append(f"{s.key}: {calls} helper calls (want {want})")
+    if wrong:
+        raise CheckFailed("; ".join(wrong))
+    return f"{len(SAMPLES)} sample kernels: the helper is called exactly where memory is needed", {}
+
+
+def check_simulation() -> tuple[str, dict]:
+    cxx = os.environ.get("CXX") or "g++"
+    if shutil.which(cxx) is None:
+        raise CheckSkipped(f"no C++ compiler ({cxx}) to build the host ACL simulation")
+    from .launcher_cli import run_samples
+
+    rows = run_samples(simulate_them=True)
+    bad = {r["sample"]: [p for la in r["launches"] for p in la["problems"]] + r["errors"] for r in rows if not r["ok"]}
+    if bad:
+        raise CheckFailed(f"simulated launches went wrong: {bad}")
+    return (f"{len(rows)} sample kernels, each launched twice in the host ACL simulation (a test double): "
+            "every kernel got disjoint, sized, initialised memory", {})
+
+
+# ---- end to end: helpers ------------------------------------------------------------------------------------
+@contextlib.contextmanager
+def fresh_compile_caches():
+    """No FX / AOT graph cache: every compile below really generates (and so shows) its code.
+    (The Inductor cache directory is the run's own, set once by :func:`private_inductor_cache`.)"""
+    import torch._functorch.config as fconfig
+    import torch._inductor.config as iconfig
+
+    with iconfig.patch({"fx_graph_cache": False}), fconfig.patch(enable_autograd_cache=False):
+        yield
+
+
+@contextlib.contextmanager
+def private_inductor_cache():
+    """One fresh Inductor cache directory for the whole run (set before anything compiles: Inductor
+    remembers paths inside it, e.g. its precompiled header), removed afterwards."""
+    old = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    with tempfile.TemporaryDirectory(prefix="patchset-selftest-") as d:
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = d
+        try:
+            yield d
+        finally:
+            if old is None:
+                os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
+            else:
+                os.environ["TORCHINDUCTOR_CACHE_DIR"] = old
+
+
+@contextlib.contextmanager
+def captured_code():
+    """Collect the source of every graph Inductor generates meanwhile (its ``save_output_code``
+    hook, as torch's ``run_and_get_code`` does, but without resetting Dynamo: recompiles stay visible)."""
+    from unittest import mock
+
+    from torch._inductor.graph import GraphLowering
+
+    if not hasattr(GraphLowering, "save_output_code"):
+        raise CheckSkipped("this torch's GraphLowering has no save_output_code hook to read the generated code")
+    sources: list[str] = []
+    with mock.patch.object(GraphLowering, "save_output_code", staticmethod(sources.append)):
+        yield sources
+
+
+def compare(name: str, got, want, atol: float, rtol: float) -> str | None:
+    """None when close, else what differed (max abs error and where)."""
+    import torch
+
+    if got.shape != want.shape:
+        return f"{name}: shape {tuple(got.shape)} != eager {tuple(want.shape)}"
+    if not torch.isfinite(got).all():
+        return f"{name}: {int((~torch.isfinite(got)).sum())} non-finite values (eager has {int((~torch.isfinite(want)).sum())})"
+    diff = (got.float() - want.float()).abs()
+    bound = atol + rtol * want.float().abs()
+    if bool((diff > bound).any()):
+        idx = tuple(int(i) for i in torch.nonzero(diff > bound)[0])
+        return (f"{name}: max |compiled - eager| = {diff.max().item():.3g} (atol {atol}, rtol {rtol}); "
+                f"first at {idx}: {got[idx].item():.6g} vs {want[idx].item():.6g}")
+    return None
+
+
+_CALL_DEF = re.compile(r"\bvoid\s+call_(\w+)\s*\(")
+
+
+def launches_in(source: str) -> dict[str, str]:
+    """``{kernel: text of its call_<kernel> function}`` in a generated C++ wrapper."""
+    defs = list(_CALL_DEF.finditer(source))
+    out = {}
+    for i, m in enumerate(defs):
+        end = defs[i + 1].start() if i + 1 < len(defs) else len(source)
+        out[m.group(1)] = source[m.start():end]
+    return out
+
+
+def kernel_plans() -> dict:
+    """``{kernel: SyncPlan}`` of every kernel Inductor saved for the C++ wrapper in this process."""
+    from torch._inductor.codecache import CudaKernelParamCache
+
+    from ..launch_plan import plan_from_params
+
+    plans = {}
+    for name, params in list(getattr(CudaKernelParamCache, "cache", {}).items()):
+        if isinstance(params, dict):
+            plans[name] = plan_from_params(params, name)
+    return plans
+
+
+def helper_calls(sources: list[str], plans: dict) -> dict:
+    """For each launch in the wrappers: does it call the helper, and should it (its kernel's plan)?"""
+    found = {}
+    for src in sources:
+        for kernel, body in launches_in(src).items():
+            plan = plans.get(kernel)
+            found[kernel] = {
+                "calls_helper": "acquire_launch_resources(" in body,
+                "needs": None if plan is None else {"workspace": plan.needs_workspace, "locks": plan.needs_locks},
+            }
+    return found
+
+
+def check_wrapper(device: str, sources: list[str], plans: dict, what: str) -> tuple[str, dict]:
+    """The generated wrappers are C++; on an NPU each launch calls the helper exactly when its kernel needs memory."""
+    if not sources:
+        raise CheckFailed(f"{what}: no generated code was captured")
+    launches = {}
+    for src in sources:
+        launches.update(launches_in(src))
+    if device == "cpu":  # CPU kernels are C++ functions of the wrapper itself: nothing is launched
+        cpp = [s for s in sources if "extern \"C\"" in s or "cpp_wrapper" in s or "#include" in s]
+        if not cpp:
+            raise CheckFailed(f"{what}: the generated code is not a C++ wrapper (is cpp_wrapper on?)")
+        return f"{len(cpp)} C++ wrapper module(s) generated (no device launches on cpu)", {"wrappers": len(cpp)}
+    if not launches:
+        raise CheckFailed(f"{what}: the generated code has no C++ call_<kernel> launchers (is cpp_wrapper on?)")
+    data = {"launches": len(launches)}
+    if device != "npu":
+        return f"{len(launches)} kernel launches in the C++ wrapper (helper calls are checked on an NPU only)", data
+    calls = helper_calls(sources, plans)
+    wrong = [k for k, c in calls.items() if c["needs"] is not None and c["calls_helper"] != any(c["needs"].values())]
+    unknown = [k for k, c in calls.items() if c["needs"] is None]
+    data["helper_calls"] = calls
+    if wrong:
+        raise CheckFailed(f"{what}: launches whose helper call does not match their kernel's metadata: "
+                          + ", ".join(f"{k} (needs {calls[k]['needs']}, calls helper {calls[k]['calls_helper']})" for k in wrong))
+    needing = sum(1 for c in calls.values() if c["needs"] and any(c["needs"].values()))
+    return (f"{len(launches)} launches; {needing} need memory and call the helper"
+            + (f"; no saved params for {unknown}" if unknown else ""), data)
+
+
+def graph_count() -> int:
+    from torch._dynamo.utils import counters
+
+    return int(counters["stats"]["unique_graphs"])
+
+
+# ---- end to end: Flex Attention backward ------------------------------------------------------------------
+def check_flex_backward(device: str) -> tuple[str, dict]:
+    why = device_usable(device)
+    if why:
+        raise CheckSkipped(why)
+    if device == "cpu":
+        raise CheckSkipped(CPU_FLEX_WHY)
+    import torch
+
+    try:
+        from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+    except ImportError as exc:
+        raise CheckSkipped(f"this torch has no Flex Attention ({exc})") from exc
+    tol = TOLERANCES["float32"]
+
+    def attend(q, k, v, block_mask):
+        return flex_attention(q, k, v, block_mask=block_mask)
+
+    compiled = torch.compile(attend, options={"cpp_wrapper": True}, dynamic=True)
+    problems, sources, per_length = [], [], []
+    graphs_before = graph_count()
+    torch.manual_seed(0)
+    with fresh_compile_caches():
+        for length in FLEX_LENGTHS:
+            valid = torch.tensor(length - MASKED_ROWS, device=device)
+            block_mask = create_block_mask(rows_kept(valid), None, None, length, length, device=device)
+            b, h, d = FLEX_SHAPE
+            inputs = [torch.randn(b, h, length, d, device=device, requires_grad=True) for _ in range(3)]
+            with captured_code() as codes:
+                cout = _forward_backward(compiled, inputs, block_mask)
+            sources += codes
+            eout = _forward_backward(attend, inputs, block_mask)
+            for name, got, want in zip(("out", "grad q", "grad k", "grad v"), cout, eout):
+                bad = compare(f"L={length} {name}", got, want, **tol)
+                if bad:
+                    problems.append(bad)
+            masked = slice(length - MASKED_ROWS, None)
+            if cout[0][:, :, masked].abs().max().item() != 0 or cout[1][:, :, masked].abs().max().item() != 0:
+                problems.append(f"L={length}: masked-out rows are not zero (output or grad q)")
+            per_length.append(length)
+    graphs = graph_count() - graphs_before
+    if graphs != 1:
+        problems.append(f"{graphs} graphs compiled for lengths {FLEX_LENGTHS} with dynamic=True (want 1: no recompiles)")
+    if problems:
+        raise CheckFailed("; ".join(problems))
+    detail, data = check_wrapper(device, sources, kernel_plans(), "flex backward")
+    data.update(lengths=per_length, graphs=graphs, tolerances=tol)
+    return (f"lengths {per_length} ({MASKED_ROWS} rows masked out each), out and grads q/k/v within "
+            f"atol {tol['atol']} rtol {tol['rtol']} of eager, masked rows zero, 1 graph (no recompiles); {detail}",
+            data)
+
+
+def rows_kept(valid):
+    """Causal mask that masks out every query row at or past ``valid`` (those rows see nothing)."""
+
+    def mask_mod(b, h, q_idx, kv_idx):
+        return (q_idx < valid) & (kv_idx <= q_idx)
+
+    return mask_mod
+
+
+def _forward_backward(fn, inputs, block_mask):
+    import torch
+
+    leaves = [x.detach().clone().requires_grad_(True) for x in inputs]
+    out = fn(*leaves, block_mask)
+    grad_out = torch.linspace(-1, 1, out.numel(), device=out.device).reshape(out.shape)
+    out.backward(grad_out)
+    return [out.detach()] + [x.grad for x in leaves]
+
+
+# ---- end to end: kernels that ask for a workspace / locks -------------------------------------------------------
+def _mm_epilogue(a, b, bias):
+    """A Triton template matmul (``tl.dot``: a mix kernel on triton-ascend) with a fused epilogue."""
+    import torch
+
+    return torch.relu(a @ b + bias)
+
+
+def _masked_scatter(x, idx, keep):
+    """A store through a data-dependent index under a mask: a discrete masked store."""
+    import torch
+
+    out = torch.zeros(x.shape[0] * 2, device=x.device, dtype=x.dtype)
+    return out.index_put((torch.where(keep, idx, 0),), torch.where(keep, x, 0.0), accumulate=True)
+
+
+def _inputs(kind: str, n: int, device: str):
+    import torch
+
+    g = torch.Generator(device="cpu").manual_seed(n)
+    if kind == "workspace":
+        a, b = (torch.randn(n, 64, generator=g), torch.randn(64, 32, generator=g))
+        return [t.to(device) for t in (a, b, torch.randn(32, generator=g))]
+    x = torch.randn(n, generator=g)
+    idx = torch.randint(0, 2 * n, (n,), generator=g)
+    keep = torch.rand(n, generator=g) > 0.3
+    return [t.to(device) for t in (x, idx, keep)]
+
+
+KERNEL_PROGRAMS = {
+    "workspace": (_mm_epilogue, {"max_autotune": True, "max_autotune_gemm_backends": "TRITON"}),
+    "locks": (_masked_scatter, {}),
+}
+#: Which resources each check covers: the kernels compiled by its programs must include one asking for them.
+KERNEL_CHECKS = {
+    "kernels-workspace": ("workspace",),
+    "kernels-locks": ("locks",),
+    "kernels-workspace-and-locks": ("workspace", "locks"),
+}
+
+
+def run_program(kind: str, device: str) -> dict:
+    """Compile ``kind``'s program (cpp_wrapper, dynamic) at three sizes; compare with eager each time."""
+    import torch
+
+    fn, extra = KERNEL_PROGRAMS[kind]
+    if device == "cpu":  # Triton templates need a GPU or NPU; the CPU backend compiles the plain graph
+        extra = {}
+    compiled = torch.compile(fn, options={"cpp_wrapper": True, **extra}, dynamic=True)
+    tol = TOLERANCES["float32"]
+    problems, sources = [], []
+    before = graph_count()
+    with fresh_compile_caches():
+        for n in (96, 160, 224):
+            args = _inputs(kind, n, device)
+            with captured_code() as codes:
+                got = compiled(*args)
+            sources += codes
+            bad = compare(f"{kind} n={n}", got, fn(*args), **tol)
+            if bad:
+                problems.append(bad)
+    graphs = graph_count() - before
+    if graphs != 1:
+        problems.append(f"{kind}: {graphs} graphs compiled for 3 sizes with dynamic=True (want 1)")
+    return {"problems": problems, "sources": sources, "graphs": graphs, "plans": kernel_plans()}
+
+
+def check_kernels(name: str, device: str, runs: dict) -> tuple[str, dict]:
+    why = device_usable(device)
+    if why:
+        raise CheckSkipped(why)
+    wanted = KERNEL_CHECKS[name]
+    programs = list(KERNEL_PROGRAMS) if len(wanted) > 1 else list(wanted)
+    for kind in programs:
+        if kind not in runs:
+            runs[kind] = run_program(kind, device)
+    problems = [p for kind in programs for p in runs[kind]["problems"]]
+    if problems:
+        raise CheckFailed("; ".join(problems))
+    sources = [s for kind in programs for s in runs[kind]["sources"]]
+    plans = {}
+    for kind in programs:
+        plans.update(runs[kind]["plans"])
+    detail, data = check_wrapper(device, sources, plans, name)
+    values = f"{', '.join(programs)} program(s) match eager at 3 sizes, 1 graph each"
+    if device != "npu":
+        return f"{values}; {detail}", data
+    # On an NPU: the kernels' own metadata says what they asked for; report the coverage honestly.
+    launched = launches_in("\n".join(sources))
+    asking = [k for k, p in plans.items() if k in launched and all(
+        (p.needs_workspace if w == "workspace" else p.needs_locks) for w in wanted)]
+    if not asking:
+        raise CheckSkipped(f"{values}, but no kernel triton-ascend compiled here asked for {' and '.join(wanted)} "
+                           f"(kernels: { {k: (p.needs_workspace, p.needs_locks) for k, p in plans.items() if k in launched} }); "
+                           "the flex-backward check covers the kernels it compiled")
+    data["kernels"] = asking
+    return f"{values}; kernels asking for {' and '.join(wanted)}: {asking}; {detail}", data
+
+
+# ---- the command ----------------------------------------------------------------------------------------------
+def run(device: str | None = None) -> dict:
+    import torch  # noqa: F401  (before anything reads versions)
+
+    device = device or default_device()
+    if device == "npu":
+        _npu_available()  # imports torch_npu, which registers the device
+    env = environment(device)
+    checks = [
+        _run_check("status", lambda: check_status(device)),
+        _run_check("codegen", check_codegen),
+        _run_check("simulation", check_simulation),
+    ]
+    with private_inductor_cache():
+        checks.append(_run_check("flex-backward", lambda: check_flex_backward(device)))
+        runs: dict = {}
+        for name in KERNEL_CHECKS:
+            checks.append(_run_check(name, lambda name=name: check_kernels(name, device, runs)))
+    counts = {s: sum(1 for c in checks if c.status == s) for s in (PASSED, FAILED, SKIPPED)}
+    return {"environment": env, "device": device, "checks": [c.to_json() for c in checks], "counts": counts,
+            "ok": counts[FAILED] == 0}
+
+
+def format_text(result: dict) -> str:
+    env = result["environment"]
+    out = [f"torch-npu-inductor-patches {env['patchset']} selftest on {result['device']} ({env['device_name']})"]
+    for key in ("torch", "torch_npu", "triton", "triton-ascend", "python"):
+        out.append(f"  {key:<14} {env.get(key) or 'not installed'}")
+    out.append("")
+    for c in result["checks"]:
+        out.append(f"{c['name']:<30}{c['status']:<8} ({c['seconds']} s)")
+        out.append(f"    {c['detail']}")
+    n = result["counts"]
+    out.append("")
+    out.append(f"{n[PASSED]} passed, {n[FAILED]} failed, {n[SKIPPED]} skipped")
+    return "\n".join(out)
+
+
+def format_markdown(result: dict) -> str:
+    env = result["environment"]
+    n = result["counts"]
+    out = [f"# torch-npu-inductor-patches selftest: {n[PASSED]} passed, {n[FAILED]} failed, {n[SKIPPED]} skipped", "",
+           f"`python -m torch_npu._inductor.patchset selftest --device {result['device']}`", "",
+           "| component | version |", "|---|---|"]
+    for key in ("patchset", "torch", "torch_npu", "triton", "triton-ascend", "python", "device_name"):
+        out.append(f"| {key} | {env.get(key) or 'not installed'} |")
+    out += ["", "| check | result | detail |", "|---|---|---|"]
+    for c in result["checks"]:
+        detail = c["detail"].replace("|", "\\|").replace("\n", " ")
+        out.append(f"| {c['name']} | **{c['status']}** | {detail} |")
+    status = next((c for c in result["checks"] if c["name"] == "status"), None)
+    if status and status["data"].get("patches"):
+        out += ["", "| patch | state | note |", "|---|---|---|"]
+        for p in status["data"]["patches"]:
+            out.append(f"| {p['id']} | {p['state']} | {(p.get('note') or p.get('reason') or '').replace('|', '/')} |")
+    failed = [c for c in result["checks"] if c["status"] == FAILED and c["data"].get("traceback")]
+    for c in failed:
+        out += ["", f"<details><summary>{c['name']}: traceback</summary>", "", "```", *c["data"]["traceback"], "```",
+                "", "</details>"]
+    return "\n".join(out) + "\n"
+
+
+def main(args) -> int:
+    result = run(args.device)
+    if args.report:
+        with open(args.report, "w") as f:
+            f.write(format_markdown(result))
+    if args.json:
+        print(json.dumps(result, indent=2, default=str))
+    else:
+        print(format_text(result))
+        if args.report:
+            print(f"report written to {args.report}")
+    return 0 if result["ok"] else 1
+
+
+def add_parser(subparsers):
+    p = subparsers.add_parser("selftest", help="acceptance checks on this machine (passed / failed / skipped)",
+                              description=__doc__.split("\n\n")[0])
+    p.add_argument("--device", choices=("npu", "cuda", "cpu"), default=None,
+                   help="device for the end-to-end checks (default: npu, else cuda, else cpu)")
+    p.add_argument("--json", action="store_true", help="one JSON object")
+    p.add_argument("--report", metavar="FILE", help="also write a short markdown report (paste it into an issue)")
+    p.set_defaults(func=main)
+    return p
+
+
+if __name__ == "__main__":
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m torch_npu._inductor.patchset.tooling.selftest")
+    sub = parser.add_subparsers(dest="command")
+    add_parser(sub)
+    ns = parser.parse_args(["selftest", *sys.argv[1:]])
+    sys.exit(main(ns))
