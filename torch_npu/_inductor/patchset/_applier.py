@@ -39,6 +39,7 @@ DISABLED = "disabled"
 FAILED = "failed"
 PENDING = "pending"  # in-process only: waiting for a target module's first import
 _UNRESOLVED = "unresolved"  # internal: a hook set's modules exist, its objects do not
+_STILL_IMPORTING = " (still being imported)"
 SETTLED = frozenset({APPLIED, UPSTREAM, DISABLED, FAILED})
 
 
@@ -117,7 +118,8 @@ def _gather_set(decl, hooks, import_targets: bool) -> tuple[str, str, dict[str, 
     for name in _declarations.modules_of(hooks):
         if not _autoload._imported(name):
             if not import_targets:
-                return PENDING, f"{name} not imported yet", modules
+                still = _STILL_IMPORTING if name in sys.modules else ""
+                return PENDING, f"{name} not imported yet{still}", modules
             try:
                 # Some targets cannot be imported first (torch 2.7.1's
                 # kernel.flex_attention): import what the declaration says,
@@ -149,6 +151,11 @@ def _gather(decl, import_targets: bool) -> tuple[str, str, dict[str, ModuleType]
     for hooks in decl.hook_sets:
         state, reason, modules = _gather_set(decl, hooks, import_targets)
         if state in ("", FAILED):
+            return state, reason, modules, hooks
+        if state == PENDING and reason.endswith(_STILL_IMPORTING):
+            # A module of an earlier layout is half way through its import (it imported one of a
+            # later layout's modules): its objects are not there yet, so wait rather than let the
+            # later layout decide.
             return state, reason, modules, hooks
         results.append((state, reason, modules, hooks))
     for wanted in (PENDING, _UNRESOLVED, TARGET_MISSING):

@@ -15,6 +15,26 @@ NULL_LOCK = re.compile(r"^[ \t]*void\*\s*sync_block_lock\s*=\s*NULL;[ \t]*\n", r
 HEADER_PATH = launch_codegen.HELPER_DIR / launch_codegen.HELPER_HEADER
 
 
+#: The upstream form of this fix (the pull request tooling/upstream_patch.py writes): torch_npu's
+#: own code calls these functions of its module codegen/npu_launch_resources.py.
+UPSTREAM_MODULE = "torch_npu._inductor.codegen.npu_launch_resources"
+UPSTREAM_LINES_FN = "launch_resource_lines"
+UPSTREAM_SYNC_PARAMS_FN = "kernel_sync_params"
+
+
+def upstream_form(*fns) -> str | None:
+    """Which of ``fns`` (upstream functions) already emit their launch resources through the
+    upstream form of this fix, as a sentence for the status table; None when none does."""
+    from .._patching import source_of
+
+    users = [f"{getattr(fn, '__qualname__', fn)}" for fn in fns
+             if fn is not None and f"{UPSTREAM_LINES_FN}(" in source_of(fn)]
+    if not users:
+        return None
+    return (f"{', '.join(users)} declare(s) sync_block_lock / workspace_addr through {UPSTREAM_MODULE}."
+            f"{UPSTREAM_LINES_FN} (the upstream form of this fix: one carved, stream-initialised request)")
+
+
 def helper_include_lines(aot_mode: bool = False) -> list[str]:
     """What the generated wrapper's header needs for the runtime helper (the ABI define, then
     the include by absolute path), as launch_codegen writes it for every layout. In aot_mode

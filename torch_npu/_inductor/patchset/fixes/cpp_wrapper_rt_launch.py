@@ -39,7 +39,7 @@ import re
 from .._patching import Probe, source_of
 from ..launch_codegen import LaunchSite, resource_lines
 from ..launch_plan import plan_from_params
-from ._shared import LAUNCH_PARAMS, NULL_LOCK, NULL_WORKSPACE, graph_in_aot_mode, helper_include_lines
+from ._shared import LAUNCH_PARAMS, NULL_LOCK, NULL_WORKSPACE, graph_in_aot_mode, helper_include_lines, upstream_form
 
 MODULE = "torch_npu._inductor.codegen.cpp_wrapper"
 LAYOUT = "codegen/cpp_wrapper.py (rtKernelLaunch)"
@@ -75,7 +75,7 @@ def _classes(modules):
 
 
 def shape(modules) -> tuple[str, str]:
-    """(shape, detail): 'null-pointers', 'ours' or 'unknown'."""
+    """(shape, detail): 'null-pointers', 'ours', 'upstream-fix' or 'unknown'."""
     _, wrapper_cls, deferred_cls = _classes(modules)
     if wrapper_cls is None or deferred_cls is None:
         return "unknown", f"{MODULE} lacks CppWrapperNpu or DeferredNpuTritonCallWrapper"
@@ -90,6 +90,9 @@ def shape(modules) -> tuple[str, str]:
     args_decl = members["CppWrapperNpu.generate_args_decl"]
     if getattr(args_decl, _MARK, False):
         return "ours", "already patched"
+    fixed = upstream_form(args_decl, members["DeferredNpuTritonCallWrapper.generate_launch_kernel"])
+    if fixed:
+        return "upstream-fix", f"{LAYOUT}: {fixed}"
     if _param_names(args_decl) != _ARGS_DECL_PARAMS:
         return "unknown", (f"CppWrapperNpu.generate_args_decl{inspect.signature(args_decl)} is not (code, call_args, "
                            "arg_types, arg_signatures, kernel_name, kernel_id, is_triton_kernel)")
@@ -117,6 +120,8 @@ def probe(modules) -> Probe:
     found, detail = shape(modules)
     if found == "unknown":
         return Probe.unrecognised(f"{LAYOUT}: {detail}")
+    if found == "upstream-fix":
+        return Probe.upstream_has_fix(detail)
     return Probe.needed(detail)
 
 

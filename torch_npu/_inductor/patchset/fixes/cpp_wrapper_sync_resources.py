@@ -42,7 +42,15 @@ from .._patching import Probe, source_of
 from ..launch_codegen import LaunchSite, resource_lines
 from ..launch_plan import RAW_SYNC_FIELDS, SIMT_FLAGS, plan_from_params
 from . import cpp_wrapper_rt_launch
-from ._shared import HEADER_PATH, LAUNCH_PARAMS, NULL_LOCK, NULL_WORKSPACE, graph_in_aot_mode, helper_include_lines  # noqa: F401  (HEADER_PATH: kept importable here)
+from ._shared import (  # noqa: F401  (HEADER_PATH: kept importable here)
+    HEADER_PATH,
+    LAUNCH_PARAMS,
+    NULL_LOCK,
+    NULL_WORKSPACE,
+    graph_in_aot_mode,
+    helper_include_lines,
+    upstream_form,
+)
 
 MODULE = "torch_npu._inductor.codegen.cpp_wrapper_npu"
 _MARK = "__torch_npu_patchset_sync_resources__"
@@ -77,7 +85,7 @@ def _param_names(fn) -> list[str]:
 
 
 def _shape(modules) -> tuple[str, str]:
-    """(shape, detail): shape is 'null-pointers', 'double-allocate', 'ours' or 'unknown'."""
+    """(shape, detail): shape is 'null-pointers', 'double-allocate', 'ours', 'upstream-fix' or 'unknown'."""
     mod, wrapper_cls, deferred_cls = _classes(modules)
     if wrapper_cls is None or deferred_cls is None:
         return "unknown", f"{MODULE} lacks CppWrapperNpu or DeferredNpuTritonCallWrapper"
@@ -91,6 +99,9 @@ def _shape(modules) -> tuple[str, str]:
         return "unknown", f"{', '.join(missing)} not defined there"
     if getattr(args_decl, _MARK, False):
         return "ours", "already patched"
+    fixed = upstream_form(args_decl, launch, deferred_cls.__dict__.get("_generate_single_kernel_launch"))
+    if fixed:
+        return "upstream-fix", fixed
     names = _param_names(args_decl)
     n = len(_ARGS_DECL_PARAMS)
     if (names[:n] != _ARGS_DECL_PARAMS or len(names) <= n or names[n] not in SIMT_FLAGS
@@ -132,6 +143,8 @@ def probe(modules) -> Probe:
     shape, detail = _shape(modules)
     if shape == "unknown":
         return Probe.unrecognised(detail)
+    if shape == "upstream-fix":
+        return Probe.upstream_has_fix(detail)
     return Probe.needed(detail)
 
 

@@ -72,11 +72,47 @@ def _owner_of(grid) -> str:
     return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', type(fn).__name__)}"
 
 
+#: torch_npu's own backward templates split into dq / dkdv kernels (master, v2.7.1 heads:
+#: kernel/flexattention_template.py), with no flex_attention_backward_template at all.
+SPLIT_TEMPLATES_MODULE = "torch_npu._inductor.kernel.flexattention_template"
+_SPLIT_BACKWARD = ("flex_attention_bwd_", "flex_attention_backward_")
+
+
+def _split_backward_templates(modules) -> Probe | None:
+    """The verdict on torch_npu's split backward templates, when that is the layout here."""
+    module = modules.get(SPLIT_TEMPLATES_MODULE)
+    if module is None or hasattr(module, flex_grid.TEMPLATE):
+        return None
+    sa = _select_algorithm()
+    found = {name: value for name, value in vars(module).items()
+             if name.startswith(_SPLIT_BACKWARD) and isinstance(value, sa.TritonTemplate)}
+    if not found:
+        return None
+    plain = sorted(name for name, t in found.items() if not isinstance(getattr(t, _ATTR, None), sa.SymbolicGridFn))
+    if plain:
+        return Probe.unrecognised(f"{SPLIT_TEMPLATES_MODULE}: backward templates {', '.join(plain)} have a plain "
+                                  "grid this patch does not know")
+    return Probe.upstream_has_fix(f"torch_npu's own backward templates in {SPLIT_TEMPLATES_MODULE} "
+                                  f"({', '.join(sorted(found))}) all have SymbolicGridFn grids")
+
+
+def _own_symbolic_grid(modules, where: str) -> str | None:
+    """A torch_npu module that installs its own SymbolicGridFn backward grid on the template at
+    ``where`` (the upstream form of this fix), found even when ours got there first."""
+    module = modules.get(where.rsplit(".", 1)[0]) if where.startswith("torch_npu.") else None
+    sa = _select_algorithm()
+    for name, value in vars(module).items() if module is not None else ():
+        if name.endswith("backward_grid") and isinstance(value, sa.SymbolicGridFn) and not is_ours(value):
+            return f"{module.__name__}.{name}"
+    return None
+
+
 def _inspect(modules) -> tuple[Probe, object, str]:
     try:
         template, where = locate(modules)
     except LookupError as exc:
-        return Probe.unrecognised(str(exc)), None, ""
+        split = _split_backward_templates(modules)
+        return split or Probe.unrecognised(str(exc)), None, ""
     sa = _select_algorithm()
     triton_template = getattr(sa, "TritonTemplate", None)
     symbolic = getattr(sa, "SymbolicGridFn", None)
@@ -88,6 +124,11 @@ def _inspect(modules) -> tuple[Probe, object, str]:
         return Probe.unrecognised(f"{where} has no attribute {_ATTR!r}"), None, where
     grid = getattr(template, _ATTR)
     if isinstance(grid, symbolic):
+        own = _own_symbolic_grid(modules, where) if is_ours(grid) else None
+        if own:
+            return Probe.upstream_has_fix(f"{own} is torch_npu's own SymbolicGridFn for {where}.grid (the "
+                                          "upstream form of this fix; this patch set's, installed first, is "
+                                          "the same formula)"), template, where
         if is_ours(grid):
             return Probe.needed("grid is already this patch set's SymbolicGridFn (nothing left to do)"), template, where
         fn = getattr(grid, "fn", None)

@@ -24,6 +24,7 @@ import inspect
 
 from .._patching import Probe, source_of
 from ..launch_plan import PARAMS_KEY, RAW_SYNC_FIELDS, plan_from_metadata
+from ._shared import UPSTREAM_MODULE, UPSTREAM_SYNC_PARAMS_FN
 
 MODULE = "torch_npu._inductor.runtime.triton_heuristics"
 #: The older layout's module (releases whose C++ wrapper is codegen/cpp_wrapper.py).
@@ -56,6 +57,10 @@ def probe(modules) -> Probe:
         return Probe.unrecognised(f"cannot read the signature of {CLASS}.{METHOD}")
     if len(params) != 3 or params[0] != "self":
         return Probe.unrecognised(f"{CLASS}.{METHOD}{inspect.signature(fn)} is not (self, stream, launcher)")
+    saver = getattr(cls, "save_npu_kernel", None)
+    if f"{UPSTREAM_SYNC_PARAMS_FN}(" in (source_of(saver) if saver is not None else ""):
+        return Probe.upstream_has_fix(f"{CLASS}.save_npu_kernel records the kernel's sync fields through "
+                                      f"{UPSTREAM_MODULE}.{UPSTREAM_SYNC_PARAMS_FN} (the upstream form of this fix)")
     recorded = _recorded_raw_fields(cls)
     if "workspace_size" in recorded and ("lock_num" in recorded or "sync_block_lock_layout" in recorded):
         # One source of truth: the launch patch reads these fields (launch_plan.plan_from_params).

@@ -287,3 +287,31 @@ def table(rows: list[dict]) -> str:
     for r in rows:
         out.append(f"{r['branch']:<{w}}  {r['result']:<22}  {r.get('detail', '')}")
     return "\n".join(out)
+
+
+def drift(patched_root: str | os.PathLike) -> list[str]:
+    """What differs between a patched checkout's copy of the fix and this package's sources now:
+    the helper's headers (byte for byte against csrc/) and the generated module (against
+    launch_plan / launch_codegen). Empty when they are one text."""
+    root = Path(patched_root)
+    out = []
+    want = _helper_files()
+    have = {p.relative_to(root).as_posix(): p.read_bytes() for p in (root / HEADER_DEST).rglob("*.h")
+            if p.relative_to(root).as_posix().startswith(f"{HEADER_DEST}/{launch_codegen.HELPER_PARTS}")
+            or p.name == launch_codegen.HELPER_HEADER}
+    for path in sorted(set(want) | set(have)):
+        if path not in have:
+            out.append(f"{path}: in csrc/, missing from the patch")
+        elif path not in want:
+            out.append(f"{path}: in the patch, not in csrc/")
+        elif have[path] != want[path]:
+            a, b = have[path].decode(errors="replace").splitlines(), want[path].decode(errors="replace").splitlines()
+            i = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+            out.append(f"{path}: line {i + 1} differs from csrc/ ({a[i] if i < len(a) else '<end>'!r} vs "
+                       f"{b[i] if i < len(b) else '<end>'!r})")
+    module = root / upm.MODULE_PATH
+    if not module.exists():
+        out.append(f"{upm.MODULE_PATH}: missing")
+    elif module.read_text() != upm.module_text():
+        out.append(f"{upm.MODULE_PATH}: differs from what launch_plan.py / launch_codegen.py generate now")
+    return out

@@ -16,14 +16,15 @@ import ast
 from pathlib import Path
 
 from .. import launch_codegen, launch_plan
+from ..fixes import _shared
 
 #: Where the module goes in a torch_npu checkout.
 MODULE_PATH = "torch_npu/_inductor/codegen/npu_launch_resources.py"
-#: Its import name there (what the probes look for in upstream's code).
-MODULE_NAME = "torch_npu._inductor.codegen.npu_launch_resources"
-#: Names torch_npu's edited code imports from it.
-SYNC_PARAMS_FN = "kernel_sync_params"
-LINES_FN = "launch_resource_lines"
+#: Its import name there, and the names torch_npu's edited code calls: the runtime probes
+#: recognise the upstream form of the fix by them (one definition, in fixes/_shared.py).
+MODULE_NAME = _shared.UPSTREAM_MODULE
+SYNC_PARAMS_FN = _shared.UPSTREAM_SYNC_PARAMS_FN
+LINES_FN = _shared.UPSTREAM_LINES_FN
 INCLUDE_FN = "launch_resources_include"
 
 #: (module, the definitions wanted from it): everything they use is taken along.

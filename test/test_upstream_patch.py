@@ -1,0 +1,254 @@
+"""The fix as torch_npu pull requests: one patch per protected branch, proved on that branch.
+
+Test data: the bundle of torch_npu's eleven protected branch heads
+(``../shared/upstream/torch_npu-branches.bundle`` beside the repository, or
+``$TORCH_NPU_UPSTREAM_BUNDLE``). Fast tests (every branch): the patch is made,
+``git am`` applies it, the patched Python compiles, its helper and generator are
+this package's own text (a one-line edit is caught), the generated C++ is
+``launch_codegen``'s, bad input is refused with nothing written. Slow tests (the
+branches of this interpreter's torch line: v2.7.1 and v2.7.1-26.1.0 on torch 2.7,
+master on torch 2.14): :func:`upstream_patch_verify.verify` renders, compiles,
+links, simulates and reads the status after.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from torch_npu._inductor.patchset import cli, launch_codegen
+from torch_npu._inductor.patchset.launch_plan import plan_from_metadata
+from torch_npu._inductor.patchset.tooling import upstream_patch as up
+from torch_npu._inductor.patchset.tooling import upstream_patch_edits as edits
+from torch_npu._inductor.patchset.tooling import upstream_patch_module as upm
+from torch_npu._inductor.patchset.tooling.sample_kernels import SAMPLES
+
+REPO = Path(__file__).resolve().parents[1]
+BRANCHES = ("master", "v2.7.1", "v2.7.1-26.1.0", "v2.9.0", "v2.9.0-26.1.0", "v2.10.0", "v2.10.0-26.1.0",
+            "v2.11.0", "v2.11.0-26.1.0", "v2.12.0", "v2.12.0-26.1.0")
+LEGACY = {"v2.10.0-26.1.0", "v2.11.0", "v2.11.0-26.1.0", "v2.12.0", "v2.12.0-26.1.0"}
+
+
+def _bundle() -> Path | None:
+    env = os.environ.get("TORCH_NPU_UPSTREAM_BUNDLE")
+    path = Path(env) if env else REPO.parent / "shared" / "upstream" / "torch_npu-branches.bundle"
+    return path if path.is_file() else None
+
+
+pytestmark = pytest.mark.skipif(_bundle() is None, reason="the torch_npu branch bundle is absent (set "
+                                "TORCH_NPU_UPSTREAM_BUNDLE or put shared/upstream/ beside the repository)")
+
+
+def _git(*args, cwd=None, check=True):
+    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=check)
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("branches") / "torch_npu"
+    _git("clone", "-q", str(_bundle()), str(d))
+    return d
+
+
+@pytest.fixture(scope="module")
+def patches(repo, tmp_path_factory) -> tuple[list, Path]:
+    out = tmp_path_factory.mktemp("patches")
+    return up.for_branches(repo, list(BRANCHES), out), out
+
+
+def _clone_at(repo: Path, branch: str, dest: Path) -> Path:
+    sha = _git("rev-parse", f"origin/{branch}", cwd=repo).stdout.strip()
+    _git("clone", "-q", "--shared", str(repo), str(dest))
+    _git("checkout", "-q", sha, cwd=dest)
+    return dest
+
+
+def _applied(repo: Path, branch: str, patch: Path, dest: Path) -> Path:
+    _clone_at(repo, branch, dest)
+    proc = _git("-c", "user.name=t", "-c", "user.email=t@t", "am", str(patch), cwd=dest, check=False)
+    assert proc.returncode == 0, proc.stderr
+    return dest
+
+
+# ---- every branch ---------------------------------------------------------------------------------------
+def test_every_branch_gets_a_patch(patches):
+    rows, out = patches
+    assert [r["branch"] for r in rows] == list(BRANCHES)
+    assert all(r["result"] == "applies" for r in rows), up.table(rows)
+    for r in rows:
+        assert r["layout"] == ("cpp_wrapper" if r["branch"] in LEGACY else "cpp_wrapper_npu"), r
+        assert (out / f"{r['branch']}.patch").is_file()
+
+
+@pytest.mark.parametrize("branch", BRANCHES)
+def test_git_am_applies_and_python_compiles(repo, patches, branch, tmp_path):
+    _, out = patches
+    text = (out / f"{branch}.patch").read_text()
+    assert text.startswith("From ") and "\nSubject: [PATCH] " in text
+    assert f"Fixes {up.ISSUE}" in text and "Verified without an NPU" in text
+    root = _applied(repo, branch, out / f"{branch}.patch", tmp_path / "co")
+    changed = _git("diff", "--name-only", "HEAD~1..HEAD", cwd=root).stdout.split()
+    py = [root / p for p in changed if p.endswith(".py")]
+    proc = subprocess.run([sys.executable, "-m", "py_compile", *map(str, py)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert up.drift(root) == []
+    wrapper = (root / edits.WRAPPER["cpp_wrapper" if branch in LEGACY else "cpp_wrapper_npu"]).read_text()
+    assert "void* workspace_addr = NULL;" not in wrapper and "void* sync_block_lock = NULL;" not in wrapper
+    for path in changed:  # no absolute path, no reference to this project's package or settings
+        content = (root / path).read_text()
+        assert "patchset" not in content and "TORCH_NPU_PATCHSET" not in content, path
+        assert str(REPO) not in content, path
+    assert (branch == "v2.7.1-26.1.0" or branch == "v2.7.1") == (edits.FLEX in changed)
+
+
+def test_patched_branch_is_already_fixed(repo, patches, tmp_path):
+    root = _applied(repo, "v2.7.1", patches[1] / "v2.7.1.patch", tmp_path / "co")
+    with pytest.raises(up.AlreadyFixed, match="npu_launch_resources.h exists"):
+        up.make_patch(root)
+
+
+# ---- one source of truth ---------------------------------------------------------------------------------
+def test_one_line_edit_of_the_patch_helper_is_caught(repo, patches, tmp_path):
+    root = _applied(repo, "master", patches[1] / "master.patch", tmp_path / "co")
+    abi = root / up.HEADER_DEST / launch_codegen.HELPER_PARTS / "abi.h"
+    lines = abi.read_text().splitlines(keepends=True)
+    i = next(i for i, ln in enumerate(lines) if "unversioned" in ln)
+    lines[i] = lines[i].replace("unversioned", "unversioned_edited")
+    abi.write_text("".join(lines))
+    found = up.drift(root)
+    assert len(found) == 1 and "abi.h: line" in found[0] and "unversioned_edited" in found[0], found
+    module = root / upm.MODULE_PATH
+    module.write_text(module.read_text().replace("SLOTS_PER_CACHE_LINE = 8", "SLOTS_PER_CACHE_LINE = 16"))
+    assert any(upm.MODULE_PATH in d for d in up.drift(root))
+
+
+def _load_generated(tmp_path: Path) -> dict:
+    """The generated module, imported from a file as upstream would (dataclasses need it in sys.modules)."""
+    import importlib.util
+
+    path = tmp_path / "npu_launch_resources.py"
+    path.write_text(upm.module_text())
+    name = f"npu_launch_resources_generated_{abs(hash(str(path)))}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        del sys.modules[name]
+    return vars(module)
+
+
+@pytest.mark.parametrize("sample", SAMPLES, ids=lambda s: s.key)
+def test_generated_module_writes_launch_codegen_lines(sample, tmp_path):
+    m = _load_generated(tmp_path)
+    params = dict(sample.metadata)
+    params.update(m["kernel_sync_params"](sample.metadata, sample.kernel))
+    clamp = sample.block_clamp
+    got = m["launch_resource_lines"](sample.kernel, params, clamp)
+    want = launch_codegen.resource_lines(plan_from_metadata(sample.metadata, kernel=sample.kernel),
+                                         launch_codegen.LaunchSite(block_clamp=clamp, simt_only=False))
+    assert got == want
+
+
+def test_generated_module_refuses_bad_metadata_naming_kernel_and_field(tmp_path):
+    m = _load_generated(tmp_path)
+    with pytest.raises(ValueError, match=r"triton_bad.*lock_num"):
+        m["kernel_sync_params"]({"lock_num": -3}, "triton_bad")
+    assert "#include <torch_npu/csrc/inductor/npu_launch_resources.h>" in m["launch_resources_include"]()
+
+
+def test_upstream_flex_grid_matches_ours_and_prints_integer_cpp():
+    pytest.importorskip("torch")
+    import sympy
+    from torch._inductor.codegen.cpp_utils import cexpr
+    from torch._inductor.select_algorithm import SymbolicGridFn
+    from torch.utils._sympy.functions import FloorDiv
+
+    from torch_npu._inductor.patchset import flex_grid
+
+    ns = {"SymbolicGridFn": SymbolicGridFn, "FloorDiv": FloorDiv}
+    exec(edits._GRID, ns)
+    grid = ns["_npu_flex_attention_backward_grid"]
+    for args in flex_grid.SAMPLE_CALLS:
+        assert tuple(grid(*args[:-1], dict(args[-1]))) == flex_grid.backward_grid(
+            *args[:-1], dict(args[-1]), cdiv=flex_grid.int_cdiv)
+    b, hq, lq, hkv, lkv = sympy.symbols("s0 s1 s2 s3 s4", positive=True, integer=True)
+    x, _, _ = grid.sympy_call(b, hq, lq, 64, hkv, lkv, {"BLOCK_M2": 64, "BLOCK_N1": 32})
+    assert "std::floor" not in cexpr(x) and "1.0" not in cexpr(x)
+
+
+# ---- bad input: clear errors, nothing written ------------------------------------------------------------
+def _cli(*args) -> int:
+    parsed = cli.build_parser().parse_args(["upstream-patch", *args])
+    return parsed.func(parsed)
+
+
+def test_not_a_checkout_is_refused(tmp_path, capsys):
+    out = tmp_path / "p.patch"
+    assert _cli("--checkout", str(tmp_path), "--out", str(out)) == 2
+    assert "not a git work tree" in capsys.readouterr().err and not out.exists()
+    _git("init", "-q", str(tmp_path / "other"))
+    assert _cli("--checkout", str(tmp_path / "other"), "--out", str(out)) == 2
+    assert "not a torch_npu checkout: it has no setup.py, torch_npu/_inductor" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_dirty_tree_and_unknown_layout_are_refused(repo, tmp_path, capsys):
+    co = _clone_at(repo, "v2.7.1", tmp_path / "co")
+    (co / "setup.py").write_text((co / "setup.py").read_text() + "\n# local edit\n")
+    out = tmp_path / "p.patch"
+    assert _cli("--checkout", str(co), "--out", str(out)) == 2
+    assert "uncommitted changes" in capsys.readouterr().err and not out.exists()
+    _git("checkout", "-q", "--", "setup.py", cwd=co)
+    _git("rm", "-q", edits.NPU_WRAPPER, cwd=co)
+    _git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "x", cwd=co)
+    assert _cli("--checkout", str(co), "--out", str(out)) == 2
+    err = capsys.readouterr().err
+    assert "unknown layout: neither torch_npu/_inductor/codegen/cpp_wrapper_npu.py nor" in err and not out.exists()
+
+
+def test_unknown_branch_writes_nothing(repo, tmp_path, capsys):
+    assert _cli("--checkout", str(repo), "--branches", "v2.7.1,no-such", "--out-dir", str(tmp_path / "o")) == 2
+    assert "no branch 'no-such'" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+
+
+def test_anchor_missing_names_file_and_anchor(repo, tmp_path):
+    co = _clone_at(repo, "v2.9.0", tmp_path / "co")
+    src = edits.Source(edits.NPU_WRAPPER, (co / edits.NPU_WRAPPER).read_text().replace("force_simt_only=False,", ""))
+    with pytest.raises(edits.CannotApply, match=r"cpp_wrapper_npu.py: .*force_simt_only=False"):
+        edits.edit_npu_wrapper(src)
+
+
+# ---- the whole proof, on this interpreter's torch line ---------------------------------------------------
+def _torch_line() -> str | None:
+    try:
+        import torch
+    except ImportError:
+        return None
+    return ".".join(torch.__version__.split("+")[0].split(".")[:2])
+
+
+VERIFIED = {"2.7": ("v2.7.1", "v2.7.1-26.1.0"), "2.14": ("master",)}
+
+
+@pytest.mark.parametrize("branch", [b for bs in VERIFIED.values() for b in bs])
+def test_verified_on_branch(repo, branch):
+    from torch_npu._inductor.patchset.tooling import upstream_patch_verify as v
+
+    line = next(k for k, bs in VERIFIED.items() if branch in bs)
+    if _torch_line() != line:
+        pytest.skip(f"{branch} renders with torch {line}; this is torch {_torch_line()}")
+    row = v.verify(repo, f"origin/{branch}", sys.executable, name=branch)
+    assert row["applies"] and row["compiles_python"], row
+    assert row["rendered"] == len(SAMPLES) and row["renders_same"], row
+    assert row["build"]["ok"], row["build"]
+    assert row["simulation"] == f"{len(SAMPLES)}/{len(SAMPLES)} launchers ok", row.get("simulation_problems")
+    after = row["status_after"]
+    assert after["kernel-sync-metadata"] == after["cpp-wrapper-sync-resources"] == "upstream-has-fix", after
+    assert after["npu-flex-attention-backward-grid"] == "upstream-has-fix", after
+    assert "failed" not in after.values()

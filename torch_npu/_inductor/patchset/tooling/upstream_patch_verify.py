@@ -1,0 +1,231 @@
+"""Prove an upstream patch on the code it is for, without an NPU.
+
+For one torch_npu checkout (a branch head, or a release's source) and its patch:
+
+1. ``git am`` applies it (in a temporary clone; the checkout is only read);
+2. the patched Python compiles (``py_compile``, in the python of the branch's torch line);
+3. **renders**: ``wheel_harness.py --source <patched> --patchset-off`` renders every sample
+   kernel's launcher through the patched code, and ``wheel_harness.py --source <unpatched>``
+   renders it with the runtime patch set; the two agree line for line (blank lines, the
+   include and the versioning lines aside; kernel names normalised);
+4. **compiles** those patched-code launchers against the headers of the torch_npu wheel of that
+   line, with the patch's ``torch_npu/csrc/inductor/`` headers in an include directory laid
+   out as ``setup.py`` installs them (so the generated ``#include <torch_npu/csrc/...>`` finds
+   them), and **links** with ``-Wl,--no-undefined`` against that wheel's ``libtorch_npu.so``
+   (:mod:`.real_artifacts`' compile / link / accounting);
+5. **simulates** them in the host ACL simulation with the lock content each kernel needs
+   (:func:`.release_matrix.simulate`);
+6. ``status --against-source`` on the patched code: the launch fixes read ``upstream-has-fix``.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from . import real_artifacts as ra
+from . import release_matrix
+from . import upstream_patch as up
+
+HARNESS = ra.HARNESS
+#: Lines of a rendered launcher that may differ between the upstream code and the runtime patch set.
+_IGNORED = re.compile(r"^\s*(#\s*include\b|#\s*define\s+TORCH_NPU_LAUNCH_RESOURCES_ABI\b|// npu_launch_resources helper)")
+
+#: The torch_npu wheel whose headers and libtorch_npu.so a branch's line is checked against.
+LINE_WHEELS = {"2.7": "2.7.1.post10", "2.8": "2.8.0.post5", "2.9": "2.9.0.post9", "2.10": "2.10.0.post7",
+               "2.11": "2.11.0.post3", "2.12": "2.12.0.post3", "2.13": "2.13.0", "2.14": "2.14.0",
+               "2.15": "2.14.0"}
+#: A branch's torch line, where its version.txt does not say it (master builds for the newest torch).
+BRANCH_LINES = {"master": "2.14"}
+
+
+def torch_line(root: Path, branch: str | None = None) -> str:
+    if branch in BRANCH_LINES:
+        return BRANCH_LINES[branch]
+    version = (root / "version.txt").read_text().strip() if (root / "version.txt").exists() else ""
+    m = re.match(r"(\d+)\.(\d+)", version)
+    if not m:
+        raise up.UpstreamPatchError(f"{root}: no version.txt to tell its torch line; name the branch")
+    return f"{m.group(1)}.{m.group(2)}"
+
+
+def _run(cmd, timeout=1800, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=timeout, **kw)
+
+
+def _env() -> dict:
+    env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0")
+    env["PYTHONPATH"] = os.pathsep.join([str(ra.REPO_ROOT), *filter(None, [env.get("PYTHONPATH")])])
+    return env
+
+
+def harness(python: str, name: str, source: Path, off: bool, cache: Path, timeout: float = 1500) -> dict:
+    """``wheel_harness.py`` over a source checkout, in ``python`` (a fresh interpreter); ``cache``:
+    Inductor's cache directory, which the launchers name (the same for renderings compared)."""
+    with tempfile.TemporaryDirectory(prefix="upstream-verify-harness-") as d:
+        out = Path(d) / "out.json"
+        cmd = [python, HARNESS, name, out, "--source", source] + (["--patchset-off"] if off else [])
+        env = dict(_env(), TORCHINDUCTOR_CACHE_DIR=str(cache))
+        proc = _run(cmd, timeout=timeout, env=env, cwd=str(ra.REPO_ROOT))
+        if not out.exists():
+            raise RuntimeError(f"the harness crashed on {source} (exit {proc.returncode}): {proc.stderr[-2000:]}")
+        return json.loads(out.read_text())
+
+
+def status_after(python: str, name: str, source: Path, timeout: float = 900) -> dict:
+    proc = _run([python, "-m", "torch_npu._inductor.patchset.tooling.upstream_wheels", "status", name,
+                 "--source", source], timeout=timeout, env=_env(), cwd=str(ra.REPO_ROOT))
+    try:
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+    except (IndexError, json.JSONDecodeError):
+        return {"ok": False, "error": f"status exited {proc.returncode}: {proc.stderr[-1500:]}"}
+
+
+def launcher_lines(cpp: str, tag: str) -> list[str]:
+    """The lines compared: kernel names normalised to ``_patched``, blank / include / versioning lines out."""
+    text = cpp.replace(f"_{tag}", "_patched")
+    return [ln.rstrip() for ln in text.splitlines() if ln.strip() and not _IGNORED.match(ln)]
+
+
+def compare(patched_code: dict, runtime: dict) -> dict:
+    """{sample: first difference} between the patched code's launchers (patch set off) and the
+    runtime patch set's on the unpatched code; {} when they agree."""
+    diffs = {}
+    for key, theirs in runtime.get("patched", {}).items():
+        ours = patched_code.get("upstream", {}).get(key, {})
+        if "cpp" not in theirs or "cpp" not in ours:
+            diffs[key] = f"not rendered: {ours.get('error') or theirs.get('error')}"
+            continue
+        a, b = launcher_lines(ours["cpp"], "upstream"), launcher_lines(theirs["cpp"], "patched")
+        if a != b:
+            i = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+            diffs[key] = (f"line {i + 1}: patched code {a[i] if i < len(a) else '<end>'!r} vs runtime patch set "
+                          f"{b[i] if i < len(b) else '<end>'!r}")
+    return diffs
+
+
+def _header_text(patched_code: dict) -> str:
+    entry = next(e for e in patched_code["upstream"].values() if "include" in e)
+    if patched_code.get("layout") == "legacy":  # the whole header write_header wrote
+        return ra.cpp_part_of_header(entry["include"])
+    return entry["include"] + "\n" + patched_code.get("kernel_driver", "")
+
+
+def translation_unit(name: str, patched_code: dict) -> str:
+    """The patched code's header, every launcher it rendered, an exported entry point for each."""
+    head = _header_text(patched_code)
+    if "#include <torch_npu/csrc/inductor/npu_launch_resources.h>" not in head:
+        raise ra.TierError(f"{name}: the patched wrapper header does not include "
+                           "<torch_npu/csrc/inductor/npu_launch_resources.h>")
+    parts = [f"// Upstream patch check: {name}, every sample launcher rendered by the patched code.\n",
+             "#include <ATen/ATen.h>\n", head]
+    for key, entry in patched_code["upstream"].items():
+        if "error" in entry:
+            raise ra.TierError(f"{name}: the patched code could not render {key}: {entry['error']}")
+        parts.append(f"\n// ---- sample {key} ----\n{entry['cpp']}\n")
+    calls = list(ra._CALL_FN.finditer("\n".join(parts)))
+    parts.append("\n// ---- exported entry points ----\n")
+    parts.extend(ra.entry_point(fn, i) for i, fn in enumerate(calls))
+    return "".join(parts)
+
+
+def build(name: str, wheel: str, python: str, patched_root: Path, patched_code: dict) -> ra.TierResult:
+    """Compile and link the patched code's launchers (stages as in real_artifacts.build)."""
+    npu_root = ra.npu_artifacts(wheel)
+    torch_art = ra.torch_artifacts(ra.required_torch(wheel), python)
+    std = ra.cxx_standard(torch_art.root)
+    stub, _ = ra.acl_stub(npu_root)
+    tu = translation_unit(name, patched_code)
+    tmp = Path(tempfile.mkdtemp(prefix="upstream-verify-build-"))
+    try:
+        installed = tmp / "installed_include"  # where setup.py puts torch_npu/csrc/**.h: include/torch_npu/csrc/
+        shutil.copytree(patched_root / up.HEADER_DEST, installed / up.HEADER_DEST)
+        inc_dirs = [installed, *ra.include_dirs_of(npu_root), *torch_art.include_dirs]
+        stand_ins = ra._needed_stand_ins(tu, inc_dirs)
+        abi = ra._cxx11_abi(torch_art.lib_dir)
+        cflags = [f"-std={std}", "-O1", "-fPIC", "-w", f"-D_GLIBCXX_USE_CXX11_ABI={abi}", "-DUSE_NPU",
+                  "-DBUILD_LIBTORCH=ON", "-DTORCH_INDUCTOR_CPP_WRAPPER"]
+        libs = {"libtorch_npu.so": npu_root / "torch_npu" / "lib" / "libtorch_npu.so",
+                **{n: torch_art.lib_dir / n for n in ra.TORCH_LIBS if (torch_art.lib_dir / n).exists()},
+                "libascendcl.so (stub)": stub}
+        pylib = ra._python_library(python)
+        if pylib is not None and re.search(r"#include\s*[<\"](pybind11/|Python\.h)", tu):
+            libs[f"{pylib.name} (the loading interpreter's)"] = pylib
+        if "runtime/runtime/rt.h" in stand_ins:
+            libs["libruntime.so (stub)"] = ra.link_stub("runtime", ra.RUNTIME_STUB_FUNCTIONS,
+                                                        "the stand-in runtime/runtime/rt.h")
+        info = {"wheel": wheel, "std": std, "torch": torch_art.source, "stand_in_headers": sorted(stand_ins)}
+        return ra._compile_and_link(name, tmp, tu, cflags, inc_dirs, ra._python_include(python), stand_ins,
+                                    libs, info)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def simulate(name: str, patched_code: dict) -> tuple[str, list]:
+    """The patched code's launchers in the host simulation (as the release matrix runs them)."""
+    entries = {k: dict(e, cpp=e["cpp"].replace("_upstream", "_patched")) for k, e in patched_code["upstream"].items()
+               if "cpp" in e}
+    launch_api = "rtKernelLaunch" if patched_code.get("layout") == "legacy" else "aclrtLaunchKernelWithHostArgs"
+    return release_matrix.simulate(f"upstream-{name}", {"patched": entries, "launch_api": launch_api})
+
+
+def apply_patch(root: Path, base: str, patch_text: str, dest: Path) -> tuple[bool, str]:
+    subprocess.run(["git", "clone", "-q", "--shared", "--no-checkout", str(root), str(dest)], check=True,
+                   capture_output=True)
+    up._git(dest, "checkout", "-q", base)
+    (dest.parent / "the.patch").write_text(patch_text)
+    proc = _run(["git", "-C", dest, "-c", "user.name=verify", "-c", "user.email=verify@localhost", "am", "-q",
+                 dest.parent / "the.patch"])
+    return proc.returncode == 0, (proc.stdout + proc.stderr).strip()
+
+
+def verify(root: str | os.PathLike, ref: str | None, python: str, name: str | None = None,
+           line: str | None = None, patch: up.Patch | None = None, simulation: bool = True) -> dict:
+    """Every stage for ``ref`` (default HEAD) of the checkout ``root``; a row of results."""
+    root = up.checkout_root(root)
+    name = name or ref or "HEAD"
+    patch = patch or up.make_patch(root, ref=ref)
+    row: dict = {"name": name, "layout": patch.layout, "base": patch.base,
+                 "files": len(patch.files), "added": patch.lines[0], "removed": patch.lines[1]}
+    tmp = Path(tempfile.mkdtemp(prefix="upstream-verify-"))
+    try:
+        unpatched, patched = tmp / "unpatched", tmp / "patched"
+        subprocess.run(["git", "clone", "-q", "--shared", "--no-checkout", str(root), str(unpatched)], check=True,
+                       capture_output=True)
+        up._git(unpatched, "checkout", "-q", patch.base)
+        line = line or torch_line(unpatched, ref.split("/")[-1] if ref else None)
+        row["torch_line"], row["wheel"] = line, LINE_WHEELS.get(line)
+        ok, out = apply_patch(root, patch.base, patch.text, patched)
+        row["applies"] = ok
+        if not ok:
+            row["applies_error"] = out[-1500:]
+            return row
+        py_files = [str(patched / p) for p, *_ in patch.files if p.endswith(".py")]
+        proc = _run([python, "-m", "py_compile", *py_files])
+        row["compiles_python"] = proc.returncode == 0
+        if proc.returncode != 0:
+            row["py_compile_error"] = proc.stderr[-1500:]
+        patched_code = harness(python, name, patched, off=True, cache=tmp / "inductor-cache")
+        runtime = harness(python, name, unpatched, off=False, cache=tmp / "inductor-cache")
+        row["rendered"] = sum(1 for e in patched_code.get("upstream", {}).values() if "cpp" in e)
+        row["samples"] = len(patched_code.get("upstream", {}))
+        row["render_errors"] = {k: e["error"] for k, e in patched_code.get("upstream", {}).items() if "error" in e}
+        row["render_diffs"] = compare(patched_code, runtime)
+        row["renders_same"] = bool(row["rendered"]) and not row["render_diffs"] and not row["render_errors"]
+        if row["wheel"]:
+            try:
+                r = build(name, row["wheel"], python, patched, patched_code)
+                row["build"] = {"ok": r.ok, "stage": r.stage, "message": r.message}
+            except ra.TierError as exc:
+                row["build"] = {"ok": False, "stage": "setup", "message": str(exc)}
+        if simulation:
+            row["simulation"], row["simulation_problems"] = simulate(name, patched_code)
+        st = status_after(python, name, patched)
+        row["status_after"] = {p["id"]: p["state"] for p in st.get("patches", [])} or {"error": st.get("error")}
+        return row
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
