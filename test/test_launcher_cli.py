@@ -184,3 +184,70 @@ def test_mutation_wrong_lock_content_fails_judge():
                            meta, (8, 1, 1), "mutant-locks")
     assert not res["ok"]
     assert any("lock content" in q for x in res["launches"] for q in x["problems"])
+
+
+# ---- issue 17: graph capture and threads against torch_npu's allocators as they are ----------
+from pathlib import Path  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+#: The last commit before issue 17's fix: its helper is "the old behaviour" each scenario must catch.
+OLD_HELPER_COMMIT = "6876426"
+#: What each scenario reports against that helper (the simulation's error kind, or a replay/capture code).
+OLD_HELPER_FAILS_WITH = {
+    "capture-then-grow": "use-after-free",
+    "capture-then-empty-cache": "use-after-free",
+    "two-graphs-one-stream": "overlap-with-running-kernel",
+    "global-capture-other-stream": "capture-invalidated",
+    "devices-threads-queue-off": "allocator-race",
+}
+
+
+def test_scenario_names_agree_with_the_program(capsys):
+    code, out, err = run_cli("--scenario", "list", "--json", capsys=capsys)
+    assert code == 0, err
+    assert [r["name"] for r in json.loads(out)["scenarios"]] == list(launcher_cli.SCENARIOS)
+    assert set(OLD_HELPER_FAILS_WITH) == set(launcher_cli.SCENARIOS)
+
+
+def test_unknown_scenario_exits_2_naming_the_valid_ones(capsys):
+    code, out, err = run_cli("--scenario", "capture-then-shrink", "--simulate", "--json", capsys=capsys)
+    assert code == 2 and out == ""
+    assert "capture-then-shrink" in err and all(name in err for name in launcher_cli.SCENARIOS)
+
+
+@pytest.mark.parametrize("name", launcher_cli.SCENARIOS)
+def test_scenario_runs_clean(name, capsys):
+    code, out, err = run_cli("--scenario", name, "--simulate", "--json", capsys=capsys)
+    data = json.loads(out)
+    assert code == 0 and data["ok"], data
+    assert data["scenario"] == name and data["sim_errors"] == [] and data["notes"] == []
+    assert all(s["acl_code"] == 0 for s in data["steps"])
+    if name != "devices-threads-queue-off":
+        assert data["replays"] and all(r["acl_code"] == 0 and r["lock_content_ok"] and r["kernels_seen"] > 0
+                                       for r in data["replays"])
+
+
+def _old_helper(tmp_path: Path) -> Path:
+    rel = "torch_npu/_inductor/patchset/csrc"
+    try:
+        names = subprocess.run(["git", "-C", str(ROOT), "ls-tree", "-r", "--name-only", OLD_HELPER_COMMIT, rel],
+                               capture_output=True, text=True, check=True).stdout.split()
+    except (OSError, subprocess.CalledProcessError) as exc:
+        pytest.skip(f"commit {OLD_HELPER_COMMIT} (the helper before issue 17) not available: {exc}")
+    if not names:
+        pytest.skip(f"commit {OLD_HELPER_COMMIT} has no {rel}")
+    out = tmp_path / "old_csrc"
+    for name in names:
+        dest = out / name[len(rel) + 1:]
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_bytes(subprocess.run(["git", "-C", str(ROOT), "show", f"{OLD_HELPER_COMMIT}:{name}"],
+                                        capture_output=True, check=True).stdout)
+    return out
+
+
+@pytest.mark.parametrize("name", launcher_cli.SCENARIOS)
+def test_scenario_fails_with_the_old_helper(name, tmp_path):
+    data = launcher_cli.run_scenario(name, helper_dir=_old_helper(tmp_path))
+    assert not data["ok"], data
+    kind = OLD_HELPER_FAILS_WITH[name]
+    assert any(e.startswith(kind + ":") for e in data["sim_errors"]), data["sim_errors"][:5]

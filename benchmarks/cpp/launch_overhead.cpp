@@ -196,6 +196,7 @@ const char *kFindingOrder[] = {"aliasing",
                                "region-overrun",
                                "cross-device",
                                "capture-invalidated",
+                               "allocator-race",
                                "wrong-lock-content",
                                "null-pointers",
                                "bad-arguments",
@@ -215,6 +216,7 @@ const char *finding_for(const acl_sim::ErrorReport &e) {
     case K::kRegionOverrun: return "region-overrun";
     case K::kCrossDevice: return "cross-device";
     case K::kCaptureInvalidated: return "capture-invalidated";
+    case K::kAllocatorRace: return "allocator-race";
     case K::kBadArguments:
       return e.message.find("pointer presence") != std::string::npos ? "null-pointers" : "bad-arguments";
   }

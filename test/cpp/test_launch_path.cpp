@@ -141,7 +141,7 @@ TEST_CASE(capture_replays_after_cache_churn_read_live_images) {
   torch_npu::inductor::set_pinned_cache_limits(1, 1 << 20);
   aclrtStream s = stream(2), side = stream(3);
   aclrtFuncHandle h = probe("triton_g", 5 * 8, 256);
-  { LaunchResources warm = acquire("warm", s, 2, 1, 1, 2, 256, legacy(5, 0)); }  // stream block exists: no growth
+  { LaunchResources warm = acquire("warm", s, 2, 1, 1, 2, 256, legacy(5, 9)); }  // caches the image before capture
   sync(s);
   CHECK_EQ(aclmdlRICaptureBegin(s, ACL_MODEL_RI_CAPTURE_MODE_RELAXED), ACL_SUCCESS);
   const uint64_t captured = helper_launch("triton_g", h, s, 2, 1, 1, 2, 128, legacy(5, 9));

@@ -10,14 +10,23 @@
 //   ... args.sync_block_lock = res.locks(); args.workspace_addr = res.workspace(); launch ...
 //   // `res` is destroyed after the launch has been issued.
 //
-// One request to torch_npu's exported at_npu::native::allocate_workspace per
-// launch, carved into disjoint 512-byte-aligned lock and workspace regions;
-// locks initialised on the stream before the kernel (a byte fill for all-zero
-// content, else a copy from a cached page-locked image); no host blocking.
-// Never throws: errors are ACL codes plus one log line (errors.h).
+// One memory request per launch, carved into disjoint 512-byte-aligned lock
+// and workspace regions: from torch_npu's exported
+// at_npu::native::allocate_workspace (the stream's workspace block), or,
+// while the stream is being captured into a graph, from the caching
+// allocator, whose blocks then belong to the graph's private pool and stay
+// valid for every replay (the workspace block does not: a later growth or
+// empty_cache frees it, and graphs captured on one stream share it). Locks
+// are initialised on the stream before the kernel (a byte fill for all-zero
+// content, else a copy from a cached page-locked image, or byte fills while
+// the device captures). The helper itself never blocks the host; the
+// workspace allocator does when a request grows the stream's block (it
+// synchronises the device). Never throws: errors are ACL codes plus one log
+// line (errors.h).
 //
 // Parts: abi.h (versioned namespace), errors.h, sizes.h (the arithmetic and
-// the lock content), stream_locks.h, lock_images.h.
+// the lock content), capture.h (capture state, the allocator mutex),
+// stream_locks.h, lock_images.h.
 #pragma once
 
 #include <acl/acl.h>
@@ -25,10 +34,13 @@
 
 #include <cstdint>
 #include <exception>
+#include <mutex>
 #include <new>
+#include <system_error>
 #include <utility>
 
 #include "npu_launch_resources/abi.h"
+#include "npu_launch_resources/capture.h"
 #include "npu_launch_resources/errors.h"
 #include "npu_launch_resources/lock_images.h"
 #include "npu_launch_resources/sizes.h"
@@ -42,9 +54,11 @@ class LaunchResources {  // move-only; holds the memory and the stream until des
   LaunchResources(LaunchResources &&o) noexcept { *this = std::move(o); }
   LaunchResources &operator=(LaunchResources &&o) noexcept {
     if (this != &o) {
-      memory_ = at::Tensor();  // the memory first, then the stream: as the destructor does
+      release_memory();  // the memory first, then the stream: as the destructor does
       stream_lock_ = std::move(o.stream_lock_);
       memory_ = std::move(o.memory_);
+      graph_memory_ = o.graph_memory_;
+      o.graph_memory_ = nullptr;
       sizes_ = o.sizes_;
       locks_ = o.locks_;
       workspace_ = o.workspace_;
@@ -55,18 +69,43 @@ class LaunchResources {  // move-only; holds the memory and the stream until des
   }
   LaunchResources(const LaunchResources &) = delete;
   LaunchResources &operator=(const LaunchResources &) = delete;
+  ~LaunchResources() { release_memory(); }  // then the stream lock (a member)
 
   void *locks() const noexcept { return locks_; }          // nullptr without lock bytes
   void *workspace() const noexcept { return workspace_; }  // nullptr without workspace bytes
   uint64_t lock_bytes() const noexcept { return sizes_.lock_bytes; }
   uint64_t workspace_bytes() const noexcept { return sizes_.workspace_bytes; }
-  uint64_t total_bytes() const noexcept { return sizes_.total_bytes; }  // the request, 0 if none
+  uint64_t total_bytes() const noexcept { return sizes_.total_bytes; }        // the request, 0 if none
+  bool from_graph_pool() const noexcept { return graph_memory_ != nullptr; }  // captured launch
 
  private:
   friend aclError acquire_launch_resources(const char *, aclrtStream, uint32_t, uint32_t, uint32_t, uint32_t, uint64_t,
                                            const LockLayout &, LaunchResources *) noexcept;
+  // Workspace memory goes back under the allocator mutex (its pointer map has
+  // no lock); a graph-pool block goes back to the graph's pool, where only
+  // work captured later on that stream can reuse it (stream-ordered at replay).
+  void release_memory() noexcept {
+    if (graph_memory_ != nullptr) {
+      try {
+        c10_npu::NPUCachingAllocator::raw_delete(graph_memory_);
+      } catch (const std::exception &e) {
+        detail::warn("<release>", "NPUCachingAllocator::raw_delete failed: %s", e.what());
+      }
+      graph_memory_ = nullptr;
+    }
+    if (memory_.defined()) {
+      try {
+        std::lock_guard<std::mutex> guard(detail::workspace_allocator_mutex());
+        memory_ = at::Tensor();
+      } catch (const std::system_error &) {  // the mutex failed: release anyway
+        memory_ = at::Tensor();
+      }
+    }
+  }
+
   detail::StreamLock stream_lock_;  // declared first: released last
   at::Tensor memory_;
+  void *graph_memory_ = nullptr;  // from the caching allocator while capturing
   LaunchSizes sizes_;
   void *locks_ = nullptr;
   void *workspace_ = nullptr;
@@ -85,19 +124,37 @@ inline aclError acquire_launch_resources(const char *kernel, aclrtStream stream,
   aclError rc = compute_launch_sizes(kernel, grid_x, grid_y, grid_z, block_num, workspace_per_block, locks, &r.sizes_);
   if (rc != ACL_SUCCESS || r.sizes_.total_bytes == 0) return rc;  // a launch that needs nothing asks for nothing
   const LaunchSizes &sz = r.sizes_;
+  const bool capturing = detail::stream_is_capturing(stream);
+  if (!capturing) detail::LockImages::instance().reap_if_waiting(kernel);
   try {
-    rc = detail::StreamLock::take(kernel, stream, &r.stream_lock_);
-    if (rc != ACL_SUCCESS) return rc;
-    try {
-      r.memory_ = at_npu::native::allocate_workspace(sz.total_bytes, stream);
-    } catch (const std::exception &e) {
-      return fail(ACL_ERROR_BAD_ALLOC, kernel, "at_npu::native::allocate_workspace(%llu bytes) failed: %s",
-                  static_cast<unsigned long long>(sz.total_bytes), e.what());
+    void *raw = nullptr;
+    if (capturing) {  // the graph's private pool; no stream lock: the block is this launch's own
+      try {
+        raw = r.graph_memory_ = c10_npu::NPUCachingAllocator::raw_alloc_with_stream(sz.total_bytes, stream);
+      } catch (const std::exception &e) {
+        return fail(ACL_ERROR_BAD_ALLOC, kernel,
+                    "c10_npu::NPUCachingAllocator::raw_alloc_with_stream(%llu bytes) failed while capturing: %s",
+                    static_cast<unsigned long long>(sz.total_bytes), e.what());
+      }
+      if (raw == nullptr)
+        return fail(ACL_ERROR_BAD_ALLOC, kernel,
+                    "c10_npu::NPUCachingAllocator::raw_alloc_with_stream(%llu bytes) returned no memory",
+                    static_cast<unsigned long long>(sz.total_bytes));
+    } else {
+      rc = detail::StreamLock::take(kernel, stream, &r.stream_lock_);
+      if (rc != ACL_SUCCESS) return rc;
+      try {
+        std::lock_guard<std::mutex> guard(detail::workspace_allocator_mutex());
+        r.memory_ = at_npu::native::allocate_workspace(sz.total_bytes, stream);
+      } catch (const std::exception &e) {
+        return fail(ACL_ERROR_BAD_ALLOC, kernel, "at_npu::native::allocate_workspace(%llu bytes) failed: %s",
+                    static_cast<unsigned long long>(sz.total_bytes), e.what());
+      }
+      raw = r.memory_.defined() ? r.memory_.data_ptr() : nullptr;
+      if (raw == nullptr)
+        return fail(ACL_ERROR_BAD_ALLOC, kernel, "at_npu::native::allocate_workspace(%llu bytes) returned no memory",
+                    static_cast<unsigned long long>(sz.total_bytes));
     }
-    void *raw = r.memory_.defined() ? r.memory_.data_ptr() : nullptr;
-    if (raw == nullptr)
-      return fail(ACL_ERROR_BAD_ALLOC, kernel, "at_npu::native::allocate_workspace(%llu bytes) returned no memory",
-                  static_cast<unsigned long long>(sz.total_bytes));
     const uintptr_t base = (reinterpret_cast<uintptr_t>(raw) + kRegionAlignment - 1) & ~uintptr_t(kRegionAlignment - 1);
     r.locks_ = sz.lock_bytes != 0 ? reinterpret_cast<void *>(base) : nullptr;
     r.workspace_ = sz.workspace_bytes != 0 ? reinterpret_cast<void *>(base + sz.workspace_offset) : nullptr;
@@ -113,8 +170,7 @@ inline aclError acquire_launch_resources(const char *kernel, aclrtStream stream,
       if (rc != ACL_SUCCESS) return fail(rc, kernel, "aclrtGetDevice failed with error %d", rc);
       const detail::LockImageKey key{device,          locks.legacy_slots, locks.ordered, locks.unordered,
                                      sz.participants, locks.init_value,   sz.lock_bytes};
-      rc = detail::LockImages::instance().copy(kernel, stream, detail::stream_is_capturing(stream), r.locks_, key,
-                                               locks);
+      rc = detail::LockImages::instance().copy(kernel, stream, capturing, r.locks_, key, locks);
       if (rc != ACL_SUCCESS) return rc;  // logged by copy()
     }
   } catch (const std::bad_alloc &) {

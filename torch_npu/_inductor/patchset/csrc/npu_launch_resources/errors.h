@@ -5,13 +5,18 @@
 // process. So nothing here throws: a failure is an aclError returned to the
 // lambda, plus ONE message in CANN's application log (aclAppLog, the channel
 // torch_npu's own ASCEND_LOGE errors use) naming the kernel, the call and the
-// code. The text is also kept per thread for last_error_message().
+// code. The text is also kept for the failing thread (last_error_message())
+// and for the process (last_launch_error_message()): with torch_npu's task
+// queue on, the lambda fails on the queue thread, never the caller's.
 #pragma once
 
 #include <acl/acl.h>
 
 #include <cstdarg>
 #include <cstdio>
+#include <cstring>
+#include <exception>
+#include <mutex>
 
 #include "abi.h"
 
@@ -23,6 +28,15 @@ constexpr size_t kMessageBytes = 512;
 inline char *last_error_buffer() noexcept {
   static thread_local char text[kMessageBytes];
   return text;
+}
+
+struct ProcessError {
+  std::mutex mutex;
+  char text[kMessageBytes] = {};
+};
+inline ProcessError &process_error() noexcept {
+  static ProcessError *e = new ProcessError();  // never destroyed: read during exit
+  return *e;
 }
 
 inline void vlog(aclLogLevel level, char *out, const char *kernel, const char *fmt, va_list ap) noexcept {
@@ -40,6 +54,11 @@ __attribute__((format(printf, 3, 4), cold, noinline)) inline aclError fail(aclEr
   va_start(ap, fmt);
   vlog(ACL_ERROR, last_error_buffer(), kernel, fmt, ap);
   va_end(ap);
+  try {
+    std::lock_guard<std::mutex> guard(process_error().mutex);
+    std::memcpy(process_error().text, last_error_buffer(), kMessageBytes);
+  } catch (const std::exception &) {  // the mutex failed: the thread's copy and the log still have it
+  }
   return code;
 }
 
@@ -55,7 +74,24 @@ __attribute__((format(printf, 2, 3), cold, noinline)) inline void warn(const cha
 
 }  // namespace detail
 
-// This thread's last failure text ("" if none).
+// The calling thread's last failure text ("" if none). With torch_npu's task
+// queue on (the default) launches fail on the queue thread: the thread that
+// called the compiled graph sees "" here; use last_launch_error_message().
 inline const char *last_error_message() noexcept { return detail::last_error_buffer(); }
+
+// The process's last failure text, any thread ("" if none), copied into
+// `out` (NUL-terminated, cut to `size`); returns its full length.
+inline size_t last_launch_error_message(char *out, size_t size) noexcept {
+  char copy[detail::kMessageBytes];
+  try {
+    std::lock_guard<std::mutex> guard(detail::process_error().mutex);
+    std::memcpy(copy, detail::process_error().text, sizeof copy);
+  } catch (const std::exception &) {
+    copy[0] = '\0';
+  }
+  copy[sizeof copy - 1] = '\0';
+  if (out != nullptr && size != 0) std::snprintf(out, size, "%s", copy);
+  return std::strlen(copy);
+}
 
 TORCH_NPU_LAUNCH_RESOURCES_END_NAMESPACE

@@ -5,22 +5,30 @@
 // the source must stay valid until the copy has run, so images are cached per
 // (device, content) and freed only after an event recorded on every stream
 // that copied from them has completed (polled at later launches, never
-// waited for). One mutex guards everything: launches cost microseconds.
+// waited for). One process-wide mutex guards the cache: launches of other
+// streams that need a copy wait for it (held for microseconds, never across a
+// blocking call).
 //
 // Graph capture: a captured copy re-reads its source at every replay, so an
-// image used while its stream captures is kept for the life of the process,
-// and nothing is evicted, freed or recorded during a capturing launch.
+// image used while its stream captures is kept for the life of the process.
+// While any stream of the device captures (the launch's own or another's),
+// nothing is evicted, reaped, recorded, queried, allocated or freed: event
+// queries and page-locked allocation/free are illegal during a global-mode
+// capture. Content without a cached image is then written with byte fills
+// (at most kMaxFillRuns of them); only longer content still makes an image.
 #pragma once
 
 #include <acl/acl.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <mutex>
 #include <new>
 #include <vector>
 
 #include "abi.h"
+#include "capture.h"
 #include "errors.h"
 #include "sizes.h"
 
@@ -29,28 +37,18 @@ TORCH_NPU_LAUNCH_RESOURCES_BEGIN_NAMESPACE
 constexpr uint64_t kDefaultImageEntries = 64;                // per device
 constexpr uint64_t kDefaultImageBytes = uint64_t(64) << 20;  // per device
 
+// Byte fills one lock content may take instead of a page-locked image.
+constexpr uint64_t kMaxFillRuns = 1024;
+
 struct PinnedCacheStats {
   uint64_t entries = 0, bytes = 0, kept_for_capture = 0, retired = 0;
   uint64_t hits = 0, misses = 0, evictions = 0, freed = 0;
+  uint64_t byte_fill_launches = 0;          // content written by byte fills because a capture was underway
+  uint64_t housekeeping_deferred = 0;       // reaps / evictions put off because a capture was underway
   uint64_t max_entries = 0, max_bytes = 0;  // per device
 };
 
 namespace detail {
-
-// Whether `stream` is being captured into a graph. aclmdlRICaptureGetInfo is
-// missing from some releases' ACL headers and from older CANN runtimes, so it
-// is named through a weak reference with its C signature (its status enum is
-// an int, 0 = not capturing): null where the runtime lacks it, and a wrapper
-// never fails to load for it.
-extern "C" aclError npu_launch_resources_capture_info(aclrtStream, int *, void **) __asm__("aclmdlRICaptureGetInfo")
-    __attribute__((weak));
-
-inline bool stream_is_capturing(aclrtStream stream) noexcept {
-  int status = 0;
-  void *model = nullptr;
-  return npu_launch_resources_capture_info != nullptr &&
-         npu_launch_resources_capture_info(stream, &status, &model) == ACL_SUCCESS && status != 0;
-}
 
 struct LockImageKey {
   int32_t device;
@@ -77,9 +75,15 @@ class LockImages {
   aclError copy(const char *kernel, aclrtStream stream, bool capturing, void *dst, const LockImageKey &key,
                 const LockLayout &layout) {  // may throw std::bad_alloc before anything is queued
     std::lock_guard<std::mutex> guard(mutex_);
-    if (!capturing) reap(kernel, key.device);
+    Quiet quiet(capturing, key.device);  // reaping happened at the launch's start (reap_if_waiting)
     Image *image = find(key);
-    if (image == nullptr) return copy_new(kernel, stream, capturing, dst, key, layout);
+    if (image == nullptr) {
+      if (quiet.now()) {
+        aclError rc = ACL_SUCCESS;
+        if (fill_bytes(kernel, stream, dst, key, layout, &rc)) return rc;
+      }
+      return copy_new(kernel, stream, capturing, dst, key, layout, quiet);
+    }
     const bool new_stream =
         !capturing && std::find(image->streams.begin(), image->streams.end(), stream) == image->streams.end();
     if (new_stream) image->streams.reserve(image->streams.size() + 1);  // listed before the copy, never after
@@ -94,15 +98,33 @@ class LockImages {
     return ACL_SUCCESS;
   }
 
+  // Frees retired images of the current device whose copies have run, if any
+  // wait (one relaxed load otherwise): every launch that needs memory calls it
+  // first, so retired images are freed whatever kind of launch follows.
+  void reap_if_waiting(const char *kernel) noexcept {
+    if (waiting_.load(std::memory_order_relaxed) == 0) return;
+    int32_t device = -1;
+    if (aclrtGetDevice(&device) != ACL_SUCCESS) return;
+    try {
+      std::lock_guard<std::mutex> guard(mutex_);
+      Quiet quiet(false, device);
+      reap(kernel, device, quiet);
+    } catch (const std::exception &) {  // std::system_error from the mutex: retried at the next launch
+    }
+  }
+
   // Retires every image of the current device that no capture keeps and frees
-  // those whose copies have run; returns how many of its retired images still wait.
+  // those whose copies have run; returns how many of its retired images still
+  // wait. While the device captures it does neither.
   uint64_t trim() noexcept {
     std::lock_guard<std::mutex> guard(mutex_);
     int32_t device = -1;
     if (aclrtGetDevice(&device) != ACL_SUCCESS) return retired_.size();
-    while (evict_one("<trim>", device)) {
-    }
-    reap("<trim>", device);
+    Quiet quiet(false, device);
+    if (!quiet.now())
+      while (evict_one("<trim>", device)) {
+      }
+    reap("<trim>", device, quiet);
     return static_cast<uint64_t>(
         std::count_if(retired_.begin(), retired_.end(), [&](const Retired &r) { return r.device == device; }));
   }
@@ -126,6 +148,8 @@ class LockImages {
     s.misses = misses_;
     s.evictions = evictions_;
     s.freed = freed_;
+    s.byte_fill_launches = byte_fills_;
+    s.housekeeping_deferred = deferred_;
     s.max_entries = max_entries_;
     s.max_bytes = max_bytes_;
     return s;
@@ -145,6 +169,45 @@ class LockImages {
     std::vector<aclrtEvent> events;  // one per stream that copied from `host`
   };
 
+  // Whether housekeeping must keep still: the launch's stream captures, or
+  // another stream of the device does (asked once, only when it matters).
+  class Quiet {
+   public:
+    Quiet(bool capturing, int32_t device) noexcept : capturing_(capturing), device_(device) {}
+    bool now() noexcept {
+      if (!known_) {
+        quiet_ = capturing_ || device_captures_underway(device_);
+        known_ = true;
+      }
+      return quiet_;
+    }
+
+   private:
+    bool capturing_, known_ = false, quiet_ = false;
+    int32_t device_;
+  };
+
+  // Writes the content with byte fills when it takes at most kMaxFillRuns;
+  // false (nothing queued) when it takes more.
+  bool fill_bytes(const char *kernel, aclrtStream stream, void *dst, const LockImageKey &key, const LockLayout &layout,
+                  aclError *rc) {
+    const uint64_t runs =
+        for_each_lock_byte_run(layout, key.participants, key.bytes, kMaxFillRuns, [](uint64_t, uint8_t, uint64_t) {});
+    if (runs > kMaxFillRuns) return false;
+    char *base = static_cast<char *>(dst);
+    *rc = ACL_SUCCESS;
+    for_each_lock_byte_run(layout, key.participants, key.bytes, kMaxFillRuns,
+                           [&](uint64_t offset, uint8_t byte, uint64_t count) {
+                             if (*rc == ACL_SUCCESS) *rc = aclrtMemsetAsync(base + offset, count, byte, count, stream);
+                           });
+    if (*rc != ACL_SUCCESS)
+      *rc = fail(*rc, kernel, "aclrtMemsetAsync of lock bytes (%llu byte fills) failed with error %d",
+                 static_cast<unsigned long long>(runs), *rc);
+    else
+      ++byte_fills_;
+    return true;
+  }
+
   LockImages()
       : max_entries_(env_u64("TORCH_NPU_LAUNCH_PINNED_CACHE_ENTRIES", kDefaultImageEntries, 1)),
         max_bytes_(env_u64("TORCH_NPU_LAUNCH_PINNED_CACHE_BYTES", kDefaultImageBytes, 0)) {}
@@ -156,9 +219,9 @@ class LockImages {
   }
 
   aclError copy_new(const char *kernel, aclrtStream stream, bool capturing, void *dst, const LockImageKey &key,
-                    const LockLayout &layout) {
+                    const LockLayout &layout, Quiet &quiet) {
     ++misses_;
-    if (!capturing) make_room(kernel, key.device, key.bytes);
+    if (!quiet.now()) make_room(kernel, key.device, key.bytes);
     images_.reserve(images_.size() + 1);  // every allocation that can throw happens before ACL work
     std::vector<aclrtStream> streams;
     if (!capturing) streams.push_back(stream);
@@ -191,15 +254,25 @@ class LockImages {
 
   // Retires the least recently used evictable image of `device`: records an
   // event on each stream that copied from it. False if none could be retired.
+  // A victim whose events cannot be made is skipped for the next one (least
+  // recently used first), so one bad image never stalls eviction.
   bool evict_one(const char *kernel, int32_t device) noexcept {
-    Image *victim = nullptr;
-    for (Image &i : images_) {
-      if (i.key.device != device || i.kept_for_capture) continue;
-      bool capturing = false;  // an event recorded on a capturing stream would join its graph
-      for (aclrtStream s : i.streams) capturing = capturing || stream_is_capturing(s);
-      if (!capturing && (victim == nullptr || i.last_use < victim->last_use)) victim = &i;
+    uint64_t after = 0;  // try victims used after this tick, oldest first
+    for (;;) {
+      Image *victim = nullptr;
+      for (Image &i : images_) {
+        if (i.key.device != device || i.kept_for_capture || i.last_use <= after) continue;
+        bool capturing = false;  // an event recorded on a capturing stream would join its graph
+        for (aclrtStream s : i.streams) capturing = capturing || stream_is_capturing(s);
+        if (!capturing && (victim == nullptr || i.last_use < victim->last_use)) victim = &i;
+      }
+      if (victim == nullptr) return false;
+      if (retire(kernel, device, victim)) return true;
+      after = victim->last_use;
     }
-    if (victim == nullptr) return false;
+  }
+
+  bool retire(const char *kernel, int32_t device, Image *victim) noexcept {
     Retired r{device, victim->host, {}};
     try {
       r.events.reserve(victim->streams.size());
@@ -221,14 +294,23 @@ class LockImages {
       }
     }
     retired_.push_back(std::move(r));
+    waiting_.store(retired_.size(), std::memory_order_relaxed);
     if (victim != &images_.back()) *victim = std::move(images_.back());
     images_.pop_back();
     ++evictions_;
     return true;
   }
 
-  // Frees retired images of `device` whose events all completed.
-  void reap(const char *kernel, int32_t device) noexcept {
+  // Frees retired images of `device` whose events all completed; nothing
+  // while the device captures (querying is illegal then).
+  void reap(const char *kernel, int32_t device, Quiet &quiet) noexcept {
+    bool mine = false;
+    for (const Retired &r : retired_) mine = mine || r.device == device;
+    if (!mine) return;
+    if (quiet.now()) {
+      ++deferred_;
+      return;
+    }
     for (size_t i = 0; i < retired_.size();) {
       Retired &r = retired_[i];
       bool done = r.device == device;
@@ -255,13 +337,15 @@ class LockImages {
       if (&r != &retired_.back()) r = std::move(retired_.back());
       retired_.pop_back();
     }
+    waiting_.store(retired_.size(), std::memory_order_relaxed);
   }
 
   std::mutex mutex_;
   std::vector<Image> images_;  // all devices; a few dozen at most
   std::vector<Retired> retired_;
   uint64_t max_entries_, max_bytes_;
-  uint64_t tick_ = 0, hits_ = 0, misses_ = 0, evictions_ = 0, freed_ = 0;
+  uint64_t tick_ = 0, hits_ = 0, misses_ = 0, evictions_ = 0, freed_ = 0, byte_fills_ = 0, deferred_ = 0;
+  std::atomic<size_t> waiting_{0};  // retired_.size(), readable without the mutex
 };
 
 }  // namespace detail

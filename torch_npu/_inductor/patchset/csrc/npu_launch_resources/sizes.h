@@ -149,6 +149,52 @@ inline void fill_lock_content(const LockLayout &layout, uint64_t participants, i
   }
 }
 
+// Slot `slot` of that content, computed without a buffer.
+inline int64_t lock_slot_value(const LockLayout &layout, uint64_t participants, uint64_t slot) noexcept {
+  if (layout.unordered == 0) return layout.init_value;
+  const uint64_t first = uint64_t(layout.ordered) * 8, per_lock = (1 + 2 * participants) * 8;
+  return slot >= first && (slot - first) % per_lock == 0 && (slot - first) / per_lock < layout.unordered
+             ? static_cast<int64_t>(participants)
+             : 0;
+}
+
+// The content's bytes (little-endian slots, as a host image holds them) as
+// maximal runs of one byte value: fn(offset, byte, count) per run, in order.
+// Stops after `max_runs` runs and returns max_runs + 1 then, else the number
+// of runs. With fn a no-op it only counts. Lets content be written with byte
+// fills alone (aclrtMemsetAsync), where no page-locked image may be made.
+template <class Fn>
+uint64_t for_each_lock_byte_run(const LockLayout &layout, uint64_t participants, uint64_t bytes, uint64_t max_runs,
+                                Fn &&fn) {
+  uint64_t runs = 0, start = 0;
+  int current = -1;  // byte value of the open run
+  auto put = [&](uint64_t offset, int byte) -> bool {
+    if (byte == current) return true;
+    if (current >= 0) {
+      if (++runs > max_runs) return false;
+      fn(start, static_cast<uint8_t>(current), offset - start);
+    }
+    current = byte;
+    start = offset;
+    return true;
+  };
+  for (uint64_t slot = 0; slot < bytes / 8; ++slot) {
+    const uint64_t v = static_cast<uint64_t>(lock_slot_value(layout, participants, slot));
+    const int low = static_cast<int>(v & 0xff);
+    if (v == uint64_t(low) * UINT64_C(0x0101010101010101)) {  // one byte value for the whole slot
+      if (!put(slot * 8, low)) return max_runs + 1;
+      continue;
+    }
+    for (int b = 0; b < 8; ++b)
+      if (!put(slot * 8 + b, static_cast<int>((v >> (8 * b)) & 0xff))) return max_runs + 1;
+  }
+  if (current >= 0) {
+    if (++runs > max_runs) return max_runs + 1;
+    fn(start, static_cast<uint8_t>(current), bytes - start);
+  }
+  return runs;
+}
+
 // True when the content is all zero bytes (then a byte fill is exact).
 inline bool lock_content_is_zero(const LockLayout &layout) noexcept {
   return layout.unordered == 0 && layout.init_value == 0;

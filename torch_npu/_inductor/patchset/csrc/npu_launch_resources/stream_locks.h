@@ -7,6 +7,8 @@
 // until the launch is issued, keeps them apart. With torch_npu's task queue
 // (the default) one thread per device runs every launch and the mutex is never
 // contended; it matters with TASK_QUEUE_ENABLE=0 and several Python threads.
+// A launch on a capturing stream takes no stream lock: its memory comes from
+// the graph's pool and is its own.
 #pragma once
 
 #include <acl/acl.h>

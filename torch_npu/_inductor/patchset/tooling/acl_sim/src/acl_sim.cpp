@@ -28,6 +28,7 @@
 #include <cstdarg>
 #include <unordered_map>
 
+#include "acl_sim/caching_allocator.h"
 #include "torch_npu/csrc/core/npu/NPUWorkspaceAllocator.h"
 #include "torch_npu/csrc/framework/OpCommand.h"
 
@@ -49,9 +50,11 @@ thread_local uint64_t t_last_launch = 0;
   X(allocator_requests) X(allocator_growths) X(sync_copies) X(async_copies) X(pageable_async_copies)   \
   X(memsets) X(launches) X(host_blocking) X(pinned_allocs) X(pinned_frees) X(device_allocs)            \
   X(device_frees) X(events_created) X(events_recorded) X(event_queries) X(errors) X(captured_tasks) X(replays)  \
-  X(stale_replay_sources) X(captures_invalidated) X(op_tasks) X(op_task_failures) X(op_tasks_dropped) X(app_logs)
+  X(stale_replay_sources) X(captures_invalidated) X(op_tasks) X(op_task_failures) X(op_tasks_dropped) X(app_logs)  \
+  X(caching_requests) X(graph_pool_requests) X(workspace_empty_caches)
 #define ACL_SIM_LIVE_COUNTERS(X) \
-  X(live_device_allocs) X(live_allocator_blocks) X(live_workspace_tensors) X(live_pinned) X(live_events) X(live_models)
+  X(live_device_allocs) X(live_allocator_blocks) X(live_workspace_tensors) X(live_pinned) X(live_events) X(live_models) \
+  X(live_caching_allocations)
 struct ShardCounter {
   std::atomic<uint64_t> v{0};
   void operator++(int) noexcept { v.store(v.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed); }
@@ -100,7 +103,7 @@ enum Api {
   kApiCreateStream, kApiDestroyStream, kApiSynchronizeStream, kApiSynchronizeDevice, kApiCreateEvent,
   kApiDestroyEvent, kApiRecordEvent, kApiQueryEventStatus, kApiGetHardwareSyncAddr, kApiLaunch,
   kApiAllocator, kApiSetDevice, kApiGetDevice, kApiCaptureBegin, kApiCaptureGetInfo, kApiCaptureEnd,
-  kApiExecuteAsync, kApiRIDestroy, kApiCount
+  kApiExecuteAsync, kApiRIDestroy, kApiCachingAlloc, kApiCount
 };
 const char *const kApiNames[kApiCount] = {
     "aclrtMalloc", "aclrtFree", "aclrtMallocHost", "aclrtFreeHost", "aclrtMemcpy", "aclrtMemcpyAsync",
@@ -108,7 +111,7 @@ const char *const kApiNames[kApiCount] = {
     "aclrtSynchronizeDevice", "aclrtCreateEvent", "aclrtDestroyEvent", "aclrtRecordEvent",
     "aclrtQueryEventStatus", "aclrtGetHardwareSyncAddr", "aclrtLaunchKernelWithHostArgs", "allocate_workspace",
     "aclrtSetDevice", "aclrtGetDevice", "aclmdlRICaptureBegin", "aclmdlRICaptureGetInfo", "aclmdlRICaptureEnd",
-    "aclmdlRIExecuteAsync", "aclmdlRIDestroy"};
+    "aclmdlRIExecuteAsync", "aclmdlRIDestroy", "raw_alloc_with_stream"};
 struct Fault {
   uint64_t at;
   aclError code;
@@ -426,7 +429,7 @@ std::atomic<Stream *> g_default_stream[kMaxDevices];
 // A captured model: the tasks recorded on a capturing stream (argument bytes
 // owned here), replayed by aclmdlRIExecuteAsync.
 struct Model {
-  uint64_t id = 0;
+  uint64_t id = 0;  // also the id of the capture's private memory pool
   int device = 0;
   bool complete = false;  // capture ended successfully
   std::vector<Task> tasks;
@@ -849,6 +852,71 @@ void note_request(uintptr_t block, uint64_t size) {
   if (d.size() > kReqHistory) d.pop_front();
 }
 
+// ---------------------------------------------------------------- workspace allocator's outer map
+// torch_npu's NpuWorkspaceAllocator keeps `allocated_ptrs` (a flat hash map)
+// with no lock of its own (NPUWorkspaceAllocator.cpp v2.7.1:549-567): malloc
+// rewrites it (:449), every tensor release reads it (free, :529-539) and
+// empty_cache clears it (:453-457), from whichever thread allocates or frees.
+// Two threads inside at once are a data race on that map: reported.
+std::atomic<int> g_outer_inside{0};
+std::atomic<uint32_t> g_race_window_us{0};
+struct OuterMapEntry {
+  explicit OuterMapEntry(const char *what) {
+    if (g_outer_inside.fetch_add(1, std::memory_order_acq_rel) != 0) {
+      internal::report(ErrorKind::kAllocatorRace,
+                       std::string(what) +
+                           ": entered the workspace allocator's unguarded pointer map while another thread was in it "
+                           "(torch_npu NPUWorkspaceAllocator.cpp: allocated_ptrs has no lock)");
+    }
+    const uint32_t us = g_race_window_us.load(std::memory_order_relaxed);
+    if (us != 0) std::this_thread::sleep_for(std::chrono::microseconds(us));
+  }
+  ~OuterMapEntry() { g_outer_inside.fetch_sub(1, std::memory_order_acq_rel); }
+  OuterMapEntry(const OuterMapEntry &) = delete;
+  OuterMapEntry &operator=(const OuterMapEntry &) = delete;
+};
+
+// ---------------------------------------------------------------- caching allocator
+// The subset of torch_npu's NPUCachingAllocator a launch can reach through
+// its exported allocator pointer (see the stand-in NPUCachingAllocator.h for
+// the contract and its sources). Pool 0 is the ordinary pool; pool N is the
+// private pool of the capture whose model id is N.
+struct CaBlock {
+  uintptr_t base = 0;
+  size_t size = 0;
+  int device = 0;
+  aclrtStream stream = nullptr;
+  uint64_t pool = 0;
+  bool held = false;  // handed out, not yet raw_delete'd
+};
+std::mutex g_ca_mu;
+std::map<uintptr_t, CaBlock> &ca_blocks() {
+  static auto *m = new std::map<uintptr_t, CaBlock>();
+  return *m;
+}
+std::set<uint64_t> &ca_dead_pools() {  // pools whose graph is gone: blocks freed when returned
+  static auto *m = new std::set<uint64_t>();
+  return *m;
+}
+
+// Frees a destroyed (or failed) capture's pool: returned blocks now, held ones when returned.
+void release_graph_pool(uint64_t pool) {
+  std::vector<uintptr_t> dead;
+  {
+    std::lock_guard<std::mutex> g(g_ca_mu);
+    ca_dead_pools().insert(pool);
+    for (auto it = ca_blocks().begin(); it != ca_blocks().end();) {
+      if (it->second.pool == pool && !it->second.held) {
+        dead.push_back(it->first);
+        it = ca_blocks().erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (uintptr_t p : dead) dev_free(p, false);
+}
+
 // ---------------------------------------------------------------- aclAppLog
 std::mutex g_log_mu;
 std::vector<AppLog> &logs() {
@@ -1066,6 +1134,7 @@ const char *error_kind_name(ErrorKind k) {
     case ErrorKind::kCrossDevice: return "cross-device";
     case ErrorKind::kCaptureInvalidated: return "capture-invalidated";
     case ErrorKind::kRegionOverrun: return "region-overrun";
+    case ErrorKind::kAllocatorRace: return "allocator-race";
   }
   return "?";
 }
@@ -1223,6 +1292,123 @@ bool allocation_extent(const void *ptr, Extent *out, uint64_t request_seq) {
 }
 uint64_t last_request_seq() { return g_req_seq.load(); }
 
+void workspace_empty_cache(int device) {
+  internal::SimScope scope;
+  if (device < 0 || device >= kMaxDevices) throw std::invalid_argument("acl_sim::workspace_empty_cache: bad device");
+  // npuSynchronizeDevice first (NPUCachingAllocator.cpp v2.7.1:1668): it fails inside a capture.
+  if (invalidate_captures_on(device, "empty_cache synchronises the device while a stream of it captures", false))
+    throw std::runtime_error("acl_sim: empty_cache: aclrtSynchronizeDevice failed with error " +
+                             std::to_string(ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT) + " (a stream of device " +
+                             std::to_string(device) + " is capturing)");
+  sync_all_streams(device);
+  C().workspace_empty_caches++;
+  OuterMapEntry outer("empty_cache");
+  std::vector<Stream *> all;
+  {
+    std::lock_guard<std::mutex> g(g_streams_mu);
+    for (Stream *st : streams()) all.push_back(st);
+  }
+  for (Stream *st : all) {  // every block, live tensors or not (NPUWorkspaceAllocator.cpp v2.7.1:226-240)
+    std::lock_guard<std::mutex> l(st->ws_mu);
+    WsBlock &b = st->ws[device];
+    if (b.base != 0) dev_free(b.base, true);
+    b = WsBlock();
+  }
+  std::vector<uintptr_t> cached;  // release_cached_blocks: the ordinary pool's returned blocks
+  {
+    std::lock_guard<std::mutex> g(g_ca_mu);
+    for (auto it = ca_blocks().begin(); it != ca_blocks().end();) {
+      if (it->second.device == device && it->second.pool == 0 && !it->second.held) {
+        cached.push_back(it->first);
+        it = ca_blocks().erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (uintptr_t p : cached) dev_free(p, false);
+}
+void set_allocator_race_window_us(uint32_t us) { g_race_window_us.store(us, std::memory_order_relaxed); }
+
+namespace detail {
+void *caching_raw_alloc_with_stream(size_t nbytes, aclrtStream stream) {
+  internal::SimScope scope;
+  if (nbytes == 0) return nullptr;  // NPUCachingAllocator.cpp v2.7.1:3756
+  C().caching_requests++;
+  if (aclError e = fault(kApiCachingAlloc))
+    throw OutOfMemoryError("NPU out of memory. NPUCachingAllocator tried to allocate " + std::to_string(nbytes) +
+                           " bytes (acl_sim: injected fault, code " + std::to_string(e) + ")");
+  Stream *s = get_stream(stream);
+  if (s == nullptr) throw std::runtime_error("acl_sim: raw_alloc_with_stream on an invalid stream");
+  const int dev = cur_device();
+  uint64_t pool = 0;  // get_pool: the capture's private pool when its filter accepts the stream
+  {
+    std::lock_guard<std::mutex> l(s->mu);
+    if (s->capture != nullptr && s->capture->status == ACL_MODEL_RI_CAPTURE_STATUS_ACTIVE) pool = s->capture->model->id;
+  }
+  if (pool != 0) C().graph_pool_requests++;
+  const size_t size = (nbytes + 511) / 512 * 512;  // kMinBlockSize rounding
+  {
+    std::lock_guard<std::mutex> g(g_ca_mu);
+    CaBlock *best = nullptr;  // a returned block of the same pool, device and stream
+    for (auto &kv : ca_blocks()) {
+      CaBlock &b = kv.second;
+      if (!b.held && b.pool == pool && b.device == dev && b.stream == stream && b.size >= size &&
+          (best == nullptr || b.size < best->size))
+        best = &b;
+    }
+    if (best != nullptr) {
+      best->held = true;
+      C().live_caching_allocations++;
+      return reinterpret_cast<void *>(best->base);
+    }
+  }
+  const uintptr_t p = dev_alloc(size, false, dev);
+  if (p == 0)
+    throw OutOfMemoryError("NPU out of memory. NPUCachingAllocator tried to allocate " + std::to_string(nbytes) +
+                           " bytes");
+  std::lock_guard<std::mutex> g(g_ca_mu);
+  CaBlock b;
+  b.base = p;
+  b.size = size;
+  b.device = dev;
+  b.stream = stream;
+  b.pool = pool;
+  b.held = true;
+  ca_blocks()[p] = b;
+  C().live_caching_allocations++;
+  return reinterpret_cast<void *>(p);
+}
+void caching_raw_delete(void *ptr) {
+  internal::SimScope scope;
+  if (ptr == nullptr) return;
+  bool free_now = false;
+  {
+    std::lock_guard<std::mutex> g(g_ca_mu);
+    auto it = ca_blocks().find(reinterpret_cast<uintptr_t>(ptr));
+    if (it == ca_blocks().end() || !it->second.held)
+      throw std::runtime_error("acl_sim: raw_delete of a pointer the caching allocator did not hand out (or twice)");
+    it->second.held = false;
+    C().live_caching_allocations--;
+    if (it->second.pool != 0 && ca_dead_pools().count(it->second.pool)) {
+      free_now = true;  // its graph is gone
+      ca_blocks().erase(it);
+    }
+  }
+  if (free_now) dev_free(reinterpret_cast<uintptr_t>(ptr), false);
+}
+bool caching_has_captures_underway(int device) {
+  internal::SimScope scope;
+  std::lock_guard<std::mutex> g(g_streams_mu);
+  for (Stream *st : streams()) {
+    if (st->destroyed || st->device != device) continue;
+    std::lock_guard<std::mutex> l(st->mu);
+    if (st->capture != nullptr) return true;
+  }
+  return false;
+}
+}  // namespace detail
+
 void reset() {
   reset_counters();
   clear_errors();
@@ -1362,6 +1548,10 @@ aclError aclrtMallocHost(void **hostPtr, size_t size) {
   internal::SimScope scope;
   if (aclError e = fault(kApiMallocHost)) return e;
   if (hostPtr == nullptr || size == 0) return ACL_ERROR_INVALID_PARAM;
+  // Never kinder than CUDA's rule for implicitly synchronising calls (CANN says nothing): see control.h.
+  if (invalidate_captures_on(cur_device(), "aclrtMallocHost while a stream of the device captures (global mode)",
+                             true))
+    return ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT;
   size_t rounded = (size + 4095) / 4096 * 4096;
   void *p = std::aligned_alloc(4096, rounded);
   if (p == nullptr) return ACL_ERROR_BAD_ALLOC;
@@ -1380,6 +1570,8 @@ aclError aclrtMallocHost(void **hostPtr, size_t size) {
 aclError aclrtFreeHost(void *hostPtr) {
   internal::SimScope scope;
   if (aclError e = fault(kApiFreeHost)) return e;
+  if (invalidate_captures_on(cur_device(), "aclrtFreeHost while a stream of the device captures (global mode)", true))
+    return ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT;
   std::lock_guard<std::mutex> g(g_pin_mu);  // held: a running copy from it finishes first
   auto it = pinned().find(reinterpret_cast<uintptr_t>(hostPtr));
   if (it == pinned().end()) return ACL_ERROR_INVALID_PARAM;
@@ -1588,6 +1780,18 @@ aclError aclrtQueryEventStatus(aclrtEvent event, aclrtEventRecordedStatus *statu
   internal::SimScope scope;
   if (aclError e = fault(kApiQueryEventStatus)) return e;
   if (status == nullptr) return ACL_ERROR_INVALID_PARAM;
+  int ev_device;
+  {
+    std::lock_guard<std::mutex> g(g_ev_mu);
+    auto *ev = static_cast<Event *>(event);
+    if (!events().count(ev)) return ACL_ERROR_RT_INVALID_HANDLE;
+    ev_device = ev->device;
+  }
+  // torch_npu skips event queries while any capture is underway on the device
+  // because they are illegal in capture (NPUCachingAllocator.cpp v2.7.1:1199-1210).
+  if (invalidate_captures_on(ev_device, "aclrtQueryEventStatus while a stream of the device captures (global mode)",
+                             true))
+    return ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT;
   std::lock_guard<std::mutex> g(g_ev_mu);
   auto *ev = static_cast<Event *>(event);
   if (!events().count(ev)) return ACL_ERROR_RT_INVALID_HANDLE;
@@ -1696,6 +1900,7 @@ aclError aclmdlRICaptureEnd(aclrtStream stream, aclmdlRI *modelRI) {
   const bool ok = c->status == ACL_MODEL_RI_CAPTURE_STATUS_ACTIVE;
   delete c;
   if (!ok) {
+    release_graph_pool(m->id);
     delete m;
     *modelRI = nullptr;
     return ACL_ERROR_RT_STREAM_CAPTURE_INVALIDATED;
@@ -1744,6 +1949,7 @@ aclError aclmdlRIDestroy(aclmdlRI modelRI) {
   std::lock_guard<std::mutex> g(g_model_mu);
   auto *m = static_cast<Model *>(modelRI);
   if (!models().erase(m)) return ACL_ERROR_RT_INVALID_HANDLE;
+  release_graph_pool(m->id);  // torch_npu: NPUGraph::reset -> releasePool (NPUGraph.cpp v2.7.1:338)
   delete m;  // replays already queued carry their own copies
   C().live_models--;
   return ACL_SUCCESS;
@@ -1769,6 +1975,7 @@ void tensor_retain(TensorImpl *impl) noexcept { impl->refs.fetch_add(1, std::mem
 void tensor_release(TensorImpl *impl) noexcept {
   if (impl->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
   internal::SimScope scope;
+  OuterMapEntry outer("at::Tensor release (workspace allocator free)");
   C().live_workspace_tensors--;  // statistics only: the memory stays with the stream
   delete impl;
 }
@@ -1802,6 +2009,7 @@ at::Tensor allocate_workspace(uint64_t workspace_size, aclrtStream stream) {
   }
   Stream *s = get_stream(stream);
   if (s == nullptr) throw std::runtime_error("acl_sim: allocate_workspace on an invalid stream");
+  OuterMapEntry outer("allocate_workspace");
   if (workspace_size == 0) return workspace_tensor(nullptr);  // defined, no memory (as torch_npu)
   const int dev = cur_device();
   constexpr uint64_t k2M = uint64_t(2) << 20;
@@ -1815,10 +2023,13 @@ at::Tensor allocate_workspace(uint64_t workspace_size, aclrtStream stream) {
   WsBlock &b = s->ws[dev];
   if (b.size < need) {
     C().allocator_growths++;
-    // torch_npu synchronises the device, then frees the old block. (It does
-    // not synchronise for a stream's first block; the simulation counts and
-    // waits then too, as it always has, but a first block does not break a
-    // capture.)
+    // torch_npu synchronises the device, then frees the old block, then
+    // allocates round_up(request + 32, 2 MiB) (NPUWorkspaceAllocator.cpp
+    // v2.7.1:75-130: AclrtSynchronizeDeviceWithTimeout :92, aclrtFree :93,
+    // kRoundLarge :124). The synchronise fails inside a capture and
+    // NPU_CHECK_ERROR throws. (It does not synchronise for a stream's first
+    // block; the simulation counts and waits then too, as it always has, but
+    // a first block does not break a capture.)
     if (b.base != 0 && invalidate_captures_on(dev, "the workspace allocator grew (it synchronises the device)", false)) {
       std::snprintf(buf, sizeof buf,
                     "NPUWorkspaceAllocator: aclrtSynchronizeDevice failed, error code %d (a stream of device %d "

@@ -49,6 +49,17 @@
 //    exported entry point): see the stand-in NPUWorkspaceAllocator.h. The
 //    simulation remembers every request's extent, so the probe kernel can
 //    report the allocation each pointer lies in (allocation_extent()).
+//  * torch_npu's caching allocator (raw_alloc_with_stream / raw_delete /
+//    hasCapturesUnderway, exported through its allocator pointer): see the
+//    stand-in NPUCachingAllocator.h; graph pools freed at aclmdlRIDestroy.
+//  * Global-mode capture (torch.npu.graph's default, graphs.py v2.7.1:607):
+//    aclrtQueryEventStatus (torch_npu: "npuEventQueries, illegal during NPU
+//    graph capture", NPUCachingAllocator.cpp v2.7.1:1199-1210) and
+//    aclrtMallocHost / aclrtFreeHost (no torch_npu source; CANN's
+//    documentation is silent, modelled on the rule for CUDA's implicitly
+//    synchronising calls, i.e. never kinder) while any stream of the current
+//    device (the event's device) captures in GLOBAL mode invalidate that
+//    capture and return ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT.
 //  * aclrtLaunchKernelWithHostArgs: copies the argument bytes at call time,
 //    then runs the registered host function once per block on the stream.
 //  * Fault injection, counters, error reports and a probe kernel (below).
@@ -98,6 +109,10 @@ struct Counters {
   uint64_t live_pinned = 0;
   uint64_t live_events = 0;
   uint64_t live_models = 0;          // captured models not destroyed
+  uint64_t caching_requests = 0;     // NPUCachingAllocator::raw_alloc_with_stream calls (reset by reset_counters)
+  uint64_t graph_pool_requests = 0;  // of which served from a capture's private pool
+  uint64_t live_caching_allocations = 0;  // raw_alloc'd and not raw_delete'd (live: not reset)
+  uint64_t workspace_empty_caches = 0;    // workspace_empty_cache() calls
 };
 Counters counters();
 void reset_counters();
@@ -115,6 +130,7 @@ enum class ErrorKind {
   kCrossDevice,                // a kernel, copy or memset touched memory of another device
   kCaptureInvalidated,         // something invalidated an active graph capture
   kRegionOverrun,              // a kernel's promised region runs past the allocation it lies in
+  kAllocatorRace,              // two threads inside the workspace allocator's unguarded pointer map at once
 };
 const char *error_kind_name(ErrorKind k);
 struct ErrorReport {
@@ -187,6 +203,23 @@ QueueStatus task_queue_status(int device);
 std::string task_queue_error(int device);  // torch_npu's "repo_error" text, empty if none
 // Back to kRun on every device (a real process cannot do this).
 void reset_task_queues();
+
+// ---- torch_npu's allocators ---------------------------------------------------------
+// torch.npu.empty_cache() as it reaches the workspace allocator (torch_npu
+// NPUCachingAllocator.cpp v2.7.1:1661-1671, NPUWorkspaceAllocator.cpp
+// :226-240, :453-457): synchronise the device (invalidating any capture on
+// it, as the synchronise fails there), then free EVERY workspace block of
+// `device`, whether or not a tensor still points into it, and clear the
+// unguarded pointer map. The caching allocator's out-of-memory retry calls
+// the same (:1279-1293). Also returns the ordinary pool's free cached blocks.
+void workspace_empty_cache(int device);
+// The workspace allocator's outer pointer map (allocated_ptrs,
+// NPUWorkspaceAllocator.cpp v2.7.1:549-567) is read and written without a
+// lock by malloc (replace_allocated_ptr), by every tensor release
+// (get_allocated_device) and by empty_cache. Two threads inside at once are
+// reported (kAllocatorRace). A window > 0 keeps each entry inside that many
+// microseconds, so that unserialised callers overlap reliably (default 0).
+void set_allocator_race_window_us(uint32_t us);
 
 // ---- graph capture ------------------------------------------------------------
 // Ids of the probe-visible launches a replay produced are found through

@@ -1,0 +1,54 @@
+// HOST SIMULATION stand-in for torch_npu/csrc/core/npu/NPUCachingAllocator.h
+// (test double and dry-run tool for torch-npu-inductor-patches; not torch_npu).
+// Only three of the header's inline functions, with the real prototypes (the
+// real ones call through the exported `c10_npu::NPUCachingAllocator::allocator`
+// pointer, so code loaded into a real process can use them; checked against
+// every cached wheel by test/test_sim_allocator_surface.py). Here they call
+// the simulation.
+//
+// Simulated contract (torch_npu NPUCachingAllocator.cpp, v2.7.1; docs/facts.md):
+//  * raw_alloc_with_stream(n, stream): 0 bytes gives nullptr (:3756). While
+//    `stream` captures (status ACTIVE, the capture's own model: the filter
+//    NPUGraph::capture_begin registers, NPUGraph.cpp:205-210) the block comes
+//    from that capture's private pool (get_pool, :2500-2516), else from the
+//    ordinary pool. A freed block goes back to its pool, keyed by stream, and
+//    a later request of that pool and stream may get it again (free_block).
+//    Failure throws (std::runtime_error, as c10::Error).
+//  * A graph's pool is freed when the graph is destroyed (aclmdlRIDestroy
+//    here; NPUGraph::reset -> releasePool, NPUGraph.cpp:338 and :2196-2225):
+//    blocks already returned are freed (poisoned) then, blocks still held
+//    when they are returned. (torch_npu frees them at the next empty_cache:
+//    the simulation is earlier, never later.)
+//  * hasCapturesUnderway(device): a stream of `device` is capturing (any mode;
+//    torch_npu: captures_underway non-empty, :2189-2193).
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+
+#include "acl/acl_base.h"
+#include "acl_sim/caching_allocator.h"
+
+namespace c10 {
+using DeviceIndex = int8_t;
+}  // namespace c10
+
+namespace c10_npu {
+namespace NPUCachingAllocator {
+
+inline void* raw_alloc_with_stream(size_t nbytes, aclrtStream stream)
+{
+  return ::acl_sim::detail::caching_raw_alloc_with_stream(nbytes, stream);
+}
+
+inline void raw_delete(void* ptr)
+{
+  ::acl_sim::detail::caching_raw_delete(ptr);
+}
+
+inline bool hasCapturesUnderway(c10::DeviceIndex device)
+{
+  return ::acl_sim::detail::caching_has_captures_underway(device);
+}
+
+}  // namespace NPUCachingAllocator
+}  // namespace c10_npu
