@@ -252,3 +252,44 @@ def test_verified_on_branch(repo, branch):
     assert after["kernel-sync-metadata"] == after["cpp-wrapper-sync-resources"] == "upstream-has-fix", after
     assert after["npu-flex-attention-backward-grid"] == "upstream-has-fix", after
     assert "failed" not in after.values()
+
+
+# ---- released sources as targets -------------------------------------------------------------------------
+def _release(repo: Path, version: str, dest: Path) -> Path:
+    from torch_npu._inductor.patchset.tooling import upstream_patch_verify as v
+    from torch_npu._inductor.patchset.tooling import upstream_wheels as uw
+
+    try:
+        return v.release_checkout(version, repo, dest)
+    except uw.WheelUnavailable as exc:
+        if exc.index_unreachable:
+            pytest.skip(f"torch_npu {version}: the package index is unreachable: {exc}")
+        raise
+
+
+@pytest.mark.parametrize("version", ["2.7.1.post11", "2.14.0"])
+def test_release_with_upstreams_own_allocation_is_already_fixed(repo, version, tmp_path, capsys):
+    co = _release(repo, version, tmp_path / "co")
+    out = tmp_path / "p.patch"
+    assert _cli("--checkout", str(co), "--out", str(out)) == 1
+    err = capsys.readouterr().err
+    assert "already fixed upstream: torch_npu/_inductor/codegen/cpp_wrapper_npu.py allocates" in err, err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("version", ["2.7.1.post10", "2.7.1.post6"])
+def test_verified_on_release_source(repo, version, tmp_path):
+    from torch_npu._inductor.patchset.tooling import upstream_patch_verify as v
+
+    if _torch_line() != "2.7":
+        pytest.skip(f"torch_npu {version} renders with torch 2.7; this is torch {_torch_line()}")
+    co = _release(repo, version, tmp_path / "co")
+    row = v.verify(co, None, sys.executable, name=version, line="2.7")
+    assert row["layout"] == ("cpp_wrapper" if version == "2.7.1.post6" else "cpp_wrapper_npu")
+    assert row["applies"] and row["compiles_python"], row
+    assert row["rendered"] == len(SAMPLES) and row["renders_same"], row
+    assert row["build"]["ok"], row["build"]
+    assert row["simulation"] == f"{len(SAMPLES)}/{len(SAMPLES)} launchers ok", row.get("simulation_problems")
+    after = row["status_after"]
+    assert after["kernel-sync-metadata"] == after["cpp-wrapper-sync-resources"] == "upstream-has-fix", after
+    assert after["npu-flex-attention-backward-grid"] == "upstream-has-fix", after

@@ -116,6 +116,8 @@ def main(argv=None) -> int:
     p.add_argument("--python", action="append", default=[], metavar="X.Y=PATH")
     p.add_argument("--no-python", action="append", default=[], metavar="X.Y=REASON")
     p.add_argument("--branches", nargs="*", default=list(BRANCHES))
+    p.add_argument("--merge", action="store_true",
+                   help="keep the other branches' rows of the previous --json run (re-check only --branches)")
     args = p.parse_args(argv)
     pythons = dict(a.split("=", 1) for a in args.python)
     reasons = dict(a.split("=", 1) for a in args.no_python)
@@ -126,6 +128,11 @@ def main(argv=None) -> int:
         rows.append(row)
         print(f"   {row.get('result')}: renders_same={row.get('renders_same')} build={row.get('build', {}).get('ok')} "
               f"simulation={row.get('simulation')} status_after={row.get('status_after')}", flush=True)
+    if args.merge and args.json and args.json.exists():
+        fresh = {r["name"]: r for r in rows}
+        previous = [fresh.pop(r["name"], r) for r in json.loads(args.json.read_text())]
+        rows = previous + list(fresh.values())
+        rows.sort(key=lambda r: BRANCHES.index(r["name"]) if r["name"] in BRANCHES else len(BRANCHES))
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1, default=str))
     if args.out:

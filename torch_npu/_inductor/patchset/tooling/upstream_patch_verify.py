@@ -229,3 +229,32 @@ def verify(root: str | os.PathLike, ref: str | None, python: str, name: str | No
         return row
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+# ---- a release's source as a target --------------------------------------------------------------------
+#: The protected branch whose setup.py a release's source is checked with (wheels ship no setup.py).
+RELEASE_BRANCHES = {"2.7": "v2.7.1", "2.14": "master"}
+
+
+def release_checkout(version: str, repo: Path, dest: Path) -> Path:
+    """A git work tree of torch_npu ``version``'s released Python source (the wheel's
+    ``torch_npu/_inductor``, cached), with the setup.py of its line's branch from ``repo`` (a clone of
+    the branch bundle) and a version.txt: what a patch for that release applies to."""
+    from . import upstream_wheels as uw
+
+    line = ra.line_of(version)
+    branch = RELEASE_BRANCHES.get(line)
+    if branch is None:
+        raise up.UpstreamPatchError(f"torch_npu {version}: no branch of its line ({line}) to take setup.py from")
+    tree = uw.extracted_tree(version)
+    shutil.copytree(tree / "torch_npu" / "_inductor", dest / "torch_npu" / "_inductor")
+    ref = up.branch_ref(Path(repo), branch)
+    (dest / "setup.py").write_text(up._git(Path(repo), "show", f"{ref}:setup.py"))
+    (dest / "version.txt").write_text(version + "\n")
+    who = {"GIT_AUTHOR_NAME": "release", "GIT_AUTHOR_EMAIL": "release@localhost",
+           "GIT_COMMITTER_NAME": "release", "GIT_COMMITTER_EMAIL": "release@localhost"}
+    subprocess.run(["git", "init", "-q", str(dest)], check=True)
+    up._git(dest, "add", "-A")
+    up._git(dest, "commit", "-q", "-m", f"torch_npu {version} (released Python source) + setup.py of {branch}",
+            env=who)
+    return dest
