@@ -26,6 +26,12 @@ layout) x simulated kernel time (0, 20, 100 us) x ``aclrtMemcpy`` model
 (``waits``, ``immediate``) x strategy. See benchmarks/README.md.
 
     python benchmarks/launch_overhead.py [--quick] [--json PATH] [--plot PATH]
+    python benchmarks/launch_overhead.py --baseline-helper DIR [--quick]   # this helper vs DIR's, side by side
+
+``--baseline-helper DIR`` builds the same benchmark a second time against the
+helper in ``DIR`` (e.g. an older version: ``git show REV:...csrc/...`` into a
+directory) and runs the two binaries alternately, ``--repeats`` times per
+cell, printing null and patchset per launch for both, side by side.
 
 No torch import; needs a C++17 compiler (``sim_build``). ``--plot`` needs
 matplotlib (imported only then).
@@ -84,8 +90,9 @@ def _load_patchset():
 
 
 # --------------------------------------------------------------------------- codegen
-def launchers_header() -> str:
-    """The generated header: null + patchset launchers per layout, from launch_codegen."""
+def launchers_header(helper_dir: Path | None = None) -> str:
+    """The generated header: null + patchset launchers per layout, from launch_codegen
+    (including the helper of ``helper_dir`` instead of this package's, when given)."""
     plan_mod, cg, _ = _load_patchset()
     site = cg.LaunchSite(block_clamp=BLOCK_CLAMP)
     kargs = cg.args_from_signature(SIGNATURE)
@@ -127,20 +134,30 @@ def launchers_header() -> str:
         "}  // namespace bench_gen",
         "",
     ]
-    return "\n".join(out)
+    text = "\n".join(out)
+    if helper_dir is not None:
+        header = (Path(helper_dir).resolve() / cg.HELPER_HEADER)
+        if not header.is_file():
+            raise FileNotFoundError(f"no {cg.HELPER_HEADER} in {helper_dir}")
+        include = f'#include "{cg.HELPER_HEADER}"'
+        assert include in text, "launch_codegen.includes() changed: update launchers_header()"
+        text = text.replace(include, f'#include "{header.as_posix()}"')
+    return text
 
 
-def build() -> Path:
-    """Compile the benchmark with sim_build (cached by content)."""
+def build(helper_dir: Path | None = None) -> Path:
+    """Compile the benchmark with sim_build (cached by content), against ``helper_dir``'s helper if given."""
     _, _, sim_build = _load_patchset()
-    header = launchers_header()
+    header = launchers_header(helper_dir)
     gen = sim_build.build_dir() / f"bench-gen-{hashlib.sha256(header.encode()).hexdigest()[:16]}"
     if not (gen / GENERATED_HEADER).exists():
         gen.mkdir(parents=True, exist_ok=True)
         tmp = gen / f".{GENERATED_HEADER}.{os.getpid()}"
         tmp.write_text(header)
         os.replace(tmp, gen / GENERATED_HEADER)
-    return sim_build.compile_program(CPP_SOURCE.read_text(), "launch_overhead", extra_include_dirs=[gen])
+    extra = [gen] + ([Path(helper_dir).resolve()] if helper_dir is not None else [])
+    name = "launch_overhead" if helper_dir is None else "launch_overhead-baseline"
+    return sim_build.compile_program(CPP_SOURCE.read_text(), name, extra_include_dirs=extra)
 
 
 # --------------------------------------------------------------------------- running
@@ -176,20 +193,6 @@ def checks(cells: list[dict]) -> list[dict]:
     def add(name, ok, detail):
         out.append({"check": name, "ok": bool(ok), "detail": detail})
 
-    pairs = [(k, c, by.get(k[:3] + ("null",))) for k, c in by.items() if k[3] == "patchset"]
-    ratios = [(c["host_ns_median"] / n["host_ns_median"], k) for k, c, n in pairs if n and n["host_ns_median"] > 0]
-    if ratios:
-        worst = max(ratios)
-        floors = [d["floor_x_null"] for d in decomposition(cells)]
-        add("patchset host time per launch within 2x of null (median), every cell", worst[0] <= 2.0,
-            f"worst {worst[0]:.2f}x at {'/'.join(map(str, worst[1][:3]))}; "
-            f"all: {', '.join(f'{r:.2f}' for r, _ in sorted(ratios, key=lambda x: x[1]))}"
-            + (f"; the fill-only floor itself: {min(floors):.2f}-{max(floors):.2f}x" if floors else ""))
-    mratios = [(c["host_ns_mean"] / n["host_ns_mean"], k) for k, c, n in pairs if n and n["host_ns_mean"] > 0]
-    if mratios:
-        worst = max(mratios)
-        add("patchset host time per launch within 2x of null (mean), every cell", worst[0] <= 2.0,
-            f"worst {worst[0]:.2f}x at {'/'.join(map(str, worst[1][:3]))}")
     groups: dict = {}
     for (layout, model, _kus, strat), c in by.items():
         if strat == "patchset":
@@ -233,6 +236,59 @@ def checks(cells: list[dict]) -> list[dict]:
         add("upstream: aliasing verdict everywhere", not no_alias,
             "all cells" if not no_alias else f"{len(no_alias)} cell(s) without aliasing")
     return out
+
+
+def null_ratios(cells: list[dict]) -> dict:
+    """patchset / null host time per launch, per cell (median and mean): reported, with no target (the
+    "within 2x of null" target was withdrawn: in the simulation a stream task costs about as much as a
+    launch, so the ratio measures the simulation as much as the helper)."""
+    by = {(c["layout"], c["memcpy_model"], c["kernel_us"], c["strategy"]): c for c in cells}
+    out = {}
+    for key, c in sorted(by.items()):
+        n = by.get(key[:3] + ("null",))
+        if key[3] != "patchset" or not n or n["host_ns_median"] <= 0 or n["host_ns_mean"] <= 0:
+            continue
+        out["/".join(map(str, key[:3]))] = {"median": c["host_ns_median"] / n["host_ns_median"],
+                                           "mean": c["host_ns_mean"] / n["host_ns_mean"]}
+    return out
+
+
+def compare(exe: Path, baseline: Path, layouts, models, kernel_us, settings, repeats: int) -> list[dict]:
+    """null and patchset per launch for two builds, run alternately (current, baseline, current, ...)
+    ``repeats`` times per (layout, model); per cell the median over the repeats of each run's median."""
+    samples: dict = {}
+    for layout in layouts:
+        for model in models:
+            for rep in range(repeats):
+                for tag, binary in (("current", exe), ("baseline", baseline)) if rep % 2 == 0 else \
+                        (("baseline", baseline), ("current", exe)):
+                    cells, _ = run(binary, [layout], [model], kernel_us, ["null", "patchset"], settings,
+                                   progress=False)
+                    for c in cells:
+                        samples.setdefault((layout, model, c["kernel_us"], c["strategy"], tag), []).append(
+                            c["host_ns_median"])
+            print(f"  compared {layout:<9} {model:<9}", file=sys.stderr, flush=True)
+
+    def med(v):
+        v = sorted(v)
+        return v[len(v) // 2] if len(v) % 2 else (v[len(v) // 2 - 1] + v[len(v) // 2]) / 2
+
+    rows = []
+    for layout in layouts:
+        for model in models:
+            for kus in kernel_us:
+                row = {"layout": layout, "memcpy_model": model, "kernel_us": kus}
+                for tag in ("current", "baseline"):
+                    for strat in ("null", "patchset"):
+                        v = samples.get((layout, model, kus, strat, tag), [])
+                        row[f"{tag}_{strat}_ns"] = med(v) if v else None
+                        row[f"{tag}_{strat}_ns_runs"] = v
+                c, b = row["current_patchset_ns"], row["baseline_patchset_ns"]
+                row["patchset_current_vs_baseline"] = c / b if c and b else None
+                cn, bn = row["current_null_ns"], row["baseline_null_ns"]
+                row["null_current_vs_baseline"] = cn / bn if cn and bn else None
+                rows.append(row)
+    return rows
 
 
 def medians(cells: list[dict]) -> dict:
@@ -361,6 +417,9 @@ def main(argv=None) -> int:
     ap.add_argument("--strategies", default=",".join(STRATEGIES), help="comma list (default: all)")
     ap.add_argument("--binary", metavar="PATH", help="run this prebuilt benchmark (the CMake target) instead")
     ap.add_argument("--emit-launchers", metavar="PATH", help="only write the generated launcher header and exit")
+    ap.add_argument("--baseline-helper", metavar="DIR",
+                    help="also build against the helper in DIR and compare null / patchset side by side")
+    ap.add_argument("--repeats", type=int, default=5, help="with --baseline-helper: alternating runs per cell")
     a = ap.parse_args(argv)
 
     if a.emit_launchers:
@@ -391,6 +450,8 @@ def main(argv=None) -> int:
     exe = Path(a.binary) if a.binary else build()
     build_s = time.perf_counter() - t
     print(f"benchmark binary: {exe} ({build_s:.1f} s to build/find)", file=sys.stderr)
+    if a.baseline_helper:
+        return _main_compare(a, exe, layouts, models, kernel_us, settings)
     cells, prims = run(exe, layouts, models, kernel_us, strategies, settings)
     results = checks(cells)
     total_s = time.perf_counter() - t_start
@@ -418,6 +479,10 @@ def main(argv=None) -> int:
                   f"fill-only {d['fill_only_ns']:.0f} ({d['floor_x_null']:.2f}x), patchset {d['patchset_ns']:.0f} "
                   f"({d['patchset_x_null']:.2f}x); fill task {d['fill_task_ns']:+.0f}, "
                   f"bookkeeping {d['bookkeeping_ns']:+.0f}")
+    ratios = null_ratios(cells)
+    if ratios:
+        print("patchset / null host time per launch (median; mean), per cell, reported without a target: "
+              + ", ".join(f"{k} {v['median']:.2f}; {v['mean']:.2f}" for k, v in ratios.items()))
     for r in results:
         print(f"[{'ok' if r['ok'] else 'NOT MET'}] {r['check']}: {r['detail']}")
     print(f"total {total_s:.1f} s")
@@ -426,6 +491,7 @@ def main(argv=None) -> int:
         doc = {
             "cells": cells,
             "checks": results,
+            "patchset_x_null": ratios,
             "decomposition": decomp,
             "primitives_ns_median": prims.get("primitives_ns_median", {}),
             "metadata": {
@@ -450,6 +516,32 @@ def main(argv=None) -> int:
         Path(a.json).write_text(json.dumps(doc, indent=1) + "\n")
     if a.plot:
         plot(cells, a.plot)
+    return 0
+
+
+def _main_compare(a, exe: Path, layouts, models, kernel_us, settings) -> int:
+    t = time.perf_counter()
+    baseline = build(Path(a.baseline_helper))
+    print(f"baseline binary: {baseline} ({time.perf_counter() - t:.1f} s to build/find)", file=sys.stderr)
+    rows = compare(exe, baseline, layouts, models, kernel_us, settings, max(1, a.repeats))
+    print(f"Per-launch host time (ns, median over {max(1, a.repeats)} alternating runs of {settings['launches']} "
+          f"launches each), this helper vs the one in {a.baseline_helper}; outside capture:")
+    head = f"{'layout':<10}{'model':<10}{'k_us':>5}{'null now':>10}{'null base':>10}{'patch now':>11}" \
+           f"{'patch base':>11}{'now/base':>10}"
+    print(head)
+    print("-" * len(head))
+    for r in rows:
+        ratio = r["patchset_current_vs_baseline"]
+        print(f"{r['layout']:<10}{r['memcpy_model']:<10}{r['kernel_us']:>5}{r['current_null_ns']:>10.0f}"
+              f"{r['baseline_null_ns']:>10.0f}{r['current_patchset_ns']:>11.0f}{r['baseline_patchset_ns']:>11.0f}"
+              f"{ratio:>10.3f}")
+    spread = [r["null_current_vs_baseline"] for r in rows if r["null_current_vs_baseline"]]
+    if spread:
+        print(f"noise: null (the same code in both builds) now/base ranges {min(spread):.3f}-{max(spread):.3f}")
+    if a.json:
+        Path(a.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(a.json).write_text(json.dumps({"comparison": rows, "baseline_helper": str(a.baseline_helper),
+                                            "settings": settings, "machine": _machine()}, indent=1) + "\n")
     return 0
 
 

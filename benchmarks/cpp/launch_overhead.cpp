@@ -44,8 +44,7 @@
 #include <string>
 #include <vector>
 
-#include "launch_overhead_launchers.h"
-#include "npu_launch_resources.h"
+#include "launch_overhead_launchers.h"  // includes the helper (this package's, or --baseline-helper's)
 
 ACL_SIM_DEFINE_COUNTING_OPERATOR_NEW()
 
