@@ -268,23 +268,34 @@ def _release(repo: Path, version: str, dest: Path) -> Path:
 
 
 @pytest.mark.parametrize("version", ["2.7.1.post11", "2.14.0"])
-def test_release_with_upstreams_own_allocation_is_already_fixed(repo, version, tmp_path, capsys):
+def test_release_with_upstreams_own_allocation_gets_it_replaced(repo, version, tmp_path):
     co = _release(repo, version, tmp_path / "co")
-    out = tmp_path / "p.patch"
-    assert _cli("--checkout", str(co), "--out", str(out)) == 1
-    err = capsys.readouterr().err
-    assert "already fixed upstream: torch_npu/_inductor/codegen/cpp_wrapper_npu.py allocates" in err, err
-    assert not out.exists()
+    patch = up.make_patch(co)
+    assert any("replaces upstream's two allocate_workspace requests" in c for c in patch.changes), patch.changes
+    root = tmp_path / "patched"
+    _git("clone", "-q", "--shared", str(co), str(root))
+    (tmp_path / "p.patch").write_text(patch.text)
+    proc = _git("-c", "user.name=t", "-c", "user.email=t@t", "am", str(tmp_path / "p.patch"), cwd=root, check=False)
+    assert proc.returncode == 0, proc.stderr
+    wrapper = (root / edits.NPU_WRAPPER).read_text()
+    assert "allocate_workspace(" not in wrapper and "aclrtMemcpy(" not in wrapper
+    assert f"{upm.LINES_FN}(" in wrapper and up.drift(root) == []
+    with pytest.raises(up.AlreadyFixed, match="npu_launch_resources.h exists"):
+        up.make_patch(root)
 
 
-@pytest.mark.parametrize("version", ["2.7.1.post10", "2.7.1.post6"])
+RELEASES = {"2.7": ("2.7.1.post10", "2.7.1.post6", "2.7.1.post11"), "2.14": ("2.14.0",)}
+
+
+@pytest.mark.parametrize("version", [r for rs in RELEASES.values() for r in rs])
 def test_verified_on_release_source(repo, version, tmp_path):
     from torch_npu._inductor.patchset.tooling import upstream_patch_verify as v
 
-    if _torch_line() != "2.7":
-        pytest.skip(f"torch_npu {version} renders with torch 2.7; this is torch {_torch_line()}")
+    line = next(k for k, rs in RELEASES.items() if version in rs)
+    if _torch_line() != line:
+        pytest.skip(f"torch_npu {version} renders with torch {line}; this is torch {_torch_line()}")
     co = _release(repo, version, tmp_path / "co")
-    row = v.verify(co, None, sys.executable, name=version, line="2.7")
+    row = v.verify(co, None, sys.executable, name=version, line=line)
     assert row["layout"] == ("cpp_wrapper" if version == "2.7.1.post6" else "cpp_wrapper_npu")
     assert row["applies"] and row["compiles_python"], row
     assert row["rendered"] == len(SAMPLES) and row["renders_same"], row

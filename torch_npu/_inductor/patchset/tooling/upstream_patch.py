@@ -100,8 +100,9 @@ def fixed_where(root: Path, layout: str) -> str | None:
     if (root / upm.MODULE_PATH).exists():
         found.append(f"{upm.MODULE_PATH} exists")
     wrapper = (root / edits.WRAPPER[layout]).read_text()
-    if "allocate_workspace" in wrapper:
-        found.append(f"{edits.WRAPPER[layout]} allocates the workspace itself (allocate_workspace)")
+    if "allocate_workspace" in wrapper and not edits.has_own_allocation(wrapper):
+        found.append(f"{edits.WRAPPER[layout]} allocates the workspace in a way this patch does not know "
+                     "(allocate_workspace)")
     return "; ".join(found) or None
 
 
@@ -142,8 +143,11 @@ def edited_files(root: Path) -> tuple[str, dict[str, bytes], list[str]]:
     _check_setup(root)
     out: dict[str, bytes] = {}
     changes: list[str] = []
-    for path, edit in ((edits.WRAPPER[layout], edits.edit_npu_wrapper if layout == "cpp_wrapper_npu"
-                        else edits.edit_rt_wrapper),
+    wrapper_edit = edits.edit_rt_wrapper
+    if layout == "cpp_wrapper_npu":
+        own = edits.has_own_allocation((root / edits.NPU_WRAPPER).read_text())
+        wrapper_edit = edits.edit_npu_wrapper_replacing if own else edits.edit_npu_wrapper
+    for path, edit in ((edits.WRAPPER[layout], wrapper_edit),
                        (edits.HEURISTICS[layout], lambda s: edits.edit_heuristics(s, layout))):
         src = edits.Source(path, (root / path).read_text())
         edit(src)
@@ -173,6 +177,12 @@ def _message(layout: str, changes: list[str], base: str) -> str:
         "workspace_addr and sync_block_lock, so kernels that need a workspace (any",
         "mixed cube + vector kernel) or sync-block locks (software atomics, ordered",
         "stores) read and wrote through NULL under torch.compile(cpp_wrapper=True).",
+        *([] if not any("replaces upstream's" in c for c in changes) else [
+            "This code already allocates them, with two allocate_workspace requests per",
+            "launch, which alias (the stream's workspace block is returned for every",
+            "request that fits) or leave the first pointer dangling (a larger request",
+            "replaces the block), and a blocking aclrtMemcpy of the locks: replaced.",
+        ]),
         "",
         "How:",
         "- the autotuner records workspace_size, lock_num, lock_init_val and",

@@ -123,6 +123,65 @@ def edit_npu_wrapper(src: Source) -> None:
         '            {"void* workspace_addr = NULL;" if not force_simt_only else ""}\n'
         '            {"void* sync_block_lock = NULL;" if not force_simt_only else ""}\n',
         "            {sync_decl}\n", "CppWrapperNpu.generate_args_decl no longer passes NULL")
+    _add_include(src)
+
+
+def has_own_allocation(text: str) -> bool:
+    """Upstream's own fix (2.7.1.post11 .. 2.14.0): generate_args_decl(..., kernel_params) asks
+    allocate_workspace twice per launch and fills the locks with a blocking aclrtMemcpy."""
+    return "kernel_params" in text and "allocate_workspace(" in text and "aclrtMemcpy(" in text
+
+
+_OWN_FIELDS = re.compile(r"        kernel_params = kernel_params or \{\}\n(?:        [^\n]*\n|\s*\n)*?"
+                         r"        workspace_size = int\(kernel_params\.get\(\"workspace_size\", 0\) or 0\)\n")
+_OWN_ALLOCATION = re.compile(r"        workspace_str = \"\"\n.*?(?=        args_str = f\"\"\"\n)", re.S)
+_REPLACING = '''\
+        # sync_block_lock and workspace_addr: ONE workspace-allocator request per launch, carved into
+        # disjoint regions, locks initialised on the stream (torch_npu/csrc/inductor/npu_launch_resources.h).
+        # Two requests alias: the allocator hands every request that fits the same block.
+        launch_resources = {fn}(
+            kernel_params.get("inductor_meta", {{}}).get("kernel_name", ""),
+            kernel_params,
+            npu_config.num_vector_core if kernel_params.get("enable_auto_blockify", False) else None,
+        )
+        sync_decl = "" if {simt} else "\\n            ".join(launch_resources)
+
+'''
+
+
+def edit_npu_wrapper_replacing(src: Source) -> None:
+    """The same result where upstream already allocates (its own fix): its two requests and
+    blocking copy are replaced by the one carved, stream-initialised request."""
+    add_import(src, _IMPORT, "imports the launch-resource code generator")
+    start = "    def generate_args_decl(\n"
+    begin, end = src.section(start, "CppWrapperNpu.generate_args_decl")
+    part = src.text[begin:end]
+    simt = next((s for s in ("is_pure_simt", "force_simt_only") if f"        {s}=False,\n" in part), None)
+    if simt is None:
+        raise CannotApply(f"{src.path}: generate_args_decl has neither force_simt_only=False nor is_pure_simt=False")
+    for pattern, new, what in (
+            (_OWN_FIELDS, "        kernel_params = kernel_params or {}\n", "drops upstream's own parse of the sync fields"),
+            (_OWN_ALLOCATION, _REPLACING.format(fn=upm.LINES_FN, simt=simt),
+             "replaces upstream's two allocate_workspace requests and blocking aclrtMemcpy")):
+        found = pattern.findall(part)
+        if len(found) != 1:
+            raise CannotApply(f"{src.path}: generate_args_decl: expected one {pattern.pattern[:60]!r}, "
+                              f"found {len(found)}")
+        part = pattern.sub(lambda m, new=new: new, part)
+        src.changes.append(f"CppWrapperNpu.generate_args_decl {what}")
+    old = (f'            {{"void* workspace_addr = NULL;" if not {simt} else ""}}\n'
+           f'            {{"void* sync_block_lock = NULL;" if not {simt} else ""}}\n'
+           "            {workspace_str}\n            {sync_block_lock_str}\n")
+    if part.count(old) != 1:
+        raise CannotApply(f"{src.path}: generate_args_decl: expected the NULL declarations followed by "
+                          "{workspace_str} and {sync_block_lock_str} once")
+    part = part.replace(old, "            {sync_decl}\n")
+    src.changes.append("CppWrapperNpu.generate_args_decl declares the pointers from the one request")
+    src.text = src.text[:begin] + part + src.text[end:]
+    _add_include(src)
+
+
+def _add_include(src: Source) -> None:
     include = f"        {{{upm.INCLUDE_FN}(indent=\" \" * 8)}}\n"
     if "    def get_device_include_path(device: str) -> str:\n" in src.text:
         src.replace_in("    def get_device_include_path(device: str) -> str:\n",
@@ -231,7 +290,8 @@ def flex_form(text: str) -> str | None:
                  r"\s+grid=flex_attention_backward_grid,", text, re.M):
         return "own"
     if ("flex_attention_backward_template as upstream_flex_attention_backward_template" in text
-            and "upstream_flex_attention_backward_template.maybe_append_choice(" in text):
+            and "upstream_flex_attention_backward_template.maybe_append_choice(" in text
+            and not re.search(r"^\s*upstream_flex_attention_backward_template\.grid\s*=", text, re.M)):
         return "torch"
     return None
 
