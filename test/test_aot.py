@@ -1,0 +1,201 @@
+"""AOTInductor (aot_mode): the same fix in the launchers an AOT model compiles, portable packages.
+
+* The real-artifact tier in aot_mode (``real_artifacts check --aot``): every sample launcher
+  rendered with ``V.graph.aot_mode`` by the wheel's own classes (both launcher layouts), under the
+  wheel's real AOT header, compiled against its headers and linked with ``-Wl,--no-undefined``.
+* The AOT header carries the helper's text: no include path of this machine; a package laid out
+  as torch's ``package_cpp_only`` lays it out builds after being moved elsewhere.
+* The aot_mode launchers, built into a shared library, run in a C++ host that never imported the
+  patch set (host ACL simulation): clean, and the same lock content, sizes and error codes as the
+  JIT launchers; two libraries built from different helper texts keep apart in one process.
+
+Each CI leg covers the wheels of its torch line (rendering needs the wheel's own torch).
+"""
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from test_real_artifacts import MALLOC_WITH_STREAM, needs_matching_torch, scratch_helper
+
+from torch_npu._inductor.patchset import launch_codegen as lc
+from torch_npu._inductor.patchset.tooling import aot_artifacts, aot_sim, release_matrix
+from torch_npu._inductor.patchset.tooling import real_artifacts as ra
+from torch_npu._inductor.patchset.tooling.sample_kernels import SAMPLES
+
+#: 2.7.1.post6: the older codegen/cpp_wrapper.py layout; post10: NULL pointers; post11: upstream's
+#: allocation replaced. 2.14.0 (the 2.14 leg) writes no NPU launcher in aot_mode (see below).
+AOT_WHEELS = ("2.7.1.post6", "2.7.1.post10", "2.7.1.post11")
+SAMPLE = {s.key: s for s in SAMPLES}
+_tiers: dict = {}
+
+
+def harness(version: str, aot: bool) -> dict:
+    needs_matching_torch(version)
+    return ra.harness_json(version, sys.executable, aot=aot)
+
+
+def aot_tier(version: str, helper: Path | None = None) -> ra.TierResult:
+    needs_matching_torch(version)
+    key = (version, str(helper))
+    if key not in _tiers:
+        try:
+            _tiers[key] = ra.build(version, python=sys.executable, helper=helper, aot=True)
+        except ra.TierError as exc:
+            pytest.fail(str(exc))
+    return _tiers[key]
+
+
+# ---- the real-artifact tier in aot_mode ----------------------------------------------------------
+@pytest.mark.parametrize("version", AOT_WHEELS)
+def test_aot_launchers_link_against_the_real_wheel(version):
+    r = aot_tier(version)
+    assert r.ok, r.message
+    assert r.info["aot_mode"] and "rendered in aot_mode" in r.message, r.message
+    assert sorted(r.info["launchers"]) == sorted(SAMPLE)
+    npu = {pretty for _, pretty, p in r.accounting if p == "libtorch_npu.so"}
+    assert "at_npu::native::allocate_workspace(unsigned long, void*)" in npu, npu
+    assert "NONE" not in {p for _, _, p in r.accounting}
+    assert not any("malloc_with_stream" in pretty for _, pretty, _ in r.accounting)
+
+
+def test_aot_check_command_says_it_rendered_in_aot_mode():
+    needs_matching_torch("2.7.1.post10")
+    proc = subprocess.run([sys.executable, "-m", "torch_npu._inductor.patchset.tooling.real_artifacts", "check", "--aot",
+                           "2.7.1.post10"], capture_output=True, text=True, timeout=3600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "torch_npu 2.7.1.post10: rendered in aot_mode; compiled (c++17) and linked with --no-undefined" in proc.stdout
+
+
+def test_aot_malloc_with_stream_put_back_fails_at_link():
+    r = aot_tier("2.7.1.post10", helper=scratch_helper())
+    assert not r.ok and r.stage == "link", r.message
+    assert "(aot_mode)" in r.message and MALLOC_WITH_STREAM in r.message, r.message
+    assert [p for _, p in r.unresolved] == [MALLOC_WITH_STREAM], r.unresolved
+
+
+def test_the_2_14_line_writes_no_npu_launcher_in_aot_mode_and_the_tier_says_why():
+    """torch_npu 2.14.0 on torch 2.14 hands aot_mode launches to torch's lazy-compile path."""
+    h = harness("2.14.0", aot=True)
+    assert h["aot_lazy_compile"] and "generate_lazy" in h["aot_lazy_compile"], h.get("aot_lazy_compile")
+    with pytest.raises(ra.TierError, match="no NPU launcher in aot_mode: .*autotune_at_compile_time"):
+        ra.build("2.14.0", python=sys.executable, aot=True)
+    # Its AOT header, written on its own, still carries the helper and no absolute include.
+    aot_artifacts.portable_header(h["aot_header"], "2.14.0", lc.HELPER_DIR)
+
+
+# ---- portability --------------------------------------------------------------------------------
+@pytest.mark.parametrize("version", AOT_WHEELS)
+def test_aot_header_carries_the_helper_and_no_path_of_this_machine(version):
+    aot = harness(version, aot=True)
+    head = aot_artifacts.header_of(aot, version)
+    assert not re.search(r'^\s*#\s*include\s*"/', head, re.M), "absolute include in the AOT header"
+    assert str(lc.HELPER_DIR) not in head and str(ra.REPO_ROOT) not in head
+    assert head.count(lc.INLINE_BEGIN) == 1 and head.count(lc.INLINE_END) == 1
+    assert f"#define TORCH_NPU_LAUNCH_RESOURCES_ABI {lc.helper_abi()}" in head
+    # Every file of the helper is in it, once; JIT mode keeps its absolute include.
+    for part in lc.helper_sources()[1:]:
+        assert head.count(f"// ---- {part.relative_to(lc.HELPER_DIR).as_posix()} ----") == 1, part
+    jit = harness(version, aot=False)
+    jit_text = next(iter(jit["patched"].values()))["include"]
+    assert f'#include "{(lc.HELPER_DIR / lc.HELPER_HEADER).as_posix()}"' in jit_text
+
+
+def test_inlining_a_missing_part_names_it(tmp_path):
+    shutil.copytree(lc.HELPER_DIR, tmp_path / "csrc")
+    first_part = lc.helper_sources(tmp_path / "csrc")[1]
+    first_part.unlink()
+    with pytest.raises(FileNotFoundError, match=re.escape(first_part.name)):
+        lc.helper_inlined_text(tmp_path / "csrc")
+
+
+def test_package_cpp_only_sources_build_after_being_moved(tmp_path):
+    """The AOT translation unit, laid out as torch's package_cpp_only does (sources beside a
+    CMakeLists.txt naming them relative to CMAKE_CURRENT_SOURCE_DIR), builds from another directory."""
+    if shutil.which("cmake") is None:
+        pytest.skip("cmake is not installed (test/requirements-test.txt installs it)")
+    r = aot_tier("2.7.1.post10")
+    assert r.ok, r.message
+    built = Path(r.info.get("built_in") or r.info["cached"])
+    source = (built / "launchers.cpp").read_text()
+    assert str(ra.REPO_ROOT) not in source and not re.search(r'^\s*#\s*include\s*"/', source, re.M)
+    package = tmp_path / "written" / "model"
+    package.mkdir(parents=True)
+    (package / "model.wrapper.cpp").write_text(source)
+    definitions = [f"_GLIBCXX_USE_CXX11_ABI={r.info['cxx11_abi']}", "USE_NPU", "TORCH_INDUCTOR_CPP_WRAPPER"]
+    (package / "CMakeLists.txt").write_text(aot_artifacts.cmake_lists("model.wrapper.cpp", r.info["std"], definitions,
+                                                                      ["-w", "-O1"]))
+    moved = tmp_path / "elsewhere" / "model"
+    moved.parent.mkdir()
+    shutil.move(str(package), str(moved))
+    assert not package.exists()
+    # This machine's include directories: the wheel's, torch's, and CANN's rt.h (a stand-in here).
+    incs = [*r.info["include_dirs"], str(built / "stand_in_include")]
+    build = moved / "build"
+    proc = subprocess.run(["cmake", "-S", str(moved), "-B", str(build), f"-DAOTI_INCLUDE_DIRS={';'.join(incs)}"],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    proc = subprocess.run(["cmake", "--build", str(build)], capture_output=True, text=True, timeout=1800)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert (build / "libaoti_model.so").exists()
+
+
+# ---- the library runs without the patch set ---------------------------------------------------------
+def _launch_facts(verdict: dict) -> list:
+    return [(x["acl_code"], x["lock_content"], x["lock_bytes"], x["workspace_bytes"], x["block_num"],
+             x["live_allocations_after"]) for x in verdict["launches"]]
+
+
+#: Per release, the samples compared (every one for post10; the lock layouts for the others).
+COMPARED = {"2.7.1.post10": tuple(SAMPLE), "2.7.1.post11": ("locks", "packed-mix", "ordered-only", "unordered-only"),
+            "2.7.1.post6": ("both", "packed-mix", "unordered-only", "ffts")}
+
+
+@pytest.mark.parametrize("version", AOT_WHEELS)
+def test_aot_library_runs_without_the_patch_set_like_jit(version):
+    aot, jit = harness(version, aot=True), harness(version, aot=False)
+    lib = aot_sim.library(version, aot)
+    undefined = subprocess.run(["nm", "-D", "-u", "-C", str(lib)], capture_output=True, text=True, check=True).stdout
+    assert "allocate_workspace" in undefined  # the host process provides it, as torch_npu does
+    assert aot_sim.helper_namespaces(lib) == {lc.helper_abi()}
+    for key in COMPARED[version]:
+        got = aot_sim.run(version, aot, SAMPLE[key], [lib])
+        assert got["ok"], (key, got)
+        want = release_matrix.simulate_sample(version, jit, SAMPLE[key])
+        assert want["ok"], (key, want)
+        assert _launch_facts(got) == _launch_facts(want), key
+
+
+@pytest.mark.parametrize("fault", ["alloc", "fill", "launch"])
+def test_aot_error_codes_are_jit_error_codes(fault):
+    version, sample = "2.7.1.post10", SAMPLE["both"]
+    aot, jit = harness(version, aot=True), harness(version, aot=False)
+    got = aot_sim.run(version, aot, sample, [aot_sim.library(version, aot)], inject_fault=fault)
+    want = release_matrix.simulate_sample(version, jit, sample, inject_fault=fault)
+    assert got["ok"] and want["ok"], (got, want)
+    assert got["launches"][0]["acl_code"] != 0
+    assert _launch_facts(got) == _launch_facts(want)
+
+
+def test_two_helper_versions_keep_apart_in_one_process(tmp_path):
+    """Two AOT models built with different helper texts, loaded into one host: different inline
+    namespaces (no state merged by the loader), launches of both correct, interleaved on one stream."""
+    version = "2.7.1.post10"
+    aot = harness(version, aot=True)
+    other = tmp_path / "csrc"
+    shutil.copytree(lc.HELPER_DIR, other)
+    main = other / lc.HELPER_HEADER
+    main.write_text(main.read_text() + "\n// another helper version: one changed comment\n")
+    assert lc.helper_abi(other) != lc.helper_abi()
+    lib_a = aot_sim.library(version, aot)
+    lib_b = aot_sim.library(version, aot, helper_dir=other, tag="other-helper")
+    ns_a, ns_b = aot_sim.helper_namespaces(lib_a), aot_sim.helper_namespaces(lib_b)
+    assert ns_a == {lc.helper_abi()} and ns_b == {lc.helper_abi(other)}, (ns_a, ns_b)
+    for key in ("both", "packed-mix", "unordered-only"):
+        verdict = aot_sim.run(version, aot, SAMPLE[key], [lib_a, lib_b])  # launch 1 by A, launch 2 by B
+        assert verdict["ok"], (key, verdict)
+        assert len(verdict["launches"]) == 2
