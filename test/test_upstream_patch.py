@@ -304,3 +304,17 @@ def test_verified_on_release_source(repo, version, tmp_path):
     after = row["status_after"]
     assert after["kernel-sync-metadata"] == after["cpp-wrapper-sync-resources"] == "upstream-has-fix", after
     assert after["npu-flex-attention-backward-grid"] == "upstream-has-fix", after
+
+
+def test_status_against_source(repo, patches, tmp_path, capsys):
+    assert cli.main(["status", "--against-source", str(tmp_path / "nothing")]) == 1
+    assert "is not a torch_npu source checkout: it has no torch_npu/_inductor/" in capsys.readouterr().err
+    if _torch_line() != "2.7":
+        pytest.skip("v2.7.1 loads with torch 2.7")
+    root = _applied(repo, "v2.7.1", patches[1] / "v2.7.1.patch", tmp_path / "co")
+    assert cli.main(["status", "--against-source", str(root)]) == 0
+    table = capsys.readouterr().out
+    assert f"{root} (source checkout, layout cpp_wrapper_npu, NPU stand-ins)" in table
+    for pid in ("kernel-sync-metadata", "cpp-wrapper-sync-resources", "npu-flex-attention-backward-grid"):
+        assert any(ln.startswith(pid) and ln.endswith("upstream-has-fix") for ln in table.splitlines()), table
+    assert "failed" not in table
