@@ -855,7 +855,7 @@ void note_request(uintptr_t block, uint64_t size) {
 // ---------------------------------------------------------------- workspace allocator's outer map
 // torch_npu's NpuWorkspaceAllocator keeps `allocated_ptrs` (a flat hash map)
 // with no lock of its own (NPUWorkspaceAllocator.cpp v2.7.1:549-567): malloc
-// rewrites it (:449), every tensor release reads it (free, :529-539) and
+// rewrites it (:449), every tensor release reads it (free, :530-539) and
 // empty_cache clears it (:453-457), from whichever thread allocates or frees.
 // Two threads inside at once are a data race on that map: reported.
 std::atomic<int> g_outer_inside{0};
@@ -1333,7 +1333,7 @@ void set_allocator_race_window_us(uint32_t us) { g_race_window_us.store(us, std:
 namespace detail {
 void *caching_raw_alloc_with_stream(size_t nbytes, aclrtStream stream) {
   internal::SimScope scope;
-  if (nbytes == 0) return nullptr;  // NPUCachingAllocator.cpp v2.7.1:3756
+  if (nbytes == 0) return nullptr;  // NPUCachingAllocator.cpp v2.7.1:3754-3758
   C().caching_requests++;
   if (aclError e = fault(kApiCachingAlloc))
     throw OutOfMemoryError("NPU out of memory. NPUCachingAllocator tried to allocate " + std::to_string(nbytes) +

@@ -7,7 +7,7 @@
 // the simulation.
 //
 // Simulated contract (torch_npu NPUCachingAllocator.cpp, v2.7.1; docs/facts.md):
-//  * raw_alloc_with_stream(n, stream): 0 bytes gives nullptr (:3756). While
+//  * raw_alloc_with_stream(n, stream): 0 bytes gives nullptr (:3754-3758). While
 //    `stream` captures (status ACTIVE, the capture's own model: the filter
 //    NPUGraph::capture_begin registers, NPUGraph.cpp:205-210) the block comes
 //    from that capture's private pool (get_pool, :2500-2516), else from the
