@@ -199,3 +199,19 @@ def test_two_helper_versions_keep_apart_in_one_process(tmp_path):
         verdict = aot_sim.run(version, aot, SAMPLE[key], [lib_a, lib_b])  # launch 1 by A, launch 2 by B
         assert verdict["ok"], (key, verdict)
         assert len(verdict["launches"]) == 2
+
+
+# ---- the release matrix's AOT column ------------------------------------------------------------------
+def test_matrix_aot_column_says_ok_failed_or_why_not():
+    ok_tier = {"ok": True, "stage": "done", "message": "", "unresolved": [], "info": {"std": "c++17"},
+               "accounting": [("a", "a", "libc.so.6")] * 3}
+    failed = dict(ok_tier, ok=False, stage="link", unresolved=[("m", "c10_npu::f()")])
+    assert release_matrix._aot_cell({"tier": ok_tier, "simulation": "10/10 launchers ok"}) == (
+        "ok: rendered in aot_mode, compiled (c++17), linked: 3 undefined symbols, all provided; "
+        "library without the patch set: 10/10 launchers ok")
+    assert release_matrix._aot_cell({"tier": failed}) == "**FAILED** (link): `c10_npu::f()`"
+    assert release_matrix._aot_cell({"skip": "torch_npu 2.14.0: no NPU launcher in aot_mode: why"}).startswith(
+        "not built: torch_npu 2.14.0: no NPU launcher in aot_mode: why")
+    row = {"release": "2.7.1.post10", "skip": "no python with torch 2.7"}
+    text = release_matrix.render_markdown([dict(row, aot={})], "cmd", "src")
+    assert "| AOT |" in text.splitlines()[next(i for i, ln in enumerate(text.splitlines()) if ln.startswith("| release"))]

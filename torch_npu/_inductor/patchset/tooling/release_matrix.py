@@ -198,6 +198,64 @@ def simulate(release: str, harness: dict) -> tuple[str, list]:
     return f"{ok}/{len(SAMPLES)} launchers ok", problems
 
 
+def aot_simulate(release: str, harness: dict) -> tuple[str, list]:
+    """The aot_mode launchers as one shared library, each sample run by a host without the patch set
+    (``tooling/aot_sim.py``)."""
+    from torch_npu._inductor.patchset.tooling import aot_sim
+    from torch_npu._inductor.patchset.tooling.sample_kernels import SAMPLES
+
+    try:
+        lib = aot_sim.library(release, harness)
+    except Exception as exc:
+        return "not run: the library did not build", [f"{type(exc).__name__}: {str(exc).strip()[:300]}"]
+    ok, problems = 0, []
+    for s in SAMPLES:
+        try:
+            verdict = aot_sim.run(release, harness, s, [lib])
+        except Exception as exc:
+            problems.append(f"{s.key}: {type(exc).__name__}: {str(exc).strip().splitlines()[0][:300]}")
+            continue
+        if verdict.get("ok"):
+            ok += 1
+        else:
+            problems.append(f"{s.key}: {json.dumps([x['problems'] for x in verdict['launches']])[:300]}")
+    return f"{ok}/{len(SAMPLES)} launchers ok", problems
+
+
+def aot_check(release: str, python: str, run_simulation: bool) -> dict:
+    """The tier in aot_mode (``real_artifacts.build(aot=True)``), then the AOT library simulation."""
+    out: dict = {}
+    try:
+        out["tier"] = ra.build(release, python=python, aot=True).to_json()
+    except ra.TierError as exc:
+        out["skip"] = str(exc)
+        return out
+    except Exception as exc:
+        out["skip"] = f"{type(exc).__name__}: {exc}"
+        return out
+    if run_simulation and out["tier"]["ok"]:
+        out["simulation"], out["simulation_problems"] = aot_simulate(release, ra.harness_json(release, python, aot=True))
+    return out
+
+
+def _aot_cell(aot) -> str:
+    if not aot:
+        return "not checked"
+    if "skip" in aot:
+        return f"not built: {_short_reason(aot['skip'])}"
+    tier = aot["tier"]
+    if not tier["ok"]:
+        what = ", ".join(f"`{p}`" for _, p in tier["unresolved"]) or tier["message"].splitlines()[0][:300]
+        return f"**FAILED** ({tier['stage']}): {what}"
+    cell = (f"ok: rendered in aot_mode, compiled ({tier['info'].get('std')}), linked: {len(tier['accounting'])} "
+            "undefined symbols, all provided")
+    if "simulation" in aot:
+        cell += f"; library without the patch set: {aot['simulation']}"
+        if aot.get("simulation_problems"):
+            cell += ": " + "; ".join(aot["simulation_problems"][:4])
+    return cell
+
+
 # ---- one release -------------------------------------------------------------------------------------
 def check(release: str, python: str | None, no_python: str | None, run_simulation: bool) -> dict:
     row: dict = {"release": release}
@@ -236,6 +294,7 @@ def check(release: str, python: str | None, no_python: str | None, run_simulatio
         row["simulation"], row["simulation_problems"] = simulate(release, harness)
     elif "patched" not in harness:
         row["simulation"] = "not run: the harness rendered no patched launchers for this layout"
+    row["aot"] = aot_check(release, python, run_simulation)
     return row
 
 
@@ -288,10 +347,19 @@ def render_markdown(rows: list[dict], command: str, source: str) -> str:
         "real wrapper header and the helper, compiled against the wheel's `torch_npu/include` and the "
         "matching torch's headers, linked with `-Wl,--no-undefined` against the wheel's `libtorch_npu.so`, "
         "torch's libraries and a `libascendcl` stub generated from the wheel's ACL headers; **simulation** "
-        "runs the same patched launchers in the host ACL simulation.",
+        "runs the same patched launchers in the host ACL simulation. **AOT** is the same tier in aot_mode "
+        "(`real_artifacts check --aot`): every sample launcher rendered with `V.graph.aot_mode` by the wheel's "
+        "own classes after apply, under the wheel's real AOT header (the helper's text inlined, no include path), "
+        "with a stand-in for what only a compiled graph defines (the kernels struct and the `AOTInductorModel` "
+        "members the wheel's `model.h` declares), compiled and linked with `-Wl,--no-undefined` as above; then "
+        "the same launchers built into a shared library, run in the host simulation by a C++ host that never "
+        "loaded the patch set (`tooling/aot_sim.py`).",
         "",
     ]
+    has_aot = any("aot" in r for r in rows)
     head = ["release", "torch", "layout", "upstream", "after apply", "compile", "link", "simulation"]
+    if has_aot:
+        head.append("AOT")
     if has_flex:
         head.append("flex")
     out += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -322,6 +390,8 @@ def render_markdown(rows: list[dict], command: str, source: str) -> str:
                 sim += ": " + "; ".join(r["simulation_problems"][:4])
         cells = [r["release"], r.get("torch", "?"), r.get("layout", "?"), r.get("upstream", "?"), status,
                  compile_c, link_c, sim]
+        if has_aot:
+            cells.append(_aot_cell(r.get("aot")) if "skip" not in r else f"not checked: {r['skip']}")
         if has_flex:
             cells.append(_flex_cell(r.get("flex", "")))
         out.append("| " + " | ".join(_cell(c) for c in cells) + " |")
@@ -340,6 +410,16 @@ def render_markdown(rows: list[dict], command: str, source: str) -> str:
                 details.append(f"  `nm -D -u` of the linked object, by provider: {counts}. From libtorch_npu.so: {npu}.")
             if not tier["ok"]:
                 details.append("  ```\n  " + tier["message"].replace("\n", "\n  ") + "\n  ```")
+        aot_tier = (r.get("aot") or {}).get("tier")
+        if aot_tier:
+            by_aot: dict = {}
+            for _, pretty, provider in aot_tier["accounting"]:
+                by_aot.setdefault(provider, []).append(pretty)
+            npu_aot = "; ".join(f"`{x}`" for x in sorted(by_aot.get("libtorch_npu.so", [])))
+            details.append(f"  AOT: header from {aot_tier['info'].get('header_from')}; model stand-in: "
+                           f"{aot_tier['info'].get('model_stand_in')}; `nm -D -u` by provider: "
+                           + ", ".join(f"{k} {len(v)}" for k, v in sorted(by_aot.items()))
+                           + (f". From libtorch_npu.so: {npu_aot}." if npu_aot else "."))
     out += ["", "## Details", "", *details, "",
             "What stands in: `runtime/runtime/rt.h` comes with CANN, not with the wheels. Every wrapper header "
             "includes it; the stand-in (`real_artifacts.STAND_IN_HEADERS`) declares the two profiling types the "
