@@ -27,6 +27,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from .. import launch_codegen
 from . import real_artifacts as ra
 from . import release_matrix
 from . import upstream_patch as up
@@ -112,7 +113,10 @@ def _header_text(patched_code: dict) -> str:
     entry = next(e for e in patched_code["upstream"].values() if "include" in e)
     if patched_code.get("layout") == "legacy":  # the whole header write_header wrote
         return ra.cpp_part_of_header(entry["include"])
-    return entry["include"] + "\n" + patched_code.get("kernel_driver", "")
+    # The harness's header stand-in keeps both of newer torch's splices (splice_jit and splice_aot); a JIT
+    # wrapper, the one built here, gets only the former: drop the AOT device header.
+    jit = "\n".join(ln for ln in entry["include"].splitlines() if "/aoti_include/" not in ln)
+    return jit + "\n" + patched_code.get("kernel_driver", "")
 
 
 def translation_unit(name: str, patched_code: dict) -> str:
@@ -142,8 +146,13 @@ def build(name: str, wheel: str, python: str, patched_root: Path, patched_code: 
     tu = translation_unit(name, patched_code)
     tmp = Path(tempfile.mkdtemp(prefix="upstream-verify-build-"))
     try:
-        installed = tmp / "installed_include"  # where setup.py puts torch_npu/csrc/**.h: include/torch_npu/csrc/
-        shutil.copytree(patched_root / up.HEADER_DEST, installed / up.HEADER_DEST)
+        # The patch's headers where setup.py installs torch_npu/csrc/**.h (include/torch_npu/csrc/...); only
+        # those: the rest of the branch's csrc/ is the wheel's business (its own include/ is used).
+        installed = tmp / "installed_include"
+        dest = installed / up.HEADER_DEST
+        dest.mkdir(parents=True)
+        shutil.copy2(patched_root / up.HEADER_DEST / launch_codegen.HELPER_HEADER, dest)
+        shutil.copytree(patched_root / up.HEADER_DEST / launch_codegen.HELPER_PARTS, dest / launch_codegen.HELPER_PARTS)
         inc_dirs = [installed, *ra.include_dirs_of(npu_root), *torch_art.include_dirs]
         stand_ins = ra._needed_stand_ins(tu, inc_dirs)
         abi = ra._cxx11_abi(torch_art.lib_dir)
