@@ -295,7 +295,7 @@ def test_verified_on_release_source(repo, version, tmp_path):
     if _torch_line() != line:
         pytest.skip(f"torch_npu {version} renders with torch {line}; this is torch {_torch_line()}")
     co = _release(repo, version, tmp_path / "co")
-    row = v.verify(co, None, sys.executable, name=version, line=line)
+    row = v.verify(co, None, sys.executable, name=version, line=line, wheel=version)
     assert row["layout"] == ("cpp_wrapper" if version == "2.7.1.post6" else "cpp_wrapper_npu")
     assert row["applies"] and row["compiles_python"], row
     assert row["rendered"] == len(SAMPLES) and row["renders_same"], row

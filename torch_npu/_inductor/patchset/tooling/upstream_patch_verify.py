@@ -193,8 +193,10 @@ def apply_patch(root: Path, base: str, patch_text: str, dest: Path) -> tuple[boo
 
 
 def verify(root: str | os.PathLike, ref: str | None, python: str, name: str | None = None,
-           line: str | None = None, patch: up.Patch | None = None, simulation: bool = True) -> dict:
-    """Every stage for ``ref`` (default HEAD) of the checkout ``root``; a row of results."""
+           line: str | None = None, patch: up.Patch | None = None, simulation: bool = True,
+           wheel: str | None = None) -> dict:
+    """Every stage for ``ref`` (default HEAD) of the checkout ``root``; a row of results. ``wheel``: the
+    torch_npu release whose headers and libtorch_npu.so it is built against (default: its line's)."""
     root = up.checkout_root(root)
     name = name or ref or "HEAD"
     patch = patch or up.make_patch(root, ref=ref)
@@ -207,7 +209,7 @@ def verify(root: str | os.PathLike, ref: str | None, python: str, name: str | No
                        capture_output=True)
         up._git(unpatched, "checkout", "-q", patch.base)
         line = line or torch_line(unpatched, ref.split("/")[-1] if ref else None)
-        row["torch_line"], row["wheel"] = line, LINE_WHEELS.get(line)
+        row["torch_line"], row["wheel"] = line, wheel or LINE_WHEELS.get(line)
         ok, out = apply_patch(root, patch.base, patch.text, patched)
         row["applies"] = ok
         if not ok:
