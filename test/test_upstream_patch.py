@@ -252,6 +252,7 @@ def test_verified_on_branch(repo, branch):
     assert after["kernel-sync-metadata"] == after["cpp-wrapper-sync-resources"] == "upstream-has-fix", after
     assert after["npu-flex-attention-backward-grid"] == "upstream-has-fix", after
     assert "failed" not in after.values()
+    assert row["status_before"] and "failed" not in row["status_before"].values(), row["status_before"]
 
 
 # ---- released sources as targets -------------------------------------------------------------------------

@@ -226,6 +226,7 @@ def verify(root: str | os.PathLike, ref: str | None, python: str, name: str | No
         row["samples"] = len(patched_code.get("upstream", {}))
         row["render_errors"] = {k: e["error"] for k, e in patched_code.get("upstream", {}).items() if "error" in e}
         row["render_diffs"] = compare(patched_code, runtime)
+        row["status_before"] = {p["id"]: p["state"] for p in runtime.get("status", [])}
         row["renders_same"] = bool(row["rendered"]) and not row["render_diffs"] and not row["render_errors"]
         if row["wheel"]:
             try:
