@@ -480,6 +480,8 @@ def run(args) -> int:
         print(f"   {row.get('skip') or row.get('tier_skip') or tier['message'].splitlines()[0]}", flush=True)
         if row.get("simulation"):
             print(f"   simulation: {row['simulation']}", flush=True)
+        if "aot" in row:
+            print(f"   AOT: {_aot_cell(row['aot'])[:400]}", flush=True)
         rows.append(row)
     command = args.command or "python -m torch_npu._inductor.patchset.tooling.real_artifacts matrix"
     text = render_markdown(rows, command, source)
