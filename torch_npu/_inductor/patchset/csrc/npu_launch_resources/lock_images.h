@@ -6,8 +6,8 @@
 // (device, content) and freed only after an event recorded on every stream
 // that copied from them has completed (polled at later launches, never
 // waited for). One process-wide mutex guards the cache: launches of other
-// streams that need a copy wait for it (held for microseconds, never across a
-// blocking call).
+// streams that need a copy wait for it (held for microseconds, across no
+// synchronising call of the helper's own).
 //
 // Graph capture: a captured copy re-reads its source at every replay, so an
 // image used while its stream captures is kept for the life of the process.

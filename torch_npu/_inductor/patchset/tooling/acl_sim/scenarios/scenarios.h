@@ -17,6 +17,7 @@
 #include <npu_launch_resources.h>
 #endif
 
+#include <algorithm>
 #include <atomic>
 #include <cinttypes>
 #include <cstdio>
@@ -42,7 +43,7 @@ struct Replay {
   std::string graph;
   int index = 0;
   int acl_code = 0;        // aclmdlRIExecuteAsync, then the stream's synchronise
-  int kernels_seen = 0;    // probe records of this replay
+  int kernels_seen = 0;    // probe records of this replay (1: its kernel ran)
   bool lock_content_ok = true;
 };
 struct Result {
@@ -169,26 +170,31 @@ inline void replay(Result &out, const std::string &graph, int index, aclmdlRI mo
   out.replays.push_back(r);
 }
 
-// Checks every replay's kernels (captured launch `captured`) against the content they need.
+// Checks every replay's kernel (captured launch `captured`) against the content it needs: the
+// probe records of the replays, in launch order, belong to this graph's replays in order.
 inline void check_replays(Result &out, const std::string &graph, uint64_t captured, const Kernel &k) {
   const std::vector<int64_t> want = expected_locks(k.locks, k.blocks);
-  int seen = 0;
-  bool content_ok = true;
-  for (const acl_sim::ProbeRecord &rec : acl_sim::probe_records()) {
-    if (captured == 0 || rec.captured_launch_id != captured) continue;
-    ++seen;
-    content_ok = content_ok && rec.lock_slots_at_start == want && rec.locks_unchanged && rec.access_errors == 0;
-  }
+  std::vector<acl_sim::ProbeRecord> recs;
+  for (const acl_sim::ProbeRecord &rec : acl_sim::probe_records())
+    if (captured != 0 && rec.captured_launch_id == captured) recs.push_back(rec);
+  std::sort(recs.begin(), recs.end(),
+            [](const acl_sim::ProbeRecord &a, const acl_sim::ProbeRecord &b) { return a.launch_id < b.launch_id; });
+  size_t next = 0;
   int runs = 0;
-  for (Replay &r : out.replays)
-    if (r.graph == graph) {
-      ++runs;
-      r.kernels_seen = seen;  // the kernel of each replay of this graph, all of them checked
-      r.lock_content_ok = content_ok;
-    }
+  for (Replay &r : out.replays) {
+    if (r.graph != graph) continue;
+    ++runs;
+    r.kernels_seen = 0;
+    r.lock_content_ok = false;
+    if (r.acl_code != ACL_SUCCESS || next >= recs.size()) continue;
+    const acl_sim::ProbeRecord &rec = recs[next++];
+    r.kernels_seen = 1;
+    r.lock_content_ok = rec.lock_slots_at_start == want && rec.locks_unchanged && rec.access_errors == 0;
+  }
   if (captured == 0) out.notes.push_back(graph + ": no launch was captured");
-  if (seen != runs) out.notes.push_back(graph + ": " + std::to_string(seen) + " replayed kernels for " +
-                                        std::to_string(runs) + " replays");
+  if (recs.size() != size_t(runs))
+    out.notes.push_back(graph + ": " + std::to_string(recs.size()) + " replayed kernels for " + std::to_string(runs) +
+                        " replays");
 }
 
 inline aclrtStream new_stream(Result &out) {
