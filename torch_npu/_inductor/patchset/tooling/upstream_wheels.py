@@ -28,6 +28,7 @@ import importlib.machinery
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 import types
@@ -126,6 +127,57 @@ def extracted_tree(version: str, download: bool = True) -> Path:
         raise WheelUnavailable(f"{wheel} is not a valid wheel ({exc}); delete it to download again") from exc
     marker.write_text(wheel.name + "\n")
     return dest
+
+
+#: Where a wheel declares its ``torch.ops.npu`` operators (schemas as torchgen reads them).
+OP_SCHEMA_FILE = "torch_npu/csrc/aten/npu_native_functions_by_codegen.yaml"
+_OP_REF = re.compile(r"torch\.ops\.npu\.(\w+)")
+_OP_LIBRARIES: list = []
+_FUNC_LINE = re.compile(r"^\s*-?\s*func:\s*((\w+)(?:\.\w+)?\(.*\)\s*->\s*.+?)\s*$")
+
+
+def op_schemas(tree: Path, wheel: Path | None) -> list[str]:
+    """The wheel's own schemas of the ``torch.ops.npu`` operators its Inductor code names.
+
+    Its Flex Attention lowering (2.9.0.post9, 2.10.0.post7, 2.13.0, 2.14.0) reaches modules that read
+    ``torch.ops.npu.npu_fusion_attention_v3.default`` and clone its schema at import; without the C
+    extension no such operator exists. Schemas only (no kernel: calling one fails), read from the
+    wheel's ``OP_SCHEMA_FILE``; nothing when there is no wheel (a source checkout) or no such file."""
+    if wheel is None:
+        return []
+    named = set()
+    for py in (tree / "torch_npu" / "_inductor").rglob("*.py"):
+        named.update(_OP_REF.findall(py.read_text(errors="replace")))
+    try:
+        with zipfile.ZipFile(wheel) as zf:
+            text = zf.read(OP_SCHEMA_FILE).decode()
+    except KeyError:
+        return []
+    schemas = {}
+    for line in text.splitlines():
+        m = _FUNC_LINE.match(line)
+        if m and m.group(2) in named:
+            schemas.setdefault(m.group(1).split("(", 1)[0], m.group(1))  # first declaration of each overload
+    return list(schemas.values())
+
+
+def define_op_schemas(schemas: list[str]) -> list[str]:
+    """Declare ``schemas`` in the ``npu`` operator namespace (schema only); returns those declared."""
+    import torch
+
+    lib = torch.library.Library("npu", "FRAGMENT")
+    _OP_LIBRARIES.append(lib)  # a Library's declarations live as long as the object
+    done = []
+    for schema in schemas:
+        try:
+            lib.define(schema)
+        except RuntimeError as exc:  # already declared, or a type this torch lacks: left out, said so
+            STAND_INS.append(f"torch.ops.npu schema not declared ({exc.__class__.__name__}): {schema[:80]}")
+            continue
+        done.append(schema.split("(", 1)[0])
+    if done:
+        STAND_INS.append(f"torch.ops.npu: {len(done)} operator schemas from the wheel, no kernels ({', '.join(done)})")
+    return done
 
 
 def layout_of(tree: Path) -> str:
@@ -337,6 +389,7 @@ def load(version: str, download: bool = True, source: str | os.PathLike | None =
     """
     tree = source_tree(source) if source is not None else extracted_tree(version, download=download)
     install_stand_ins(tree)
+    define_op_schemas(op_schemas(tree, None if source is not None else wheel_path(version, download=download)))
     modules, errors = {}, {}
     for name in TARGETS + OLDER_TARGETS:
         rel = Path(*name.split(".")).with_suffix(".py")
