@@ -63,6 +63,8 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 PATCHSET_DIR = Path(__file__).resolve().parent.parent
+#: What holds this ``torch_npu/`` portion: the checkout, or site-packages when installed (renderers get it
+#: first on PYTHONPATH, so they import this copy of the patch set either way).
 REPO_ROOT = PATCHSET_DIR.parents[2]  # <root>/torch_npu/_inductor/patchset
 DEFAULT_HELPER = PATCHSET_DIR / "csrc" / "npu_launch_resources.h"
 HARNESS = Path(__file__).with_name("wheel_harness.py")
@@ -377,9 +379,11 @@ def _render_env() -> dict:
 def _render_key(version: str, python: str, what: str) -> str:
     import inspect
 
+    from torch_npu_patchset_autoload import declarations_dir
+
     ours = [b for b in _tree_digest(PATCHSET_DIR, (".py", ".toml")) if not b.startswith(b"tooling")]
     return _digest([what, version, python, HARNESS.read_bytes(), inspect.getsource(_render_header_main),
-                    *ours, *_tree_digest(REPO_ROOT / "patches")])
+                    *ours, *_tree_digest(declarations_dir())])  # patches/, or _declarations/ when installed
 
 
 def _cached_json(kind: str, version: str, python: str, cmd: list, timeout: float, tail: Sequence[str] = ()) -> dict:
