@@ -171,8 +171,10 @@ def aot_lazy_compile() -> str | None:
 
     gen = vars(cw.DeferredNpuTritonCallWrapper).get("generate")
     src = inspect.getsource(gen) if gen is not None else ""
-    if hasattr(cw.DeferredNpuTritonCallWrapper, "generate_lazy") and re.search(
-            r"autotune_at_compile_time\"\s*,\s*not\s+V\.graph\.aot_mode", src):
+    base = next((c for c in cw.DeferredNpuTritonCallWrapper.__mro__[1:] if "generate" in vars(c)), None)
+    base_src = inspect.getsource(vars(base)["generate"]) if base is not None else ""
+    if re.search(r"autotune_at_compile_time\"\s*,\s*not\s+V\.graph\.aot_mode", src) and re.search(
+            r"autotune_at_compile_time\s+is\s+False\s*:\s*\n\s*return\s+self\.generate_lazy\(", base_src):
         return ("in aot_mode torch_npu's DeferredNpuTritonCallWrapper.generate sets triton.autotune_at_compile_time "
                 "= False, so torch's DeferredTritonCallWrapper.generate_lazy writes the launch (torch's "
                 "launchKernel(kernels_.<kernel>, grid, num_warps, shared_mem, kernel_args_, stream_)), not torch_npu's "
