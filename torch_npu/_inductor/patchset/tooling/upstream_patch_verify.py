@@ -220,8 +220,10 @@ def verify(root: str | os.PathLike, ref: str | None, python: str, name: str | No
         row["compiles_python"] = proc.returncode == 0
         if proc.returncode != 0:
             row["py_compile_error"] = proc.stderr[-1500:]
-        patched_code = harness(python, name, patched, off=True, cache=tmp / "inductor-cache")
-        runtime = harness(python, name, unpatched, off=False, cache=tmp / "inductor-cache")
+        # Named after the line's wheel: the loader declares that release's torch.ops.npu schemas for the source.
+        label = row["wheel"] or name
+        patched_code = harness(python, label, patched, off=True, cache=tmp / "inductor-cache")
+        runtime = harness(python, label, unpatched, off=False, cache=tmp / "inductor-cache")
         row["rendered"] = sum(1 for e in patched_code.get("upstream", {}).values() if "cpp" in e)
         row["samples"] = len(patched_code.get("upstream", {}))
         row["render_errors"] = {k: e["error"] for k, e in patched_code.get("upstream", {}).items() if "error" in e}
@@ -236,7 +238,7 @@ def verify(root: str | os.PathLike, ref: str | None, python: str, name: str | No
                 row["build"] = {"ok": False, "stage": "setup", "message": str(exc)}
         if simulation:
             row["simulation"], row["simulation_problems"] = simulate(name, patched_code)
-        st = status_after(python, name, patched)
+        st = status_after(python, label, patched)
         row["status_after"] = {p["id"]: p["state"] for p in st.get("patches", [])} or {"error": st.get("error")}
         return row
     finally:

@@ -368,6 +368,9 @@ TARGETS = ("torch_npu._inductor.runtime.triton_heuristics", "torch_npu._inductor
 OLDER_TARGETS = ("torch_npu._inductor.npu_triton_heuristics", "torch_npu._inductor.codegen.cpp_wrapper")
 
 
+_RELEASE = re.compile(r"\d+\.\d+\.\d+(?:\.post\d+)?")
+
+
 def source_tree(directory: str | os.PathLike) -> Path:
     """A torch_npu source checkout to load instead of a wheel: the directory holding
     ``torch_npu/_inductor/`` (raises ``WheelUnavailable`` naming what is missing)."""
@@ -389,7 +392,10 @@ def load(version: str, download: bool = True, source: str | os.PathLike | None =
     """
     tree = source_tree(source) if source is not None else extracted_tree(version, download=download)
     install_stand_ins(tree)
-    define_op_schemas(op_schemas(tree, None if source is not None else wheel_path(version, download=download)))
+    # A source checkout has no built C extension: its operator schemas are those of the release named
+    # by ``version`` when that is a release (the wheel of the checkout's line), else none.
+    schemas_from = version if source is None or _RELEASE.fullmatch(version) else None
+    define_op_schemas(op_schemas(tree, schemas_from and wheel_path(schemas_from, download=download)))
     modules, errors = {}, {}
     for name in TARGETS + OLDER_TARGETS:
         rel = Path(*name.split(".")).with_suffix(".py")
