@@ -57,11 +57,15 @@ def _cell(text) -> str:
     return str(text).replace("|", "\\|").replace("\n", "<br>")
 
 
-def _status_cell(after: dict) -> str:
+def _status_cell(after: dict, before: dict | None = None) -> str:
     keys = ("kernel-sync-metadata", "cpp-wrapper-sync-resources", "npu-flex-attention-backward-grid")
     if "error" in after:
         return f"not read: {after['error']}"
-    return "<br>".join(f"{k}: **{after.get(k, '?')}**" for k in keys)
+    cell = "<br>".join(f"{k}: **{after.get(k, '?')}**" for k in keys)
+    if before:  # the runtime patch set on the unpatched head
+        failed = sorted(k for k, v in before.items() if v == "failed")
+        cell += "<br>unpatched head: " + (f"**failed** {', '.join(failed)}" if failed else "no `failed` row")
+    return cell
 
 
 def render_markdown(rows: list[dict], command: str) -> str:
@@ -102,7 +106,7 @@ def render_markdown(rows: list[dict], command: str) -> str:
         if r.get("simulation_problems"):
             sim += ": " + "; ".join(r["simulation_problems"][:3])
         out.append(f"| `{r['name']}` | {r['layout']} | {applies} | {changes} | torch {r['torch_line']}, "
-                   f"{r.get('wheel')} | {renders} | {build} | {_cell(sim)} | {_status_cell(r['status_after'])} |")
+                   f"{r.get('wheel')} | {renders} | {build} | {_cell(sim)} | {_status_cell(r['status_after'], r.get('status_before'))} |")
     out.append("")
     return "\n".join(out)
 
