@@ -94,7 +94,7 @@ def wheel_path(version: str, download: bool = True) -> Path:
         ["--only-binary=:all:", "--platform", "manylinux_2_28_x86_64", "--python-version", "3.11"],
         ["--only-binary=:all:", "--platform", "manylinux_2_28_aarch64", "--python-version", "3.11"],
     ]
-    errors = []
+    errors, outputs = [], []
     for extra in attempts:
         cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
                "-d", str(cache_dir()), f"torch-npu=={version}", *extra]
@@ -102,9 +102,11 @@ def wheel_path(version: str, download: bool = True) -> Path:
         found = _find_wheel(version)
         if found is not None:
             return found
-        errors.append((proc.stdout + proc.stderr).strip().splitlines()[-3:])
+        outputs.append(proc.stdout + proc.stderr)
+        errors.append(outputs[-1].strip().splitlines()[-3:])
     text = " | ".join(" ".join(e) for e in errors)
-    unreachable = any(h in text.lower() for h in _UNREACHABLE_HINTS)
+    # pip says why it could not connect in its retry warnings, well before its last lines.
+    unreachable = any(h in "\n".join(outputs).lower() for h in _UNREACHABLE_HINTS)
     raise WheelUnavailable(f"pip download torch-npu=={version} failed: {text}", index_unreachable=unreachable)
 
 
