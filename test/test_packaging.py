@@ -39,7 +39,11 @@ def test_wheel_only_adds_files_under_our_subpackage(wheel):
     assert "torch_npu_patchset_autoload:autoload" in entry_points
 
 
-def test_pip_install_into_fresh_env_with_torch_but_no_torch_npu(tmp_path):
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory) -> tuple[Path, Path, dict, Path]:
+    """``pip install .`` (not editable) into a fresh venv on top of the test environment's torch:
+    (python, its site-packages, environment, a working directory outside the checkout)."""
+    tmp_path = tmp_path_factory.mktemp("installed")
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
     py = venv / "bin" / "python"
@@ -57,6 +61,11 @@ def test_pip_install_into_fresh_env_with_torch_but_no_torch_npu(tmp_path):
         check=True, capture_output=True, text=True, timeout=600, env=env,
         cwd=tmp_path,
     )
+    return py, site, env, tmp_path
+
+
+def test_pip_install_into_fresh_env_with_torch_but_no_torch_npu(installed):
+    py, site, env, tmp_path = installed
     check = (
         "import sys, importlib.util\n"
         "import torch_npu\n"
@@ -77,3 +86,28 @@ def test_pip_install_into_fresh_env_with_torch_but_no_torch_npu(tmp_path):
                             capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path)
     assert status.returncode == 0, status.stderr
     assert '"kernel-sync-metadata"' in status.stdout
+
+
+def test_real_artifact_check_runs_from_the_installed_package(installed):
+    """The tooling needs nothing from the checkout: the harness, the declarations, the simulation's and
+    the helper's headers all come from site-packages (run from outside the checkout)."""
+    import torch
+
+    from torch_npu._inductor.patchset.tooling import real_artifacts as ra
+
+    version = {"2.7": "2.7.1.post10", "2.14": "2.14.0"}.get(ra.line_of(torch.__version__))
+    if version is None:
+        pytest.skip(f"no torch_npu wheel of torch {torch.__version__}'s line is checked here")
+    py, site, env, tmp_path = installed
+    where = subprocess.run([py, "-c", "import torch_npu._inductor.patchset.tooling.real_artifacts as m; "
+                            "print(m.__file__, m.HARNESS, m.DEFAULT_HELPER)"],
+                           capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+    assert where.returncode == 0, where.stderr
+    paths = where.stdout.split()
+    assert all(p.startswith(str(site)) and Path(p).is_file() for p in paths), paths
+    proc = subprocess.run([py, "-m", "torch_npu._inductor.patchset.tooling.real_artifacts", "check", version],
+                          capture_output=True, text=True, timeout=1500, cwd=tmp_path,
+                          env=dict(env, TORCH_DEVICE_BACKEND_AUTOLOAD="0"))
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    assert f"torch_npu {version}: compiled" in proc.stdout and "linked with --no-undefined" in proc.stdout, proc.stdout[:2000]
+    assert str(ROOT) not in proc.stdout + proc.stderr  # nothing read from the checkout
