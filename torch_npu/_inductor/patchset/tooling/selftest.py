@@ -18,13 +18,18 @@ command exits 1 when any check failed, else 0.
   generated C++ wrapper read back (on an NPU: each launch whose kernel asks
   for a workspace or locks calls the helper).
 * ``kernels-workspace`` / ``kernels-locks`` / ``kernels-workspace-and-locks``:
-  programs whose Triton kernels, on triton-ascend, ask for those resources (a
-  ``tl.dot`` template kernel runs in ``mix`` mode, whose cube/vector exchange
-  needs a workspace; a store through a masked, data-dependent index is a
-  "discrete masked store", which triton-ascend guards with a
-  ``sync_block_lock``; Flex Attention's backward has both). Values against
-  eager on any device; the helper calls in the wrapper only on an NPU, where
-  the compiled kernels' own metadata says which launches need what.
+  programs meant to make triton-ascend ask for those resources, against eager.
+  What its source says (docs/facts.md): the workspace size comes from the
+  compiled kernel's ``_infer_workspace_shape_function`` and its workspace
+  options are for CV kernels (cube and vector cores: a ``tl.dot`` with
+  vector work, here a Triton template matmul with a fused epilogue); a lock
+  is put around a ``tl.store`` whose mask its MaskAnalysis cannot express as
+  a contiguous range (here a scatter through a data-dependent index, which
+  may or may not be one: the NPU run says; Flex Attention's backward has
+  both). Values against eager on any device; on an NPU the
+  compiled kernels' own metadata says which launches asked for what: each
+  must call the helper exactly then, and a check none of whose kernels asked
+  is skipped, naming them, rather than passed.
 
 Everything device-specific is skipped, with the reason, where it cannot run.
 """
@@ -446,11 +451,12 @@ def _mm_epilogue(a, b, bias):
 
 
 def _masked_scatter(x, idx, keep):
-    """A store through a data-dependent index under a mask: a discrete masked store."""
+    """A ``tl.store`` (not an atomic: triton-ascend locks stores only) through a data-dependent index;
+    dropped elements all write 0 to one spare slot, so the result does not depend on write order."""
     import torch
 
-    out = torch.zeros(x.shape[0] * 2, device=x.device, dtype=x.dtype)
-    return out.index_put((torch.where(keep, idx, 0),), torch.where(keep, x, 0.0), accumulate=True)
+    out = torch.zeros(x.shape[0] * 2 + 1, device=x.device, dtype=x.dtype)
+    return out.index_put((torch.where(keep, idx, out.shape[0] - 1),), torch.where(keep, x, 0.0))
 
 
 def _inputs(kind: str, n: int, device: str):
@@ -461,7 +467,7 @@ def _inputs(kind: str, n: int, device: str):
         a, b = (torch.randn(n, 64, generator=g), torch.randn(64, 32, generator=g))
         return [t.to(device) for t in (a, b, torch.randn(32, generator=g))]
     x = torch.randn(n, generator=g)
-    idx = torch.randint(0, 2 * n, (n,), generator=g)
+    idx = torch.randperm(2 * n, generator=g)[:n]  # distinct: no two kept elements race for a slot
     keep = torch.rand(n, generator=g) > 0.3
     return [t.to(device) for t in (x, idx, keep)]
 
