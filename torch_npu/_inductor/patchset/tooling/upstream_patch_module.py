@@ -76,15 +76,27 @@ _HEADER_DIRS = (
 
 
 def kernel_sync_params(metadata: Any, kernel: str) -> dict:
-    """The sync fields of a compiled kernel's metadata, to record in its saved params.
+    """The sync fields of a compiled kernel's metadata, to record in its saved params: every
+    one, 0 / "" / False when absent (a grouped launch's variant overrides its group's), with
+    the lock init value under its canonical name, and mix_mode (the participant count of
+    unordered locks depends on it).
 
     Raises ``ValueError`` naming the kernel, the field and the value for
     metadata no launch can be sized from (negative, non-integer, overflowing
     or contradictory values).
     """
     plan_from_metadata(metadata, kernel)
-    names = RAW_SYNC_FIELDS + ("auto_tile_and_bind_subblock",)
-    return {name: _field(metadata, name) for name in names if not _absent(_field(metadata, name))}
+    values = {name: _as_int(kernel, name, _field(metadata, name), 0, INT64_MAX)
+              for name in ("workspace_size", "lock_num", "sync_block_lock_layout")}
+    values["lock_init_val"] = _agreed(
+        kernel, metadata, _INIT_NAMES, lambda n, v: _as_int(kernel, n, v, INT64_MIN, INT64_MAX), 0
+    )
+    values["auto_tile_and_bind_subblock"] = _as_flag(
+        kernel, "auto_tile_and_bind_subblock", _field(metadata, "auto_tile_and_bind_subblock")
+    )
+    mix_mode = _field(metadata, "mix_mode")
+    values["mix_mode"] = "" if _absent(mix_mode) else mix_mode
+    return values
 
 
 def launch_resource_lines(kernel: str, params: Mapping[str, Any], num_vector_core: Optional[int] = None) -> list:
