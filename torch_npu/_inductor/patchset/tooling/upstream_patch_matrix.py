@@ -111,6 +111,17 @@ def render_markdown(rows: list[dict], command: str) -> str:
     return "\n".join(out)
 
 
+def _write(args, previous: list, rows: list) -> list:
+    fresh = {r["name"]: r for r in rows}
+    merged = [fresh.pop(r["name"], r) for r in previous] + list(fresh.values())
+    merged.sort(key=lambda r: BRANCHES.index(r["name"]) if r["name"] in BRANCHES else len(BRANCHES))
+    if args.json:
+        args.json.write_text(json.dumps(merged, indent=1, default=str))
+    if args.out:
+        args.out.write_text(render_markdown(merged, args.command))
+    return merged
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m torch_npu._inductor.patchset.tooling.upstream_patch_matrix")
     p.add_argument("--repo", required=True, type=Path, help="a clone of the branch bundle")
@@ -125,6 +136,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     pythons = dict(a.split("=", 1) for a in args.python)
     reasons = dict(a.split("=", 1) for a in args.no_python)
+    previous = json.loads(args.json.read_text()) if args.merge and args.json and args.json.exists() else []
     rows = []
     for b in args.branches:
         print(f"== {b}", flush=True)
@@ -132,15 +144,8 @@ def main(argv=None) -> int:
         rows.append(row)
         print(f"   {row.get('result')}: renders_same={row.get('renders_same')} build={row.get('build', {}).get('ok')} "
               f"simulation={row.get('simulation')} status_after={row.get('status_after')}", flush=True)
-    if args.merge and args.json and args.json.exists():
-        fresh = {r["name"]: r for r in rows}
-        previous = [fresh.pop(r["name"], r) for r in json.loads(args.json.read_text())]
-        rows = previous + list(fresh.values())
-        rows.sort(key=lambda r: BRANCHES.index(r["name"]) if r["name"] in BRANCHES else len(BRANCHES))
-    if args.json:
-        args.json.write_text(json.dumps(rows, indent=1, default=str))
-    if args.out:
-        args.out.write_text(render_markdown(rows, args.command))
+        _write(args, previous, rows)  # after every branch: a long run that is stopped keeps what it found
+    rows = _write(args, previous, rows)
     good = all(r.get("renders_same") and r.get("build", {}).get("ok") for r in rows)
     return 0 if good else 1
 
