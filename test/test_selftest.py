@@ -140,3 +140,23 @@ def test_cli_offers_the_selftest_with_its_options():
     assert proc.returncode == 0, proc.stderr
     for option in ("--device", "{npu,cuda,cpu}", "--json", "--report"):
         assert option in proc.stdout
+
+
+def test_aot_wrapper_must_carry_the_helper_once_and_no_path_of_this_machine():
+    from torch_npu._inductor.patchset import launch_codegen as lc
+
+    good = "\n".join(["#include <torch_npu/csrc/inductor/aoti_include/npu.h>", *lc.helper_inline_lines(),
+                      "static inline void call_k() {}"])
+    assert st.aot_source_problems("m.cpp", good) == []
+    absolute = good.replace("#include <torch_npu", f'#include "{lc.HELPER_DIR / lc.HELPER_HEADER}"\n#include <torch_npu', 1)
+    assert any("by this machine's path" in p for p in st.aot_source_problems("m.cpp", absolute))
+    twice = good + "\n" + lc.INLINE_BEGIN
+    assert st.aot_source_problems("m.cpp", twice) == ["m.cpp carries the inlined helper 2 times (want 1)"]
+    assert st.aot_source_problems("m.cpp", "static inline void call_k() {}") == [
+        "m.cpp carries the inlined helper 0 times (want 1)"]
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_aot_check_runs_on_an_npu_only_and_says_why(device):
+    outcome = st._run_check("aot-package", lambda: st.check_aot(device))
+    assert outcome.status == st.SKIPPED and "torch_npu's" in outcome.detail and device in outcome.detail

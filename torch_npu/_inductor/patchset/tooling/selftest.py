@@ -31,6 +31,12 @@ command exits 1 when any check failed, else 0.
   must call the helper exactly then, and a check none of whose kernels asked
   is skipped, naming them, rather than passed.
 
+* ``aot-package`` (NPU only): the workspace and locks programs exported and
+  packaged with AOTInductor; the package's generated C++ must carry the
+  helper inlined once and include nothing by a path of this machine; the
+  package is loaded and run in a fresh process with the patch set switched
+  off (``TORCH_NPU_PATCHSET_DISABLE=1``), against eager.
+
 Everything device-specific is skipped, with the reason, where it cannot run.
 """
 from __future__ import annotations
@@ -543,6 +549,91 @@ def check_kernels(name: str, device: str, runs: dict) -> tuple[str, dict]:
     return f"{values}; kernels asking for {' and '.join(wanted)}: {asking}; {detail}", data
 
 
+# ---- AOTInductor: a package that runs where the patch set is off -------------------------------------------------
+_QUOTED_ABSOLUTE_INCLUDE = re.compile(r'#include\s+"(/[^"]+)"')
+
+#: The child process: load the package, run it on the saved inputs, save the outputs (CPU tensors).
+_AOT_RUNNER = """
+import sys, torch, torch_npu
+model = torch._inductor.aoti_load_package(sys.argv[1])
+args = [a.to("npu") for a in torch.load(sys.argv[2])]
+out = model(*args)
+out = out if isinstance(out, (list, tuple)) else [out]
+torch.save([o.cpu() for o in out], sys.argv[3])
+print("patch set imported:", any(m.startswith("torch_npu._inductor.patchset.fixes") for m in sys.modules))
+"""
+
+
+def aot_source_problems(name: str, source: str) -> list[str]:
+    """Why an aot_mode wrapper would not build elsewhere or would launch unpatched: an include of a
+    path of this machine, or the helper not inlined exactly once."""
+    from ..launch_codegen import INLINE_BEGIN
+
+    problems = [f"{name} includes {path!r} by this machine's path" for path in _QUOTED_ABSOLUTE_INCLUDE.findall(source)]
+    copies = source.count(INLINE_BEGIN)
+    if copies != 1:
+        problems.append(f"{name} carries the inlined helper {copies} times (want 1)")
+    return problems
+
+
+def _as_module(fn):
+    """``fn`` as an ``nn.Module`` instance, which ``torch.export`` wants."""
+    import torch
+
+    return type(f"Program_{fn.__name__}", (torch.nn.Module,), {"forward": lambda self, *a: fn(*a)})()
+
+
+def check_aot(device: str) -> tuple[str, dict]:
+    if device != "npu":
+        raise CheckSkipped(f"the AOT wrapper this patch set changes is torch_npu's; on {device} torch's own "
+                           "AOTInductor has nothing of the patch set in it")
+    why = device_usable(device)
+    if why:
+        raise CheckSkipped(why)
+    import subprocess
+    import zipfile
+
+    import torch
+
+    problems, data = [], {}
+    with tempfile.TemporaryDirectory(prefix="patchset-selftest-aot-") as d:
+        for kind, (fn, extra) in KERNEL_PROGRAMS.items():
+            args = _inputs(kind, 160, device)
+            package = torch._inductor.aoti_compile_and_package(
+                torch.export.export(_as_module(fn), tuple(args)), package_path=os.path.join(d, f"{kind}.pt2"),
+                inductor_configs=dict(extra))
+            with zipfile.ZipFile(package) as z:
+                sources = {n: z.read(n).decode(errors="replace") for n in z.namelist() if n.endswith(".cpp")}
+            wrappers = {n: s for n, s in sources.items() if "call_" in s or "launchKernel" in s}
+            if not wrappers:
+                problems.append(f"{kind}: the package holds no generated wrapper source ({sorted(sources)})")
+            for name, src in wrappers.items():
+                problems += aot_source_problems(f"{kind}:{name}", src)
+            torch.save([a.cpu() for a in args], os.path.join(d, f"{kind}-in.pt"))
+            out_path = os.path.join(d, f"{kind}-out.pt")
+            proc = subprocess.run([sys.executable, "-c", _AOT_RUNNER, package, os.path.join(d, f"{kind}-in.pt"),
+                                   out_path], capture_output=True, text=True, timeout=900,
+                                  env=dict(os.environ, TORCH_NPU_PATCHSET_DISABLE="1"))
+            if proc.returncode != 0:
+                problems.append(f"{kind}: the package failed in a fresh process without the patch set "
+                                f"(exit {proc.returncode}): {proc.stderr.strip()[-800:]}")
+                continue
+            got = torch.load(out_path)
+            want = fn(*args)
+            bad = compare(f"{kind} (AOT package)", got[0], want.cpu(), **TOLERANCES["float32"])
+            if bad:
+                problems.append(bad)
+            data[kind] = {"wrappers": sorted(wrappers), "child": proc.stdout.strip()}
+    if problems:
+        raise CheckFailed("; ".join(problems))
+    asking = {k: (p.needs_workspace, p.needs_locks) for k, p in kernel_plans().items()
+              if p.needs_workspace or p.needs_locks}
+    data["kernels_asking"] = sorted(asking)
+    return (f"{len(KERNEL_PROGRAMS)} packages: helper inlined once, no path of this machine, run without the patch "
+            f"set and match eager; kernels asking for memory: {sorted(asking) or 'none (nothing to exercise)'}",
+            data)
+
+
 # ---- the command ----------------------------------------------------------------------------------------------
 def run(device: str | None = None) -> dict:
     import torch  # noqa: F401  (before anything reads versions)
@@ -561,6 +652,7 @@ def run(device: str | None = None) -> dict:
         runs: dict = {}
         for name in KERNEL_CHECKS:
             checks.append(_run_check(name, lambda name=name: check_kernels(name, device, runs)))
+        checks.append(_run_check("aot-package", lambda: check_aot(device)))
     counts = {s: sum(1 for c in checks if c.status == s) for s in (PASSED, FAILED, SKIPPED)}
     return {"environment": env, "device": device, "checks": [c.to_json() for c in checks], "counts": counts,
             "ok": counts[FAILED] == 0}
