@@ -45,7 +45,7 @@ def check(repo: Path, branch: str, pythons: dict, reasons: dict) -> dict:
                 "files": len(patch.files), "added": added, "removed": removed,
                 "detail": f"no python with torch {line}: {reasons.get(line, 'none given')}"}
     try:
-        row = v.verify(repo, ref, python, name=branch, line=line, patch=patch)
+        row = v.verify(repo, ref, python, name=branch, line=line, patch=patch, wheel=v.BRANCH_WHEELS.get(branch))
     except Exception as exc:
         return {"name": branch, "result": "verification crashed",
                 "detail": f"{type(exc).__name__}: {exc}\n{traceback.format_exc()[-1500:]}"}

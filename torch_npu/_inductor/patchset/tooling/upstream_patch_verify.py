@@ -40,6 +40,10 @@ _IGNORED = re.compile(r"^\s*(#\s*include\b|#\s*define\s+TORCH_NPU_LAUNCH_RESOURC
 LINE_WHEELS = {"2.7": "2.7.1.post10", "2.8": "2.8.0.post5", "2.9": "2.9.0.post9", "2.10": "2.10.0.post7",
                "2.11": "2.11.0.post3", "2.12": "2.12.0.post3", "2.13": "2.13.0", "2.14": "2.14.0",
                "2.15": "2.14.0"}
+#: Branches built against their own release rather than their line's newest: v2.10.0-26.1.0 keeps the
+#: codegen/cpp_wrapper.py layout, whose header includes aoti_runtime/utils.h, which 2.10.0.post7 no
+#: longer ships; 2.10.0.post6 (its version.txt) does.
+BRANCH_WHEELS = {"v2.10.0-26.1.0": "2.10.0.post6"}
 #: A branch's torch line, where its version.txt does not say it (master builds for the newest torch).
 BRANCH_LINES = {"master": "2.14"}
 
