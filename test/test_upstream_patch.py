@@ -316,7 +316,7 @@ def test_status_against_source(repo, patches, tmp_path, capsys):
     root = _applied(repo, "v2.7.1", patches[1] / "v2.7.1.patch", tmp_path / "co")
     assert cli.main(["status", "--against-source", str(root)]) == 0
     table = capsys.readouterr().out
-    assert f"{root} (source checkout, layout cpp_wrapper_npu, NPU stand-ins)" in table
+    assert f"{root} (source checkout, operator schemas of 2.7.1.post10, layout cpp_wrapper_npu, NPU stand-ins)" in table
     for pid in ("kernel-sync-metadata", "cpp-wrapper-sync-resources", "npu-flex-attention-backward-grid"):
         assert any(ln.startswith(pid) and ln.endswith("upstream-has-fix") for ln in table.splitlines()), table
     assert "failed" not in table

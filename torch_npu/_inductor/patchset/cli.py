@@ -35,18 +35,27 @@ def _status_against_wheel(args) -> int:
     from .tooling import upstream_wheels
 
     source = args.against_source
-    what = args.against_wheel or source
+    schemas = args.against_wheel
+    if source and not schemas:  # the checkout's operators as its line's release declares them
+        from .tooling.upstream_patch_verify import line_wheel
+
+        schemas = line_wheel(source)
+    what = (schemas or source) if source else args.against_wheel  # names the release loaded
     data = upstream_wheels.status_in_subprocess(what, source=source)
     if args.json:
         json.dump(data, sys.stdout, indent=2)
         sys.stdout.write("\n")
         return 0 if data.get("ok") else 1
     if not data.get("ok"):
-        print(f"torch_npu {what}: could not be loaded: {data.get('error')}", file=sys.stderr)
+        print(f"torch_npu {source or what}: could not be loaded: {data.get('error')}", file=sys.stderr)
         return 1
     env = _environment.describe()
     code = "source checkout" if source else "wheel code"
-    env["torch_npu"] = f"{what} ({code}, layout {data['layout']}, NPU stand-ins)"
+    if source:
+        schema_note = f"operator schemas of {schemas}" if schemas else "no operator schemas"
+        env["torch_npu"] = f"{source} ({code}, {schema_note}, layout {data['layout']}, NPU stand-ins)"
+    else:
+        env["torch_npu"] = f"{what} ({code}, layout {data['layout']}, NPU stand-ins)"
     for name, err in data.get("import_errors", {}).items():
         env["autoload_failures"].append(f"importing {name}: {err}")
     rows = [PatchStatus.from_json(p) for p in data["patches"]]
@@ -94,7 +103,8 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument(
         "--against-source",
         metavar="DIR",
-        help="apply to a torch_npu source checkout's Inductor code instead (DIR holds torch_npu/_inductor)",
+        help="apply to a torch_npu source checkout's Inductor code instead (DIR holds torch_npu/_inductor; "
+        "its operator schemas are those of its line's release, from version.txt, or of --against-wheel)",
     )
     st.set_defaults(func=_status)
     try:

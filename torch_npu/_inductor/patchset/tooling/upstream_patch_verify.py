@@ -58,6 +58,15 @@ def torch_line(root: Path, branch: str | None = None) -> str:
     return f"{m.group(1)}.{m.group(2)}"
 
 
+def line_wheel(root: Path) -> str | None:
+    """The release whose operator schemas a checkout is loaded with (its line's, from its version.txt),
+    or None where it has no version.txt: a plain checkout has no built C extension to name them."""
+    try:
+        return LINE_WHEELS.get(torch_line(Path(root)))
+    except up.UpstreamPatchError:
+        return None
+
+
 def _run(cmd, timeout=1800, **kw) -> subprocess.CompletedProcess:
     return subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=timeout, **kw)
 
