@@ -171,6 +171,21 @@ def portable_header(head: str, version: str, helper_dir: Path) -> str:
     return _INLINED.sub(lambda m: "\n".join(lc.helper_inline_lines(helper_dir)), head, count=1)
 
 
+def sample_parts(harness: dict, version: str, error: type[Exception]) -> tuple[list[str], list[str]]:
+    """Every sample launcher the harness rendered after apply, as translation-unit parts, and their
+    keys; ``error`` naming the samples it could not render."""
+    parts, launchers, errors = [], [], {}
+    for key, entry in harness["patched"].items():
+        if "error" in entry:
+            errors[key] = entry["error"]
+            continue
+        parts.append(f"\n// ---- sample {key} ----\n{entry['cpp']}\n")
+        launchers.append(key)
+    if errors:
+        raise error(f"torch_npu {version}: the harness could not render {sorted(errors)}: {errors}")
+    return parts, launchers
+
+
 def translation_unit(version: str, harness: dict, helper: Path, include_dirs: Sequence[Path], entry_point) -> tuple[str, dict]:
     """The AOT TU and a description of how it was made (``entry_point(match, i, types)``: the JIT tier's)."""
     from .real_artifacts import _CALL_FN  # one definition of a rendered launcher's signature
@@ -183,15 +198,8 @@ def translation_unit(version: str, harness: dict, helper: Path, include_dirs: Se
     parts = [f"// Real-artifact tier, aot_mode: torch_npu {version}, every sample launcher rendered by the wheel's\n"
              "// own classes with V.graph.aot_mode set, after patchset.apply(), under its real AOT header.\n",
              "#include <ATen/ATen.h>\n", head]
-    launchers, errors = [], {}
-    for key, entry in harness["patched"].items():
-        if "error" in entry:
-            errors[key] = entry["error"]
-            continue
-        parts.append(f"\n// ---- sample {key} ----\n{entry['cpp']}\n")
-        launchers.append(key)
-    if errors:
-        raise AotError(f"torch_npu {version}: the harness could not render {sorted(errors)}: {errors}")
+    samples, launchers = sample_parts(harness, version, AotError)
+    parts += samples
     body = "".join(parts)
     kernels = sorted(set(_KERNEL_FIELD.findall(body)))
     if not kernels:

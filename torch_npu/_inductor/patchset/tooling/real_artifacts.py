@@ -62,6 +62,8 @@ import zipfile
 from pathlib import Path
 from typing import Iterable, Sequence
 
+from . import aot_artifacts
+
 PATCHSET_DIR = Path(__file__).resolve().parent.parent
 #: What holds this ``torch_npu/`` portion: the checkout, or site-packages when installed (renderers get it
 #: first on PYTHONPATH, so they import this copy of the patch set either way).
@@ -527,15 +529,8 @@ def translation_unit(version: str, harness: dict, header: dict, helper: Path) ->
     parts = [f"// Real-artifact tier: torch_npu {version}, every sample launcher rendered by the wheel's own\n"
              f"// CppWrapperNpu after patchset.apply(), with the helper {helper}.\n",
              "#include <ATen/ATen.h>\n", head]
-    launchers, errors = [], {}
-    for key, entry in harness["patched"].items():
-        if "error" in entry:
-            errors[key] = entry["error"]
-            continue
-        parts.append(f"\n// ---- sample {key} ----\n{entry['cpp']}\n")
-        launchers.append(key)
-    if errors:
-        raise TierError(f"torch_npu {version}: the harness could not render {sorted(errors)}: {errors}")
+    samples, launchers = aot_artifacts.sample_parts(harness, version, TierError)
+    parts += samples
     calls = list(_CALL_FN.finditer("\n".join(parts)))
     if len(calls) != len(launchers):
         raise TierError(f"torch_npu {version}: found {len(calls)} call_* functions for {len(launchers)} launchers")
@@ -668,7 +663,6 @@ def build(version: str, *, python: str | None = None, helper: Path | None = None
         raise TierError(f"torch_npu {version}: layout {harness.get('layout')!r}: the harness rendered no launchers")
     inc_dirs = [*include_dirs_of(npu_root), *torch_art.include_dirs]
     if aot:
-        from . import aot_artifacts
 
         try:
             tu, info = aot_artifacts.translation_unit(version, harness, helper, inc_dirs, entry_point)
