@@ -118,3 +118,17 @@ def test_malloc_with_stream_put_back_fails_and_is_named(version):
     assert r.stage == "link", r.message
     assert MALLOC_WITH_STREAM in r.message and version in r.message, r.message
     assert [p for _, p in r.unresolved] == [MALLOC_WITH_STREAM], r.unresolved
+
+
+#: The oldest releases of the 2.7.1 line predate NPUCachingAllocator::hasCapturesUnderway (first in
+#: 2.7.1.post4's header); the helper must still build against them (capture.h's fallback overload).
+OLDEST = ("2.7.1", "2.7.1.post2")
+
+
+@pytest.mark.parametrize("version", OLDEST)
+def test_helper_builds_where_the_caching_allocator_cannot_say_whether_a_capture_is_underway(version):
+    r = tier(version)
+    assert r.ok, r.message
+    root = ra.npu_artifacts(version)
+    header = root / "torch_npu" / "include" / "torch_npu" / "csrc" / "core" / "npu" / "NPUCachingAllocator.h"
+    assert "hasCapturesUnderway" not in header.read_text(), f"{version} has it now: pick an older release"

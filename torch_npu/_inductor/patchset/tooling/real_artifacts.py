@@ -110,6 +110,8 @@ rtError_t rtGetC2cCtrlAddr(uint64_t* addr, uint32_t* len);
 }
 """,
 }
+#: torch_npu 2.7.1's older-layout header includes the same header from CANN's experiment/ tree.
+STAND_IN_HEADERS["experiment/runtime/runtime/rt.h"] = STAND_IN_HEADERS["runtime/runtime/rt.h"]
 
 #: The functions the stand-in rt.h declares: CANN's libruntime.so provides them; here a link stub
 #: of that name does (only when the translation unit includes the stand-in).
@@ -684,7 +686,7 @@ def build(version: str, *, python: str | None = None, helper: Path | None = None
     pylib = _python_library(python)
     if pylib is not None and re.search(r"#include\s*[<\"](pybind11/|Python\.h)", tu):
         libs[f"{pylib.name} (the loading interpreter's)"] = pylib
-    if "runtime/runtime/rt.h" in stand_ins:
+    if any(inc.endswith("runtime/runtime/rt.h") for inc in stand_ins):
         libs["libruntime.so (stub for the stand-in rt.h)"] = link_stub(
             "runtime", RUNTIME_STUB_FUNCTIONS, "the stand-in runtime/runtime/rt.h")
     helper_files = _tree_digest(helper.parent, (".h", ".hpp"))

@@ -19,8 +19,27 @@
 
 #include "abi.h"
 
+// torch_npu 2.7.1 and 2.7.1.post2 have no NPUCachingAllocator::hasCapturesUnderway.
+// This overload is a worse match than the real one (its argument needs a
+// conversion), so it is chosen only where the real one is missing, and its
+// result type says "not known". Unversioned and identical in every copy.
+namespace c10_npu {
+namespace NPUCachingAllocator {
+struct NpuLaunchResourcesNotKnown {};
+struct NpuLaunchResourcesAnyDevice {
+  template <class T>
+  NpuLaunchResourcesAnyDevice(T) {}  // NOLINT: implicit on purpose
+};
+inline NpuLaunchResourcesNotKnown hasCapturesUnderway(NpuLaunchResourcesAnyDevice) { return {}; }
+}  // namespace NPUCachingAllocator
+}  // namespace c10_npu
+
 TORCH_NPU_LAUNCH_RESOURCES_BEGIN_NAMESPACE
 namespace detail {
+
+inline bool captures_answer(bool underway) noexcept { return underway; }
+// Not known: only the launch's own stream is asked (by the caller).
+inline bool captures_answer(c10_npu::NPUCachingAllocator::NpuLaunchResourcesNotKnown) noexcept { return false; }
 
 // Whether `stream` is being captured into a graph. aclmdlRICaptureGetInfo is
 // missing from some releases' ACL headers and from older CANN runtimes, so it
@@ -41,10 +60,12 @@ inline bool stream_is_capturing(aclrtStream stream) noexcept {
 // every capture with the caching allocator). Event queries, and page-locked
 // allocation and free, are illegal while a global-mode capture runs on the
 // device, and the mode cannot be asked: so any capture counts. An error
-// counts as a capture (housekeeping waits; launches do not).
+// counts as a capture (housekeeping waits; launches do not). Where torch_npu
+// cannot say (see above), false: housekeeping then waits only while the
+// launch's own stream captures.
 inline bool device_captures_underway(int32_t device) noexcept {
   try {
-    return c10_npu::NPUCachingAllocator::hasCapturesUnderway(static_cast<c10::DeviceIndex>(device));
+    return captures_answer(c10_npu::NPUCachingAllocator::hasCapturesUnderway(static_cast<c10::DeviceIndex>(device)));
   } catch (...) {
     return true;
   }
