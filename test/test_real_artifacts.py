@@ -132,3 +132,14 @@ def test_helper_builds_where_the_caching_allocator_cannot_say_whether_a_capture_
     root = ra.npu_artifacts(version)
     header = root / "torch_npu" / "include" / "torch_npu" / "csrc" / "core" / "npu" / "NPUCachingAllocator.h"
     assert "hasCapturesUnderway" not in header.read_text(), f"{version} has it now: pick an older release"
+
+
+def test_render_cache_key_follows_the_helpers_headers(tmp_path, monkeypatch):
+    """An aot_mode rendering carries the helper's text: a cached one must not outlive a helper edit."""
+    copy = tmp_path / "patchset"
+    shutil.copytree(ra.PATCHSET_DIR, copy, ignore=shutil.ignore_patterns("tooling", "__pycache__"))
+    monkeypatch.setattr(ra, "PATCHSET_DIR", copy)
+    before = ra._render_key("2.7.1.post10", sys.executable, "harness-aot")
+    abi = copy / "csrc" / "npu_launch_resources" / "abi.h"
+    abi.write_text(abi.read_text() + "// one more line\n")
+    assert ra._render_key("2.7.1.post10", sys.executable, "harness-aot") != before

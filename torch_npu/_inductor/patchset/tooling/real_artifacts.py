@@ -385,7 +385,8 @@ def _render_key(version: str, python: str, what: str) -> str:
 
     from torch_npu_patchset_autoload import declarations_dir
 
-    ours = [b for b in _tree_digest(PATCHSET_DIR, (".py", ".toml")) if not b.startswith(b"tooling")]
+    # The runtime's Python and the helper's headers: an aot_mode rendering carries the helper's text.
+    ours = [b for b in _tree_digest(PATCHSET_DIR, (".py", ".toml", ".h")) if not b.startswith(b"tooling")]
     return _digest([what, version, python, HARNESS.read_bytes(), inspect.getsource(_render_header_main),
                     *ours, *_tree_digest(declarations_dir())])  # patches/, or _declarations/ when installed
 
