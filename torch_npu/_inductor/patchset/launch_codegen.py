@@ -1,18 +1,25 @@
-"""From a :class:`~.launch_plan.SyncPlan` to the C++ of a Triton launch lambda.
+"""From a :class:`~.launch_plan.SyncPlan` to the C++ of a Triton launch.
 
 Pure Python, no torch import. Two levels:
 
-* :func:`resource_lines` declares the two pointers the kernel's packed
-  argument struct needs, ``sync_block_lock`` and ``workspace_addr``, from ONE
-  call of ``torch_npu::inductor::acquire_launch_resources`` (the runtime helper
-  in ``csrc/npu_launch_resources.h``), or as ``nullptr`` when the kernel needs
-  neither (no helper call at all). SIMT-only kernels get no lines: their
-  struct has no such fields. The torch_npu hook splices exactly these lines
-  into the launch lambda that torch_npu's C++ wrapper generates.
+* :func:`resource_code` writes what one launch needs for its workspace and
+  locks, in the three places torch_npu's launcher has (docs/design.md):
+  ``before`` the launch lambda, on the thread that runs the graph: the block
+  count, the lock layout and ONE ``torch_npu::inductor::LaunchMemory`` (the
+  runtime helper in ``csrc/npu_launch_resources.h``), which takes the block
+  from torch_npu's caching allocator and carves it; ``in_lambda``: the lock
+  fills on the stream, then the two pointers the kernel's packed argument
+  struct needs, ``sync_block_lock`` and ``workspace_addr`` (``nullptr`` when
+  the kernel needs neither, with no helper call at all); ``after``
+  ``launchKernel(...)`` returns: the block's release. SIMT-only kernels get no
+  lines: their struct has no such fields. The torch_npu hooks splice exactly
+  these lines into the launcher torch_npu's C++ wrapper generates.
 * :func:`args_decl_lines`, :func:`launch_lines` and :func:`launcher_source`
-  write a whole launcher in the shape torch_npu's wrapper uses (docs/facts.md): ``ffts_addr`` when the target has FFTS, then the two sync
-  pointers, the kernel's own arguments, ``grid_0..2``. The ``launcher``
-  command, the golden tests and the simulation harness use them.
+  write a whole launcher in the shape torch_npu's wrapper uses (docs/facts.md):
+  ``ffts_addr`` when the target has FFTS, then the two sync pointers, the
+  kernel's own arguments, ``grid_0..2``, the lambda handed to
+  ``launchKernel``. The ``launcher`` command, the golden tests and the
+  simulation harness use them.
 
 The grid and the launch block count come from the wrapper's variables
 (``grid_0``, ``grid_1``, ``grid_2``; the block count is their product, clamped
@@ -139,54 +146,72 @@ def _comment(plan: SyncPlan, site: LaunchSite) -> list[str]:
         what.append(f"{plan.workspace_per_block} B workspace per block x grid")
     return [
         f"// {MARKER}: {' + '.join(what)}.",
-        "// One workspace-allocator request per launch, carved into disjoint aligned regions;",
-        f"// locks initialised on {site.stream} before the kernel. Held until the launch is issued.",
+        f"// ONE block from torch_npu's caching allocator for {site.stream}, taken here before the launch is queued",
+        "// and carved into [locks | workspace]; the lambda gets only the raw pointers. Released once queued.",
     ]
 
 
-def resource_lines(plan: SyncPlan, site: LaunchSite = LaunchSite()) -> list[str]:
-    """Lines declaring ``sync_block_lock`` and ``workspace_addr`` (none for SIMT-only).
+@dataclasses.dataclass(frozen=True)
+class ResourceCode:
+    """The C++ one launch needs for its workspace and locks, by where it goes."""
 
-    Inside a lambda that returns an ACL (or CANN runtime) error code: a failed
-    acquisition returns its code from the lambda, before anything is launched.
+    before: list[str]  # before ``auto launch_call = ...``, on the thread that runs the graph
+    in_lambda: list[str]  # first in the lambda: lock fills, ``sync_block_lock``, ``workspace_addr``
+    after: list[str]  # right after ``launchKernel(...)`` returns
+
+
+def resource_code(plan: SyncPlan, site: LaunchSite = LaunchSite()) -> ResourceCode:
+    """What one launch needs, by place (none at all for SIMT-only kernels).
+
+    ``before`` may throw on the calling thread (overflowing sizes, the
+    allocator's out-of-memory error, the kernel named); ``in_lambda`` returns
+    a failed fill's ACL code from the lambda, before anything is launched.
     """
     if site.simt(plan):
-        return []
+        return ResourceCode([], [], [])
     if not plan.needs_resources:
-        return [
+        return ResourceCode([], [
             f"// {MARKER}: this kernel needs no workspace and no sync locks.",
             "void* sync_block_lock = nullptr;",
             "void* workspace_addr = nullptr;",
-        ]
+        ], [])
     p = site.prefix
     g0, g1, g2 = site.grid
-    lines = _comment(plan, site)
-    lines.append(f"uint32_t {p}block_num = {g0} * {g1} * {g2};")
+    before = _comment(plan, site)
+    before.append(f"uint32_t {p}block_num = {g0} * {g1} * {g2};")
     if site.block_clamp is not None:
-        lines.append(f"{p}block_num = std::min({p}block_num, static_cast<uint32_t>({int(site.block_clamp)}));")
-    lines.append(f"{HELPER_NAMESPACE}::LockLayout {p}locks;")
+        before.append(f"{p}block_num = std::min({p}block_num, static_cast<uint32_t>({int(site.block_clamp)}));")
+    before.append(f"{HELPER_NAMESPACE}::LockLayout {p}locks;")
     if plan.lock_layout == LAYOUT_LEGACY:
-        lines.append(f"{p}locks.legacy_slots = UINT64_C({plan.legacy_slots});")
+        before.append(f"{p}locks.legacy_slots = UINT64_C({plan.legacy_slots});")
     elif plan.lock_layout == LAYOUT_PACKED:
         if plan.ordered_locks:
-            lines.append(f"{p}locks.ordered = {plan.ordered_locks}u;")
+            before.append(f"{p}locks.ordered = {plan.ordered_locks}u;")
         if plan.unordered_locks:
-            lines.append(f"{p}locks.unordered = {plan.unordered_locks}u;")
+            before.append(f"{p}locks.unordered = {plan.unordered_locks}u;")
         if plan.participant_factor != 1:
-            lines.append(f"{p}locks.participant_factor = {plan.participant_factor}u;")
+            before.append(f"{p}locks.participant_factor = {plan.participant_factor}u;")
     if plan.needs_locks and plan.lock_init_value != 0:  # the helper decides where it applies
-        lines.append(f"{p}locks.init_value = {int64_literal(plan.lock_init_value)};")
+        before.append(f"{p}locks.init_value = {int64_literal(plan.lock_init_value)};")
     workspace = plan.workspace_per_block if plan.needs_workspace else 0
-    lines += [
-        f"{HELPER_NAMESPACE}::LaunchResources {p}resources;",
-        f"aclError {p}status = {HELPER_NAMESPACE}::acquire_launch_resources(",
-        f"    {c_string(plan.kernel)}, {site.stream}, {g0}, {g1}, {g2}, {p}block_num,",
-        f"    UINT64_C({workspace}), {p}locks, &{p}resources);",
-        f"if ({p}status != ACL_SUCCESS) return {p}status;  // logged by the helper; nothing stays allocated",
-        f"void* sync_block_lock = {p}resources.locks();",
-        f"void* workspace_addr = {p}resources.workspace();",
+    kernel = c_string(plan.kernel)
+    before += [
+        f"{HELPER_NAMESPACE}::LaunchMemory {p}memory({kernel}, {site.stream},",
+        f"    {g0}, {g1}, {g2}, {p}block_num, UINT64_C({workspace}), {p}locks);",
+        f"const {HELPER_NAMESPACE}::LaunchRegions {p}regions = {p}memory.regions();  // what the lambda copies",
     ]
-    return lines
+    in_lambda = []
+    if plan.needs_locks:
+        in_lambda += [
+            f"aclError {p}status = {p}regions.write_locks({kernel}, {site.stream});",
+            f"if ({p}status != ACL_SUCCESS) return {p}status;  // logged by the helper",
+        ]
+    in_lambda += [
+        f"void* sync_block_lock = {p}regions.locks;",
+        f"void* workspace_addr = {p}regions.workspace;",
+    ]
+    after = [f"{p}memory.release();  // queued: later work on {site.stream} runs after this kernel"]
+    return ResourceCode(before, in_lambda, after)
 
 
 def args_decl_lines(plan: SyncPlan, site: LaunchSite, kernel_args: Sequence[KernelArg]) -> list[str]:
@@ -199,7 +224,7 @@ def args_decl_lines(plan: SyncPlan, site: LaunchSite, kernel_args: Sequence[Kern
             "ret = aclrtGetHardwareSyncAddr(&ffts_addr);",
             "if (ret != ACL_SUCCESS) return ret;",
         ]
-    lines += resource_lines(plan, site)
+    lines += resource_code(plan, site).in_lambda
     for a in kernel_args:
         lines.append(f"{a.ctype} {a.name} = {a.value};")
     fields: list[tuple[str, str, int, str]] = []
@@ -250,21 +275,26 @@ def launcher_source(
 ) -> str:
     """A self-contained launcher function (what ``launcher --emit-cpp`` prints).
 
-    ``aclError call_<kernel>(aclrtFuncHandle kernel_handle, <kernel args>,
+    ``void call_<kernel>(aclrtFuncHandle kernel_handle, <kernel args>,
     uint32_t grid_0, uint32_t grid_1, uint32_t grid_2, aclrtStream stream_)``:
-    the body torch_npu's deferred wrapper writes, with the lambda run at once
-    where torch_npu would hand it to its task queue. Needs
-    ``#include "npu_launch_resources.h"`` (see :func:`includes`).
+    the body torch_npu's deferred wrapper writes, the lambda handed to
+    ``launchKernel`` (torch_npu's: ``OpCommand::RunOpApiV2``, which queues it
+    for the task-queue thread or runs it at once; :func:`includes` defines it
+    so). Needs ``#include "npu_launch_resources.h"`` (see :func:`includes`).
     """
     params = [f"aclrtFuncHandle {kernel_var}"]
     params += [f"{a.ctype} {a.value}" for a in kernel_args]
     params += [f"uint32_t {g}" for g in site.grid] + [f"aclrtStream {site.stream}"]
     g0, g1, g2 = site.grid
-    out = [f"static inline aclError {launcher_function_name(plan)}("]
+    code = resource_code(plan, site)
+    out = [f"static inline void {launcher_function_name(plan)}("]
     out += [f"    {p}," for p in params[:-1]] + [f"    {params[-1]}) {{"]
-    out.append(f"    if ({g0} == 0 || {g1} == 0 || {g2} == 0) return ACL_SUCCESS;")
+    out.append(f"    if ({g0} == 0 || {g1} == 0 || {g2} == 0) return;")
+    out += ["    " + ln for ln in code.before]
     out += ["    " + ln for ln in launch_lambda_lines(plan, site, kernel_args, kernel_var)]
-    out += ["    return launch_call();", "}"]
+    out.append(f"    launchKernel(launch_call, {c_string(plan.kernel)});")
+    out += ["    " + ln for ln in code.after]
+    out.append("}")
     return "\n".join(out) + "\n"
 
 
@@ -349,14 +379,27 @@ def helper_inline_lines(directory: Path = HELPER_DIR) -> list[str]:
     ]
 
 
+#: torch_npu's ``launchKernel`` as its NPU device-op overrides write it into every wrapper
+#: (docs/facts.md): the lambda goes to ``OpCommand::RunOpApiV2``.
+LAUNCH_KERNEL_LINES = [
+    "static inline void launchKernel(std::function<int()> launch_call, const char* kernel_name) {",
+    "    at_npu::native::OpCommand::RunOpApiV2(kernel_name, launch_call);",
+    "}",
+]
+
+
 def includes() -> str:
+    """What a translation unit of :func:`launcher_source` launchers starts with."""
     return "\n".join(
         [
             "#include <acl/acl.h>",
+            "#include <torch_npu/csrc/framework/OpCommand.h>",
             "#include <algorithm>",
             "#include <cstdint>",
+            "#include <functional>",
             "#include <stdexcept>",
             "#include <string>",
             *helper_include_lines(absolute=False),
+            *LAUNCH_KERNEL_LINES,
         ]
     ) + "\n"

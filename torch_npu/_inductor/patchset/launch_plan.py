@@ -43,6 +43,12 @@ INT64_MIN = -(1 << 63)
 INT64_MAX = (1 << 63) - 1
 _U32 = (1 << 32) - 1
 SLOTS_PER_CACHE_LINE = 8  # int64 slots in one 64-byte cache line
+#: The most byte fills an init value may take per launch. The helper writes lock content with byte
+#: fills only (stream-ordered, legal while capturing): an init value that is one repeated byte
+#: (0, the value BiSheng always reports, or -1) takes the region's one fill, any other value one
+#: fill per run of equal non-zero bytes in every slot. Only an init value no known compiler reports
+#: goes past this bound; it is rejected here, where the launcher is generated.
+MAX_INIT_VALUE_FILLS = 64
 
 LAYOUT_NONE = "none"
 LAYOUT_LEGACY = "legacy"
@@ -56,6 +62,23 @@ SIMT_FLAGS = ("force_simt_only", "is_pure_simt")
 #: The sync fields torch_npu itself records in a kernel's params (2.7.1.post11 and later).
 RAW_SYNC_FIELDS = ("workspace_size", "lock_num", "sync_block_lock_layout") + _INIT_NAMES
 _MISSING = object()
+
+
+def nonzero_byte_runs(value: int) -> list[tuple[int, int, int]]:
+    """``(offset, byte, count)`` for each run of equal non-zero bytes of ``value`` as a little-endian int64."""
+    data = (value & ((1 << 64) - 1)).to_bytes(8, "little")
+    runs, start = [], 0
+    for end in range(1, 9):
+        if end == 8 or data[end] != data[start]:
+            if data[start]:
+                runs.append((start, data[start], end - start))
+            start = end
+    return runs
+
+
+def _one_byte(value: int) -> bool:
+    """True when every byte of ``value`` as an int64 is the same."""
+    return len(set((value & ((1 << 64) - 1)).to_bytes(8, "little"))) == 1
 
 
 def _field(metadata: Any, name: str) -> Any:
@@ -167,6 +190,13 @@ class SyncPlan:
                 raise ValueError(f"kernel {k!r}: plan field {name}={getattr(self, name)!r} is not a bool")
         if not isinstance(self.mix_mode, str) or not isinstance(self.lock_source, str):
             raise ValueError(f"kernel {k!r}: plan fields mix_mode and lock_source must be strings")
+        fills = self.init_value_fills()
+        if fills > MAX_INIT_VALUE_FILLS:
+            raise ValueError(
+                f"kernel {k!r}: metadata field lock_init_val={self.lock_init_value} would take {fills} byte fills per "
+                f"launch ({self.lock_slots(0)} slots x {len(nonzero_byte_runs(self.lock_init_value))} runs of non-zero "
+                f"bytes; at most {MAX_INIT_VALUE_FILLS}): no known compiler reports such a value (BiSheng reports 0)"
+            )
 
     # -- what the launch needs -------------------------------------------------
     @property
@@ -215,6 +245,33 @@ class SyncPlan:
         for u in range(self.unordered_locks):
             content[self.ordered_locks * SLOTS_PER_CACHE_LINE + u * per_unordered] = self.participants(block_num)
         return content
+
+    def init_value_fills(self) -> int:
+        """Byte fills the init value takes beyond the region's first one (0 when it is one repeated byte
+        or unordered locks make every slot but the P slots zero)."""
+        if not self.needs_locks or self.unordered_locks or _one_byte(self.lock_init_value):
+            return 0
+        return self.lock_slots(0) * len(nonzero_byte_runs(self.lock_init_value))
+
+    def lock_fills(self, block_num: int) -> list[tuple[int, int, int]]:
+        """``(offset, byte, count)`` byte fills, in order, that write :meth:`lock_content`: what the
+        helper's ``for_each_lock_fill`` issues (one over the region, then each run of equal non-zero
+        bytes of a slot whose value is not one repeated byte)."""
+        total = self.lock_bytes(block_num)
+        if not total:
+            return []
+        common = 0 if self.unordered_locks else self.lock_init_value
+        one = _one_byte(common)
+        fills = [(0, common & 0xFF if one else 0, total)]
+        if not one:
+            for slot in range(total // 8):
+                fills += [(slot * 8 + o, b, n) for o, b, n in nonzero_byte_runs(common)]
+        p = self.participants(block_num)
+        per_unordered = (1 + 2 * p) * SLOTS_PER_CACHE_LINE * 8
+        for u in range(self.unordered_locks):
+            start = self.ordered_locks * SLOTS_PER_CACHE_LINE * 8 + u * per_unordered
+            fills += [(start + o, b, n) for o, b, n in nonzero_byte_runs(p)]
+        return fills
 
     def lock_values(self, block_num: int) -> list[int]:
         """Sorted distinct int64 values the kernel must find in its lock slots."""

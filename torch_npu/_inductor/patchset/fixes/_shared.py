@@ -11,6 +11,46 @@ LAUNCH_PARAMS = ["self", "prefix", "wrapper", "kernel_var_name", "params"]
 NULL_WORKSPACE = re.compile(r"^([ \t]*)void\*\s*workspace_addr\s*=\s*NULL;[ \t]*\n", re.M)
 NULL_LOCK = re.compile(r"^[ \t]*void\*\s*sync_block_lock\s*=\s*NULL;[ \t]*\n", re.M)
 
+#: The queue call every launcher ends with (torch_npu's ``launchKernel(<lambda>, "<kernel>");``).
+LAUNCH_KERNEL = re.compile(r"^([ \t]*)launchKernel\(")
+
+
+def splice_lambda_lines(text: str, code, kernel: str) -> str:
+    """``text`` (upstream's launch code, holding the lambda's NULL sync declarations) with those two
+    declarations replaced by ``code.in_lambda``; raises on any other shape."""
+    ws, lock = NULL_WORKSPACE.search(text), NULL_LOCK.search(text)
+    if not (ws and lock) or len(NULL_WORKSPACE.findall(text)) != 1 or len(NULL_LOCK.findall(text)) != 1:
+        raise RuntimeError(
+            f"torch_npu_patchset: launch code for {kernel} does not declare exactly one NULL workspace_addr "
+            f"and one NULL sync_block_lock; refusing to guess where the sync resources go"
+        )
+    ours = "".join(f"{ws.group(1)}{ln}\n" for ln in code.in_lambda)
+    text = NULL_LOCK.sub("", text, count=1)
+    return NULL_WORKSPACE.sub(lambda m: ours, text, count=1)
+
+
+def write_before_lambda(buffer, code) -> None:
+    """``code.before`` into the launcher's buffer, where upstream is about to write the lambda."""
+    for line in code.before:
+        buffer.writeline(line)
+
+
+def release_after_launches(buffer, start: int, afters: list, kernel: str) -> None:
+    """After each ``launchKernel(...)`` line upstream wrote into ``buffer`` from line ``start`` on, the
+    release lines of that launch (``afters``: one list per launch, in order); raises when the launches
+    written are not the ones whose resources were taken."""
+    lines = buffer._lines  # IndentedBuffer: indented strings (and line objects) in order
+    found = [i for i in range(start, len(lines)) if isinstance(lines[i], str) and LAUNCH_KERNEL.match(lines[i])]
+    if len(found) != len(afters):
+        raise RuntimeError(
+            f"torch_npu_patchset: launch code for {kernel} queued {len(found)} launch(es) for {len(afters)} "
+            f"launch lambda(s) with sync resources; refusing to guess where their memory is released"
+        )
+    for i, after in reversed(list(zip(found, afters))):
+        indent = LAUNCH_KERNEL.match(lines[i]).group(1)
+        lines[i + 1:i + 1] = [indent + ln for ln in after]
+
+
 #: The runtime helper's header (what the generated wrapper includes).
 HEADER_PATH = launch_codegen.HELPER_DIR / launch_codegen.HELPER_HEADER
 

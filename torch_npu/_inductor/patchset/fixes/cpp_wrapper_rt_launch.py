@@ -16,12 +16,15 @@ has both sync fields).
 This module wraps three members of that module:
 
 * ``DeferredNpuTritonCallWrapper.generate_launch_kernel`` makes the kernel's
-  saved params (and name) known to the call below, through a context variable;
+  saved params (and name) known to the call below, through a context variable,
+  and afterwards puts the launch's release right after its ``launchKernel(...)``;
 * ``CppWrapperNpu.generate_args_decl`` checks that the text upstream returned
   is the known shape (one NULL ``workspace_addr``, one NULL ``sync_block_lock``,
-  an unclamped ``block_num``, one ``rtKernelLaunch``) and swaps the two NULL
-  declarations for :func:`~torch_npu._inductor.patchset.launch_codegen.resource_lines`;
-  ``rtKernelLaunch`` and everything else stay as upstream wrote them;
+  an unclamped ``block_num``, one ``rtKernelLaunch``), writes the calling-thread
+  part of :func:`~torch_npu._inductor.patchset.launch_codegen.resource_code`
+  into the launcher's buffer (upstream writes the lambda after it) and swaps the
+  two NULL declarations for its lambda part; ``rtKernelLaunch`` and everything
+  else stay as upstream wrote them;
 * ``CppWrapperNpu.write_header`` appends the runtime helper's include after the
   header upstream wrote (nothing for a constant graph, which has no header).
 
@@ -37,9 +40,19 @@ import inspect
 import re
 
 from .._patching import Probe, source_of
-from ..launch_codegen import LaunchSite, resource_lines
+from ..launch_codegen import LaunchSite, resource_code
 from ..launch_plan import plan_from_params
-from ._shared import LAUNCH_PARAMS, NULL_LOCK, NULL_WORKSPACE, graph_in_aot_mode, helper_include_lines, upstream_form
+from ._shared import (
+    LAUNCH_PARAMS,
+    NULL_LOCK,
+    NULL_WORKSPACE,
+    graph_in_aot_mode,
+    helper_include_lines,
+    release_after_launches,
+    splice_lambda_lines,
+    upstream_form,
+    write_before_lambda,
+)
 
 MODULE = "torch_npu._inductor.codegen.cpp_wrapper"
 LAYOUT = "codegen/cpp_wrapper.py (rtKernelLaunch)"
@@ -57,6 +70,7 @@ _RT_LAUNCH = re.compile(r"\brtKernelLaunch\(")
 class _Launch:
     kernel: str
     params: dict
+    afters: list = dataclasses.field(default_factory=list)  # per launch lambda written: its release lines
 
 
 _current: contextvars.ContextVar[_Launch | None] = contextvars.ContextVar("npu_sync_rt_launch", default=None)
@@ -125,26 +139,9 @@ def probe(modules) -> Probe:
     return Probe.needed(detail)
 
 
-def _indent(lines: list[str], indent: str) -> str:
-    return "".join(f"{indent}{ln}\n" if ln else "\n" for ln in lines)
-
-
-def _params_for(kernel_name: str) -> dict | None:
-    """The saved params of a kernel when generate_args_decl is called on its own."""
-    from torch._inductor.codecache import CudaKernelParamCache
-
-    name = kernel_name[len("kernels_."):] if kernel_name.startswith("kernels_.") else kernel_name
-    return CudaKernelParamCache.get(name)
-
-
-def splice(text: str, plan, kernel: str) -> str:
-    """``text`` (upstream's launch lambda) with its NULL sync pointers replaced; raises on any other shape."""
-    ws, lock = NULL_WORKSPACE.search(text), NULL_LOCK.search(text)
-    if not (ws and lock) or len(NULL_WORKSPACE.findall(text)) != 1 or len(NULL_LOCK.findall(text)) != 1:
-        raise RuntimeError(
-            f"torch_npu_patchset: launch code for {kernel} does not declare exactly one NULL workspace_addr "
-            f"and one NULL sync_block_lock; refusing to guess where the sync resources go"
-        )
+def splice(text: str, plan, kernel: str):
+    """(``text``, upstream's launch lambda, with its NULL sync pointers replaced; the
+    :class:`~..launch_codegen.ResourceCode`); raises on any other shape."""
     if len(_RT_LAUNCH.findall(text)) != 1 or len(_BLOCK_NUM.findall(text)) != 1 or _ANY_CLAMP.search(text):
         raise RuntimeError(
             f"torch_npu_patchset: launch code for {kernel} does not launch once with an unclamped "
@@ -153,9 +150,8 @@ def splice(text: str, plan, kernel: str) -> str:
     if "allocate_workspace" in text:
         raise RuntimeError(f"torch_npu_patchset: upstream launch code for {kernel} allocates a workspace itself")
     # The struct always has both sync fields here (no SIMT-only launch in this layout).
-    ours = _indent(resource_lines(plan, LaunchSite(block_clamp=None, simt_only=False)), ws.group(1))
-    text = NULL_LOCK.sub("", text, count=1)
-    return NULL_WORKSPACE.sub(lambda m: ours, text, count=1)
+    code = resource_code(plan, LaunchSite(block_clamp=None, simt_only=False))
+    return splice_lambda_lines(text, code, kernel), code
 
 
 def apply(modules, patcher) -> str:
@@ -172,11 +168,15 @@ def apply(modules, patcher) -> str:
 
     @functools.wraps(orig_launch)
     def generate_launch_kernel(self, prefix, wrapper, kernel_var_name, params):
-        token = _current.set(_Launch(str(getattr(self, "kernel_name", kernel_var_name)), params))
+        launch = _Launch(str(getattr(self, "kernel_name", kernel_var_name)), params)
+        token = _current.set(launch)
+        start = len(prefix._lines)
         try:
-            return orig_launch(self, prefix, wrapper, kernel_var_name, params)
+            result = orig_launch(self, prefix, wrapper, kernel_var_name, params)
         finally:
             _current.reset(token)
+        release_after_launches(prefix, start, launch.afters, launch.kernel)
+        return result
 
     @functools.wraps(orig_args_decl)
     def generate_args_decl(self, *args, **kwargs):
@@ -186,15 +186,18 @@ def apply(modules, patcher) -> str:
         if not bound.arguments["is_triton_kernel"]:
             return result
         launch = _current.get()
-        if launch is None:  # called outside generate_launch_kernel: the params are in the cache
-            name = str(bound.arguments["kernel_name"])
-            params = _params_for(name)
-            if params is None:
-                raise RuntimeError(f"torch_npu_patchset: no saved params for {name}; cannot size its sync resources")
-            launch = _Launch(name, params)
+        if launch is None:
+            raise RuntimeError(
+                f"torch_npu_patchset: CppWrapperNpu.generate_args_decl was called for {bound.arguments['kernel_name']} "
+                "outside DeferredNpuTritonCallWrapper.generate_launch_kernel; refusing to size sync resources whose "
+                "release cannot be placed after the launch"
+            )
         plan = plan_from_params(launch.params, launch.kernel)
         call, text = result
-        return call, splice(text, plan, launch.kernel)
+        text, code = splice(text, plan, launch.kernel)
+        write_before_lambda(bound.arguments["code"], code)  # upstream writes the lambda next
+        launch.afters.append(code.after)
+        return call, text
 
     @functools.wraps(orig_header)
     def write_header(self):
@@ -210,4 +213,4 @@ def apply(modules, patcher) -> str:
     patcher.setattr(wrapper_cls, "generate_args_decl", generate_args_decl)
     patcher.setattr(wrapper_cls, "write_header", write_header)
     return (f"{LAYOUT}: replaced the NULL sync_block_lock / workspace_addr arguments of rtKernelLaunch "
-            "with one carved, stream-initialised request")
+            "with one caching-allocator block per launch, taken before it is queued")

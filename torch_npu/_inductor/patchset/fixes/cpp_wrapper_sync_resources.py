@@ -17,12 +17,15 @@ This patch wraps three members:
 
 * ``DeferredNpuTritonCallWrapper.generate_launch_kernel`` makes the kernel's
   params and its auto-blockify decision known to the call below (a context
-  variable), and afterwards checks that the launch code torch_npu wrote clamps
+  variable); afterwards it puts each launch's release right after its
+  ``launchKernel(...)`` and checks that the launch code torch_npu wrote clamps
   the block count the way our code assumed;
-* ``CppWrapperNpu.generate_args_decl`` calls upstream with the sync fields
+* ``CppWrapperNpu.generate_args_decl`` (handed the launcher's buffer, into
+  which upstream then writes the lambda) calls upstream with the sync fields
   hidden (so post11 emits no allocation of its own), checks that what came back
-  is the NULL-pointer shape, and replaces those two declarations with
-  :func:`~torch_npu._inductor.patchset.launch_codegen.resource_lines`;
+  is the NULL-pointer shape, writes the calling-thread part of
+  :func:`~torch_npu._inductor.patchset.launch_codegen.resource_code` into the
+  buffer and replaces the two NULL declarations with its lambda part;
 * ``CppWrapperNpu.get_device_include_path`` (static, 2.7.1) or
   ``CppWrapperNpu.add_device_include`` (newer) adds the runtime helper's header.
 
@@ -39,7 +42,7 @@ import inspect
 import re
 
 from .._patching import Probe, source_of
-from ..launch_codegen import LaunchSite, resource_lines
+from ..launch_codegen import LaunchSite, resource_code
 from ..launch_plan import RAW_SYNC_FIELDS, SIMT_FLAGS, plan_from_params
 from . import cpp_wrapper_rt_launch
 from ._shared import (  # noqa: F401  (HEADER_PATH: kept importable here)
@@ -49,7 +52,10 @@ from ._shared import (  # noqa: F401  (HEADER_PATH: kept importable here)
     NULL_WORKSPACE,
     graph_in_aot_mode,
     helper_include_lines,
+    release_after_launches,
+    splice_lambda_lines,
     upstream_form,
+    write_before_lambda,
 )
 
 MODULE = "torch_npu._inductor.codegen.cpp_wrapper_npu"
@@ -58,7 +64,7 @@ _MARK = "__torch_npu_patchset_sync_resources__"
 _ARGS_DECL_PARAMS = ["self", "code", "call_args", "arg_types", "arg_signatures", "is_triton_kernel"]
 
 _UPSTREAM_ALLOC = ("allocate_workspace", "aclrtMemcpy(")
-_UPSTREAM_CLAMP = re.compile(r"block_num\s*=\s*std::min\(\s*block_num\s*,\s*\(uint32_t\)\s*(\d+)\s*\)")
+_UPSTREAM_CLAMP = re.compile(r"\bblock_num\s*=\s*std::min\(\s*block_num\s*,\s*\(uint32_t\)\s*(\d+)\s*\)")
 _OUR_CLAMP = re.compile(r"npu_sync_block_num = std::min\(npu_sync_block_num, static_cast<uint32_t>\((\d+)\)\)")
 
 
@@ -67,6 +73,7 @@ class _Launch:
     kernel: str
     params: dict
     block_clamp: int | None
+    afters: list = dataclasses.field(default_factory=list)  # per launch lambda written: its release lines
 
 
 _current: contextvars.ContextVar[_Launch | None] = contextvars.ContextVar("npu_sync_launch", default=None)
@@ -156,10 +163,6 @@ def _block_clamp(mod, params: dict, kernel_params: dict | None) -> int | None:
     return int(mod.npu_config.num_vector_core) if enabled else None
 
 
-def _indent(lines: list[str], indent: str) -> str:
-    return "".join(f"{indent}{ln}\n" if ln else "\n" for ln in lines)
-
-
 def apply(modules, patcher) -> str:
     if cpp_wrapper_rt_launch.MODULE in modules:
         return cpp_wrapper_rt_launch.apply(modules, patcher)
@@ -176,8 +179,9 @@ def apply(modules, patcher) -> str:
     @functools.wraps(orig_launch)
     def generate_launch_kernel(self, prefix, wrapper, kernel_var_name, params):
         clamp = _block_clamp(mod, params, None)
-        token = _current.set(_Launch(self.kernel_name, params, clamp))
-        before = len(prefix.getvalue())
+        launch = _Launch(self.kernel_name, params, clamp)
+        token = _current.set(launch)
+        start, before = len(prefix._lines), len(prefix.getvalue())
         try:
             result = orig_launch(self, prefix, wrapper, kernel_var_name, params)
         finally:
@@ -185,7 +189,7 @@ def apply(modules, patcher) -> str:
         written = prefix.getvalue()[before:]
         # One launch per kernel, or one per variant of a grouped launch (newer torch_npu): every
         # launch whose resources we sized must clamp its block count the way we assumed.
-        for launch_code in re.split(r"\bauto launch_call = ", written)[1:] or [written]:
+        for launch_code in re.split(r"^\s*launchKernel\(.*$", written, flags=re.M)[:-1] or [written]:
             upstream_clamp, ours = _UPSTREAM_CLAMP.search(launch_code), _OUR_CLAMP.search(launch_code)
             if "npu_sync_block_num" in launch_code and (upstream_clamp and upstream_clamp.group(1)) != (ours and ours.group(1)):
                 raise RuntimeError(
@@ -193,6 +197,7 @@ def apply(modules, patcher) -> str:
                     f"(torch_npu: {upstream_clamp and upstream_clamp.group(0)!r}, ours: {ours and ours.group(0)!r}); "
                     f"the unordered locks' participant count would be wrong"
                 )
+        release_after_launches(prefix, start, launch.afters, self.kernel_name)
         return result
 
     @functools.wraps(orig_args_decl)
@@ -201,13 +206,18 @@ def apply(modules, patcher) -> str:
         bound.apply_defaults()
         launch = _current.get()
         kernel_params = bound.arguments.get("kernel_params")
-        if not bound.arguments["is_triton_kernel"] or (launch is None and kernel_params is None):
+        if not bound.arguments["is_triton_kernel"]:
             return orig_args_decl(*bound.args, **bound.kwargs)
-        if launch is None:  # called outside generate_launch_kernel, but with the params
-            name = str(kernel_params.get("mangled_name", "<kernel>"))
-            launch = _Launch(name, kernel_params, _block_clamp(mod, kernel_params, kernel_params))
-        elif kernel_params is not None and "enable_auto_blockify" in kernel_params:
-            launch = dataclasses.replace(launch, block_clamp=_block_clamp(mod, launch.params, kernel_params))
+        if launch is None:
+            raise RuntimeError(
+                "torch_npu_patchset: CppWrapperNpu.generate_args_decl was called for a Triton kernel outside "
+                "DeferredNpuTritonCallWrapper.generate_launch_kernel; refusing to size sync resources whose "
+                "release cannot be placed after the launch"
+            )
+        if kernel_params is not None and "enable_auto_blockify" in kernel_params:
+            launch_site = dataclasses.replace(launch, block_clamp=_block_clamp(mod, launch.params, kernel_params))
+        else:
+            launch_site = launch
         # kernel_params, when given, describe this very launch (a grouped variant's own fields).
         plan = plan_from_params(kernel_params if kernel_params is not None else launch.params, launch.kernel)
         if kernel_params is not None:  # post11 and later: keep upstream from allocating on its own
@@ -217,20 +227,16 @@ def apply(modules, patcher) -> str:
         if leftovers:
             raise RuntimeError(f"torch_npu_patchset: upstream launch code for {launch.kernel} still contains {leftovers}")
         simt = bool(bound.arguments[simt_param])
-        ws, lock = NULL_WORKSPACE.search(text), NULL_LOCK.search(text)
         if simt:
-            if ws or lock or "sync_block_lock" in text:
+            if NULL_WORKSPACE.search(text) or NULL_LOCK.search(text) or "sync_block_lock" in text:
                 raise RuntimeError(f"torch_npu_patchset: SIMT-only launch code for {launch.kernel} has sync fields")
+            launch.afters.append([])
             return text
-        if not (ws and lock) or len(NULL_WORKSPACE.findall(text)) != 1 or len(NULL_LOCK.findall(text)) != 1:
-            raise RuntimeError(
-                f"torch_npu_patchset: launch code for {launch.kernel} does not declare exactly one NULL "
-                f"workspace_addr and one NULL sync_block_lock; refusing to guess where the sync resources go"
-            )
-        site = LaunchSite(block_clamp=launch.block_clamp, simt_only=False)
-        ours = _indent(resource_lines(plan, site), ws.group(1))
-        text = NULL_LOCK.sub("", text, count=1)
-        return NULL_WORKSPACE.sub(lambda m: ours, text, count=1)
+        code = resource_code(plan, LaunchSite(block_clamp=launch_site.block_clamp, simt_only=False))
+        text = splice_lambda_lines(text, code, launch.kernel)
+        write_before_lambda(bound.arguments["code"], code)  # upstream writes the lambda next
+        launch.afters.append(code.after)
+        return text
 
     def include_lines() -> list[str]:  # read per header: JIT and AOT graphs are written by one process
         return helper_include_lines(aot_mode=graph_in_aot_mode())
@@ -261,5 +267,6 @@ def apply(modules, patcher) -> str:
     patcher.setattr(wrapper_cls, include_hook, new_include)
     if shape == "double-allocate":
         return ("replaced upstream's allocation (two allocate_workspace requests per launch and a blocking "
-                "aclrtMemcpy of the locks) with one carved, stream-initialised request")
-    return "replaced the NULL sync_block_lock / workspace_addr arguments with one carved, stream-initialised request"
+                "aclrtMemcpy of the locks) with one caching-allocator block per launch, taken before it is queued")
+    return ("replaced the NULL sync_block_lock / workspace_addr arguments with one caching-allocator block per "
+            "launch, taken before it is queued")
