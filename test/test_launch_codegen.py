@@ -1,4 +1,4 @@
-"""launch_codegen: plan -> C++ of the launch lambda. Golden text, and every golden run in the simulation.
+"""launch_codegen: plan -> C++ of a launcher. Golden text, and every golden run in the simulation.
 
 Regenerate the goldens after an intended change with
 ``EXPECTTEST_ACCEPT=1 python -m pytest test/test_launch_codegen.py``.
@@ -27,319 +27,483 @@ def case(key):
 
 
 def lambda_text(key) -> str:
+    """The whole launcher: what is taken before the lambda, the lambda, the queue call, the release."""
     s, plan, site, args = case(key)
-    return "\n".join(lc.args_decl_lines(plan, site, args))
+    return lc.launcher_source(plan, site, args).rstrip("\n")
 
 
 class Goldens(TestCase):
     def test_none(self):
         self.assertExpectedInline(lambda_text("none"), """\
-aclError ret = ACL_SUCCESS;
-// npu-sync-resources: this kernel needs no workspace and no sync locks.
-void* sync_block_lock = nullptr;
-void* workspace_addr = nullptr;
-void* var_0 = in_ptr0;
-void* var_1 = in_ptr1;
-void* var_2 = in_ptr2;
-int32_t var_3 = arg3;
-struct __attribute__((packed)) {
-    void* sync_block_lock __attribute__((aligned(8)));
-    void* workspace_addr __attribute__((aligned(8)));
-    void* var_0 __attribute__((aligned(8)));
-    void* var_1 __attribute__((aligned(8)));
-    void* var_2 __attribute__((aligned(8)));
-    int32_t var_3 __attribute__((aligned(4)));
-    int32_t grid_0 __attribute__((aligned(4)));
-    int32_t grid_1 __attribute__((aligned(4)));
-    int32_t grid_2 __attribute__((aligned(4)));
-} kernel_args = {
-    sync_block_lock,
-    workspace_addr,
-    static_cast<void*>(var_0),
-    static_cast<void*>(var_1),
-    static_cast<void*>(var_2),
-    static_cast<int32_t>(var_3),
-    static_cast<int32_t>(grid_0),
-    static_cast<int32_t>(grid_1),
-    static_cast<int32_t>(grid_2)
-};""")
+static inline void call_triton_poi_fused_add_0(
+    aclrtFuncHandle kernel_handle,
+    void* in_ptr0,
+    void* in_ptr1,
+    void* in_ptr2,
+    int32_t arg3,
+    uint32_t grid_0,
+    uint32_t grid_1,
+    uint32_t grid_2,
+    aclrtStream stream_) {
+    if (grid_0 == 0 || grid_1 == 0 || grid_2 == 0) return;
+    auto launch_call = [=]() -> aclError {
+        aclError ret = ACL_SUCCESS;
+        // npu-sync-resources: this kernel needs no workspace and no sync locks.
+        void* sync_block_lock = nullptr;
+        void* workspace_addr = nullptr;
+        void* var_0 = in_ptr0;
+        void* var_1 = in_ptr1;
+        void* var_2 = in_ptr2;
+        int32_t var_3 = arg3;
+        struct __attribute__((packed)) {
+            void* sync_block_lock __attribute__((aligned(8)));
+            void* workspace_addr __attribute__((aligned(8)));
+            void* var_0 __attribute__((aligned(8)));
+            void* var_1 __attribute__((aligned(8)));
+            void* var_2 __attribute__((aligned(8)));
+            int32_t var_3 __attribute__((aligned(4)));
+            int32_t grid_0 __attribute__((aligned(4)));
+            int32_t grid_1 __attribute__((aligned(4)));
+            int32_t grid_2 __attribute__((aligned(4)));
+        } kernel_args = {
+            sync_block_lock,
+            workspace_addr,
+            static_cast<void*>(var_0),
+            static_cast<void*>(var_1),
+            static_cast<void*>(var_2),
+            static_cast<int32_t>(var_3),
+            static_cast<int32_t>(grid_0),
+            static_cast<int32_t>(grid_1),
+            static_cast<int32_t>(grid_2)
+        };
+        uint32_t block_num = grid_0 * grid_1 * grid_2;
+        block_num = std::min(block_num, static_cast<uint32_t>(48));
+        ret = aclrtLaunchKernelWithHostArgs(kernel_handle, block_num, stream_, nullptr,
+            static_cast<void*>(&kernel_args), sizeof(kernel_args), nullptr, 0);
+        return ret;
+    };
+    launchKernel(launch_call, "triton_poi_fused_add_0");
+}""")
 
     def test_workspace_only(self):
         self.assertExpectedInline(lambda_text("workspace"), """\
-aclError ret = ACL_SUCCESS;
-// npu-sync-resources: 256 B workspace per block x grid.
-// One workspace-allocator request per launch, carved into disjoint aligned regions;
-// locks initialised on stream_ before the kernel. Held until the launch is issued.
-uint32_t npu_sync_block_num = grid_0 * grid_1 * grid_2;
-npu_sync_block_num = std::min(npu_sync_block_num, static_cast<uint32_t>(48));
-torch_npu::inductor::LockLayout npu_sync_locks;
-torch_npu::inductor::LaunchResources npu_sync_resources;
-aclError npu_sync_status = torch_npu::inductor::acquire_launch_resources(
-    "triton_red_fused_sum_1", stream_, grid_0, grid_1, grid_2, npu_sync_block_num,
-    UINT64_C(256), npu_sync_locks, &npu_sync_resources);
-if (npu_sync_status != ACL_SUCCESS) return npu_sync_status;  // logged by the helper; nothing stays allocated
-void* sync_block_lock = npu_sync_resources.locks();
-void* workspace_addr = npu_sync_resources.workspace();
-void* var_0 = in_ptr0;
-void* var_1 = in_ptr1;
-int32_t var_2 = arg2;
-int32_t var_3 = arg3;
-struct __attribute__((packed)) {
-    void* sync_block_lock __attribute__((aligned(8)));
-    void* workspace_addr __attribute__((aligned(8)));
-    void* var_0 __attribute__((aligned(8)));
-    void* var_1 __attribute__((aligned(8)));
-    int32_t var_2 __attribute__((aligned(4)));
-    int32_t var_3 __attribute__((aligned(4)));
-    int32_t grid_0 __attribute__((aligned(4)));
-    int32_t grid_1 __attribute__((aligned(4)));
-    int32_t grid_2 __attribute__((aligned(4)));
-} kernel_args = {
-    sync_block_lock,
-    workspace_addr,
-    static_cast<void*>(var_0),
-    static_cast<void*>(var_1),
-    static_cast<int32_t>(var_2),
-    static_cast<int32_t>(var_3),
-    static_cast<int32_t>(grid_0),
-    static_cast<int32_t>(grid_1),
-    static_cast<int32_t>(grid_2)
-};""")
+static inline void call_triton_red_fused_sum_1(
+    aclrtFuncHandle kernel_handle,
+    void* in_ptr0,
+    void* in_ptr1,
+    int32_t arg2,
+    int32_t arg3,
+    uint32_t grid_0,
+    uint32_t grid_1,
+    uint32_t grid_2,
+    aclrtStream stream_) {
+    if (grid_0 == 0 || grid_1 == 0 || grid_2 == 0) return;
+    // npu-sync-resources: 256 B workspace per block x grid.
+    // ONE block from torch_npu's caching allocator for stream_, taken here before the launch is queued
+    // and carved into [locks | workspace]; the lambda gets only the raw pointers. Released once queued.
+    uint32_t npu_sync_block_num = grid_0 * grid_1 * grid_2;
+    npu_sync_block_num = std::min(npu_sync_block_num, static_cast<uint32_t>(48));
+    torch_npu::inductor::LockLayout npu_sync_locks;
+    torch_npu::inductor::LaunchMemory npu_sync_memory("triton_red_fused_sum_1", stream_,
+        grid_0, grid_1, grid_2, npu_sync_block_num, UINT64_C(256), npu_sync_locks);
+    const torch_npu::inductor::LaunchRegions npu_sync_regions = npu_sync_memory.regions();  // what the lambda copies
+    auto launch_call = [=]() -> aclError {
+        aclError ret = ACL_SUCCESS;
+        void* sync_block_lock = npu_sync_regions.locks;
+        void* workspace_addr = npu_sync_regions.workspace;
+        void* var_0 = in_ptr0;
+        void* var_1 = in_ptr1;
+        int32_t var_2 = arg2;
+        int32_t var_3 = arg3;
+        struct __attribute__((packed)) {
+            void* sync_block_lock __attribute__((aligned(8)));
+            void* workspace_addr __attribute__((aligned(8)));
+            void* var_0 __attribute__((aligned(8)));
+            void* var_1 __attribute__((aligned(8)));
+            int32_t var_2 __attribute__((aligned(4)));
+            int32_t var_3 __attribute__((aligned(4)));
+            int32_t grid_0 __attribute__((aligned(4)));
+            int32_t grid_1 __attribute__((aligned(4)));
+            int32_t grid_2 __attribute__((aligned(4)));
+        } kernel_args = {
+            sync_block_lock,
+            workspace_addr,
+            static_cast<void*>(var_0),
+            static_cast<void*>(var_1),
+            static_cast<int32_t>(var_2),
+            static_cast<int32_t>(var_3),
+            static_cast<int32_t>(grid_0),
+            static_cast<int32_t>(grid_1),
+            static_cast<int32_t>(grid_2)
+        };
+        uint32_t block_num = grid_0 * grid_1 * grid_2;
+        block_num = std::min(block_num, static_cast<uint32_t>(48));
+        ret = aclrtLaunchKernelWithHostArgs(kernel_handle, block_num, stream_, nullptr,
+            static_cast<void*>(&kernel_args), sizeof(kernel_args), nullptr, 0);
+        return ret;
+    };
+    launchKernel(launch_call, "triton_red_fused_sum_1");
+    npu_sync_memory.release();  // queued: later work on stream_ runs after this kernel
+}""")
 
     def test_locks_only(self):
         self.assertExpectedInline(lambda_text("locks"), """\
-aclError ret = ACL_SUCCESS;
-// npu-sync-resources: 16 int64 lock slots = 7.
-// One workspace-allocator request per launch, carved into disjoint aligned regions;
-// locks initialised on stream_ before the kernel. Held until the launch is issued.
-uint32_t npu_sync_block_num = grid_0 * grid_1 * grid_2;
-npu_sync_block_num = std::min(npu_sync_block_num, static_cast<uint32_t>(48));
-torch_npu::inductor::LockLayout npu_sync_locks;
-npu_sync_locks.legacy_slots = UINT64_C(16);
-npu_sync_locks.init_value = INT64_C(7);
-torch_npu::inductor::LaunchResources npu_sync_resources;
-aclError npu_sync_status = torch_npu::inductor::acquire_launch_resources(
-    "triton_red_fused_max_2", stream_, grid_0, grid_1, grid_2, npu_sync_block_num,
-    UINT64_C(0), npu_sync_locks, &npu_sync_resources);
-if (npu_sync_status != ACL_SUCCESS) return npu_sync_status;  // logged by the helper; nothing stays allocated
-void* sync_block_lock = npu_sync_resources.locks();
-void* workspace_addr = npu_sync_resources.workspace();
-void* var_0 = in_ptr0;
-void* var_1 = in_ptr1;
-int32_t var_2 = arg2;
-struct __attribute__((packed)) {
-    void* sync_block_lock __attribute__((aligned(8)));
-    void* workspace_addr __attribute__((aligned(8)));
-    void* var_0 __attribute__((aligned(8)));
-    void* var_1 __attribute__((aligned(8)));
-    int32_t var_2 __attribute__((aligned(4)));
-    int32_t grid_0 __attribute__((aligned(4)));
-    int32_t grid_1 __attribute__((aligned(4)));
-    int32_t grid_2 __attribute__((aligned(4)));
-} kernel_args = {
-    sync_block_lock,
-    workspace_addr,
-    static_cast<void*>(var_0),
-    static_cast<void*>(var_1),
-    static_cast<int32_t>(var_2),
-    static_cast<int32_t>(grid_0),
-    static_cast<int32_t>(grid_1),
-    static_cast<int32_t>(grid_2)
-};""")
+static inline void call_triton_red_fused_max_2(
+    aclrtFuncHandle kernel_handle,
+    void* in_ptr0,
+    void* in_ptr1,
+    int32_t arg2,
+    uint32_t grid_0,
+    uint32_t grid_1,
+    uint32_t grid_2,
+    aclrtStream stream_) {
+    if (grid_0 == 0 || grid_1 == 0 || grid_2 == 0) return;
+    // npu-sync-resources: 16 int64 lock slots = 7.
+    // ONE block from torch_npu's caching allocator for stream_, taken here before the launch is queued
+    // and carved into [locks | workspace]; the lambda gets only the raw pointers. Released once queued.
+    uint32_t npu_sync_block_num = grid_0 * grid_1 * grid_2;
+    npu_sync_block_num = std::min(npu_sync_block_num, static_cast<uint32_t>(48));
+    torch_npu::inductor::LockLayout npu_sync_locks;
+    npu_sync_locks.legacy_slots = UINT64_C(16);
+    npu_sync_locks.init_value = INT64_C(7);
+    torch_npu::inductor::LaunchMemory npu_sync_memory("triton_red_fused_max_2", stream_,
+        grid_0, grid_1, grid_2, npu_sync_block_num, UINT64_C(0), npu_sync_locks);
+    const torch_npu::inductor::LaunchRegions npu_sync_regions = npu_sync_memory.regions();  // what the lambda copies
+    auto launch_call = [=]() -> aclError {
+        aclError ret = ACL_SUCCESS;
+        aclError npu_sync_status = npu_sync_regions.write_locks("triton_red_fused_max_2", stream_);
+        if (npu_sync_status != ACL_SUCCESS) return npu_sync_status;  // logged by the helper
+        void* sync_block_lock = npu_sync_regions.locks;
+        void* workspace_addr = npu_sync_regions.workspace;
+        void* var_0 = in_ptr0;
+        void* var_1 = in_ptr1;
+        int32_t var_2 = arg2;
+        struct __attribute__((packed)) {
+            void* sync_block_lock __attribute__((aligned(8)));
+            void* workspace_addr __attribute__((aligned(8)));
+            void* var_0 __attribute__((aligned(8)));
+            void* var_1 __attribute__((aligned(8)));
+            int32_t var_2 __attribute__((aligned(4)));
+            int32_t grid_0 __attribute__((aligned(4)));
+            int32_t grid_1 __attribute__((aligned(4)));
+            int32_t grid_2 __attribute__((aligned(4)));
+        } kernel_args = {
+            sync_block_lock,
+            workspace_addr,
+            static_cast<void*>(var_0),
+            static_cast<void*>(var_1),
+            static_cast<int32_t>(var_2),
+            static_cast<int32_t>(grid_0),
+            static_cast<int32_t>(grid_1),
+            static_cast<int32_t>(grid_2)
+        };
+        uint32_t block_num = grid_0 * grid_1 * grid_2;
+        block_num = std::min(block_num, static_cast<uint32_t>(48));
+        ret = aclrtLaunchKernelWithHostArgs(kernel_handle, block_num, stream_, nullptr,
+            static_cast<void*>(&kernel_args), sizeof(kernel_args), nullptr, 0);
+        return ret;
+    };
+    launchKernel(launch_call, "triton_red_fused_max_2");
+    npu_sync_memory.release();  // queued: later work on stream_ runs after this kernel
+}""")
 
     def test_both(self):
         self.assertExpectedInline(lambda_text("both"), """\
-aclError ret = ACL_SUCCESS;
-// npu-sync-resources: 4 int64 lock slots = 1 + 1024 B workspace per block x grid.
-// One workspace-allocator request per launch, carved into disjoint aligned regions;
-// locks initialised on stream_ before the kernel. Held until the launch is issued.
-uint32_t npu_sync_block_num = grid_0 * grid_1 * grid_2;
-npu_sync_block_num = std::min(npu_sync_block_num, static_cast<uint32_t>(48));
-torch_npu::inductor::LockLayout npu_sync_locks;
-npu_sync_locks.legacy_slots = UINT64_C(4);
-npu_sync_locks.init_value = INT64_C(1);
-torch_npu::inductor::LaunchResources npu_sync_resources;
-aclError npu_sync_status = torch_npu::inductor::acquire_launch_resources(
-    "triton_tem_fused_flex_bwd_3", stream_, grid_0, grid_1, grid_2, npu_sync_block_num,
-    UINT64_C(1024), npu_sync_locks, &npu_sync_resources);
-if (npu_sync_status != ACL_SUCCESS) return npu_sync_status;  // logged by the helper; nothing stays allocated
-void* sync_block_lock = npu_sync_resources.locks();
-void* workspace_addr = npu_sync_resources.workspace();
-void* var_0 = in_ptr0;
-void* var_1 = in_ptr1;
-void* var_2 = in_ptr2;
-void* var_3 = in_ptr3;
-int32_t var_4 = arg4;
-int32_t var_5 = arg5;
-struct __attribute__((packed)) {
-    void* sync_block_lock __attribute__((aligned(8)));
-    void* workspace_addr __attribute__((aligned(8)));
-    void* var_0 __attribute__((aligned(8)));
-    void* var_1 __attribute__((aligned(8)));
-    void* var_2 __attribute__((aligned(8)));
-    void* var_3 __attribute__((aligned(8)));
-    int32_t var_4 __attribute__((aligned(4)));
-    int32_t var_5 __attribute__((aligned(4)));
-    int32_t grid_0 __attribute__((aligned(4)));
-    int32_t grid_1 __attribute__((aligned(4)));
-    int32_t grid_2 __attribute__((aligned(4)));
-} kernel_args = {
-    sync_block_lock,
-    workspace_addr,
-    static_cast<void*>(var_0),
-    static_cast<void*>(var_1),
-    static_cast<void*>(var_2),
-    static_cast<void*>(var_3),
-    static_cast<int32_t>(var_4),
-    static_cast<int32_t>(var_5),
-    static_cast<int32_t>(grid_0),
-    static_cast<int32_t>(grid_1),
-    static_cast<int32_t>(grid_2)
-};""")
+static inline void call_triton_tem_fused_flex_bwd_3(
+    aclrtFuncHandle kernel_handle,
+    void* in_ptr0,
+    void* in_ptr1,
+    void* in_ptr2,
+    void* in_ptr3,
+    int32_t arg4,
+    int32_t arg5,
+    uint32_t grid_0,
+    uint32_t grid_1,
+    uint32_t grid_2,
+    aclrtStream stream_) {
+    if (grid_0 == 0 || grid_1 == 0 || grid_2 == 0) return;
+    // npu-sync-resources: 4 int64 lock slots = 1 + 1024 B workspace per block x grid.
+    // ONE block from torch_npu's caching allocator for stream_, taken here before the launch is queued
+    // and carved into [locks | workspace]; the lambda gets only the raw pointers. Released once queued.
+    uint32_t npu_sync_block_num = grid_0 * grid_1 * grid_2;
+    npu_sync_block_num = std::min(npu_sync_block_num, static_cast<uint32_t>(48));
+    torch_npu::inductor::LockLayout npu_sync_locks;
+    npu_sync_locks.legacy_slots = UINT64_C(4);
+    npu_sync_locks.init_value = INT64_C(1);
+    torch_npu::inductor::LaunchMemory npu_sync_memory("triton_tem_fused_flex_bwd_3", stream_,
+        grid_0, grid_1, grid_2, npu_sync_block_num, UINT64_C(1024), npu_sync_locks);
+    const torch_npu::inductor::LaunchRegions npu_sync_regions = npu_sync_memory.regions();  // what the lambda copies
+    auto launch_call = [=]() -> aclError {
+        aclError ret = ACL_SUCCESS;
+        aclError npu_sync_status = npu_sync_regions.write_locks("triton_tem_fused_flex_bwd_3", stream_);
+        if (npu_sync_status != ACL_SUCCESS) return npu_sync_status;  // logged by the helper
+        void* sync_block_lock = npu_sync_regions.locks;
+        void* workspace_addr = npu_sync_regions.workspace;
+        void* var_0 = in_ptr0;
+        void* var_1 = in_ptr1;
+        void* var_2 = in_ptr2;
+        void* var_3 = in_ptr3;
+        int32_t var_4 = arg4;
+        int32_t var_5 = arg5;
+        struct __attribute__((packed)) {
+            void* sync_block_lock __attribute__((aligned(8)));
+            void* workspace_addr __attribute__((aligned(8)));
+            void* var_0 __attribute__((aligned(8)));
+            void* var_1 __attribute__((aligned(8)));
+            void* var_2 __attribute__((aligned(8)));
+            void* var_3 __attribute__((aligned(8)));
+            int32_t var_4 __attribute__((aligned(4)));
+            int32_t var_5 __attribute__((aligned(4)));
+            int32_t grid_0 __attribute__((aligned(4)));
+            int32_t grid_1 __attribute__((aligned(4)));
+            int32_t grid_2 __attribute__((aligned(4)));
+        } kernel_args = {
+            sync_block_lock,
+            workspace_addr,
+            static_cast<void*>(var_0),
+            static_cast<void*>(var_1),
+            static_cast<void*>(var_2),
+            static_cast<void*>(var_3),
+            static_cast<int32_t>(var_4),
+            static_cast<int32_t>(var_5),
+            static_cast<int32_t>(grid_0),
+            static_cast<int32_t>(grid_1),
+            static_cast<int32_t>(grid_2)
+        };
+        uint32_t block_num = grid_0 * grid_1 * grid_2;
+        block_num = std::min(block_num, static_cast<uint32_t>(48));
+        ret = aclrtLaunchKernelWithHostArgs(kernel_handle, block_num, stream_, nullptr,
+            static_cast<void*>(&kernel_args), sizeof(kernel_args), nullptr, 0);
+        return ret;
+    };
+    launchKernel(launch_call, "triton_tem_fused_flex_bwd_3");
+    npu_sync_memory.release();  // queued: later work on stream_ runs after this kernel
+}""")
 
     def test_packed_unordered_with_mix_factor(self):
         self.assertExpectedInline(lambda_text("packed-mix"), """\
-aclError ret = ACL_SUCCESS;
-// npu-sync-resources: 2 ordered lock(s) = 0 + 1 unordered lock(s) [P = 2 x blocks, then zeros].
-// One workspace-allocator request per launch, carved into disjoint aligned regions;
-// locks initialised on stream_ before the kernel. Held until the launch is issued.
-uint32_t npu_sync_block_num = grid_0 * grid_1 * grid_2;
-npu_sync_block_num = std::min(npu_sync_block_num, static_cast<uint32_t>(48));
-torch_npu::inductor::LockLayout npu_sync_locks;
-npu_sync_locks.ordered = 2u;
-npu_sync_locks.unordered = 1u;
-npu_sync_locks.participant_factor = 2u;
-npu_sync_locks.init_value = INT64_C(5);
-torch_npu::inductor::LaunchResources npu_sync_resources;
-aclError npu_sync_status = torch_npu::inductor::acquire_launch_resources(
-    "triton_mm_splitk_4", stream_, grid_0, grid_1, grid_2, npu_sync_block_num,
-    UINT64_C(0), npu_sync_locks, &npu_sync_resources);
-if (npu_sync_status != ACL_SUCCESS) return npu_sync_status;  // logged by the helper; nothing stays allocated
-void* sync_block_lock = npu_sync_resources.locks();
-void* workspace_addr = npu_sync_resources.workspace();
-void* var_0 = in_ptr0;
-void* var_1 = in_ptr1;
-void* var_2 = in_ptr2;
-int32_t var_3 = arg3;
-struct __attribute__((packed)) {
-    void* sync_block_lock __attribute__((aligned(8)));
-    void* workspace_addr __attribute__((aligned(8)));
-    void* var_0 __attribute__((aligned(8)));
-    void* var_1 __attribute__((aligned(8)));
-    void* var_2 __attribute__((aligned(8)));
-    int32_t var_3 __attribute__((aligned(4)));
-    int32_t grid_0 __attribute__((aligned(4)));
-    int32_t grid_1 __attribute__((aligned(4)));
-    int32_t grid_2 __attribute__((aligned(4)));
-} kernel_args = {
-    sync_block_lock,
-    workspace_addr,
-    static_cast<void*>(var_0),
-    static_cast<void*>(var_1),
-    static_cast<void*>(var_2),
-    static_cast<int32_t>(var_3),
-    static_cast<int32_t>(grid_0),
-    static_cast<int32_t>(grid_1),
-    static_cast<int32_t>(grid_2)
-};""")
+static inline void call_triton_mm_splitk_4(
+    aclrtFuncHandle kernel_handle,
+    void* in_ptr0,
+    void* in_ptr1,
+    void* in_ptr2,
+    int32_t arg3,
+    uint32_t grid_0,
+    uint32_t grid_1,
+    uint32_t grid_2,
+    aclrtStream stream_) {
+    if (grid_0 == 0 || grid_1 == 0 || grid_2 == 0) return;
+    // npu-sync-resources: 2 ordered lock(s) = 0 + 1 unordered lock(s) [P = 2 x blocks, then zeros].
+    // ONE block from torch_npu's caching allocator for stream_, taken here before the launch is queued
+    // and carved into [locks | workspace]; the lambda gets only the raw pointers. Released once queued.
+    uint32_t npu_sync_block_num = grid_0 * grid_1 * grid_2;
+    npu_sync_block_num = std::min(npu_sync_block_num, static_cast<uint32_t>(48));
+    torch_npu::inductor::LockLayout npu_sync_locks;
+    npu_sync_locks.ordered = 2u;
+    npu_sync_locks.unordered = 1u;
+    npu_sync_locks.participant_factor = 2u;
+    npu_sync_locks.init_value = INT64_C(5);
+    torch_npu::inductor::LaunchMemory npu_sync_memory("triton_mm_splitk_4", stream_,
+        grid_0, grid_1, grid_2, npu_sync_block_num, UINT64_C(0), npu_sync_locks);
+    const torch_npu::inductor::LaunchRegions npu_sync_regions = npu_sync_memory.regions();  // what the lambda copies
+    auto launch_call = [=]() -> aclError {
+        aclError ret = ACL_SUCCESS;
+        aclError npu_sync_status = npu_sync_regions.write_locks("triton_mm_splitk_4", stream_);
+        if (npu_sync_status != ACL_SUCCESS) return npu_sync_status;  // logged by the helper
+        void* sync_block_lock = npu_sync_regions.locks;
+        void* workspace_addr = npu_sync_regions.workspace;
+        void* var_0 = in_ptr0;
+        void* var_1 = in_ptr1;
+        void* var_2 = in_ptr2;
+        int32_t var_3 = arg3;
+        struct __attribute__((packed)) {
+            void* sync_block_lock __attribute__((aligned(8)));
+            void* workspace_addr __attribute__((aligned(8)));
+            void* var_0 __attribute__((aligned(8)));
+            void* var_1 __attribute__((aligned(8)));
+            void* var_2 __attribute__((aligned(8)));
+            int32_t var_3 __attribute__((aligned(4)));
+            int32_t grid_0 __attribute__((aligned(4)));
+            int32_t grid_1 __attribute__((aligned(4)));
+            int32_t grid_2 __attribute__((aligned(4)));
+        } kernel_args = {
+            sync_block_lock,
+            workspace_addr,
+            static_cast<void*>(var_0),
+            static_cast<void*>(var_1),
+            static_cast<void*>(var_2),
+            static_cast<int32_t>(var_3),
+            static_cast<int32_t>(grid_0),
+            static_cast<int32_t>(grid_1),
+            static_cast<int32_t>(grid_2)
+        };
+        uint32_t block_num = grid_0 * grid_1 * grid_2;
+        block_num = std::min(block_num, static_cast<uint32_t>(48));
+        ret = aclrtLaunchKernelWithHostArgs(kernel_handle, block_num, stream_, nullptr,
+            static_cast<void*>(&kernel_args), sizeof(kernel_args), nullptr, 0);
+        return ret;
+    };
+    launchKernel(launch_call, "triton_mm_splitk_4");
+    npu_sync_memory.release();  // queued: later work on stream_ runs after this kernel
+}""")
 
     def test_simt_only(self):
         self.assertExpectedInline(lambda_text("simt-only"), """\
-aclError ret = ACL_SUCCESS;
-void* var_0 = in_ptr0;
-void* var_1 = in_ptr1;
-void* var_2 = in_ptr2;
-int32_t var_3 = arg3;
-struct __attribute__((packed)) {
-    void* var_0 __attribute__((aligned(8)));
-    void* var_1 __attribute__((aligned(8)));
-    void* var_2 __attribute__((aligned(8)));
-    int32_t var_3 __attribute__((aligned(4)));
-    int32_t grid_0 __attribute__((aligned(4)));
-    int32_t grid_1 __attribute__((aligned(4)));
-    int32_t grid_2 __attribute__((aligned(4)));
-} kernel_args = {
-    static_cast<void*>(var_0),
-    static_cast<void*>(var_1),
-    static_cast<void*>(var_2),
-    static_cast<int32_t>(var_3),
-    static_cast<int32_t>(grid_0),
-    static_cast<int32_t>(grid_1),
-    static_cast<int32_t>(grid_2)
-};""")
+static inline void call_triton_poi_gather_6(
+    aclrtFuncHandle kernel_handle,
+    void* in_ptr0,
+    void* in_ptr1,
+    void* in_ptr2,
+    int32_t arg3,
+    uint32_t grid_0,
+    uint32_t grid_1,
+    uint32_t grid_2,
+    aclrtStream stream_) {
+    if (grid_0 == 0 || grid_1 == 0 || grid_2 == 0) return;
+    auto launch_call = [=]() -> aclError {
+        aclError ret = ACL_SUCCESS;
+        void* var_0 = in_ptr0;
+        void* var_1 = in_ptr1;
+        void* var_2 = in_ptr2;
+        int32_t var_3 = arg3;
+        struct __attribute__((packed)) {
+            void* var_0 __attribute__((aligned(8)));
+            void* var_1 __attribute__((aligned(8)));
+            void* var_2 __attribute__((aligned(8)));
+            int32_t var_3 __attribute__((aligned(4)));
+            int32_t grid_0 __attribute__((aligned(4)));
+            int32_t grid_1 __attribute__((aligned(4)));
+            int32_t grid_2 __attribute__((aligned(4)));
+        } kernel_args = {
+            static_cast<void*>(var_0),
+            static_cast<void*>(var_1),
+            static_cast<void*>(var_2),
+            static_cast<int32_t>(var_3),
+            static_cast<int32_t>(grid_0),
+            static_cast<int32_t>(grid_1),
+            static_cast<int32_t>(grid_2)
+        };
+        uint32_t block_num = grid_0 * grid_1 * grid_2;
+        ret = aclrtLaunchKernelWithHostArgs(kernel_handle, block_num, stream_, nullptr,
+            static_cast<void*>(&kernel_args), sizeof(kernel_args), nullptr, 0);
+        return ret;
+    };
+    launchKernel(launch_call, "triton_poi_gather_6");
+}""")
 
     def test_ffts(self):
         self.assertExpectedInline(lambda_text("ffts"), """\
-aclError ret = ACL_SUCCESS;
-void* ffts_addr = nullptr;
-ret = aclrtGetHardwareSyncAddr(&ffts_addr);
-if (ret != ACL_SUCCESS) return ret;
-// npu-sync-resources: 2 int64 lock slots = -1 + 512 B workspace per block x grid.
-// One workspace-allocator request per launch, carved into disjoint aligned regions;
-// locks initialised on stream_ before the kernel. Held until the launch is issued.
-uint32_t npu_sync_block_num = grid_0 * grid_1 * grid_2;
-npu_sync_block_num = std::min(npu_sync_block_num, static_cast<uint32_t>(48));
-torch_npu::inductor::LockLayout npu_sync_locks;
-npu_sync_locks.legacy_slots = UINT64_C(2);
-npu_sync_locks.init_value = INT64_C(-1);
-torch_npu::inductor::LaunchResources npu_sync_resources;
-aclError npu_sync_status = torch_npu::inductor::acquire_launch_resources(
-    "triton_tem_fused_mm_7", stream_, grid_0, grid_1, grid_2, npu_sync_block_num,
-    UINT64_C(512), npu_sync_locks, &npu_sync_resources);
-if (npu_sync_status != ACL_SUCCESS) return npu_sync_status;  // logged by the helper; nothing stays allocated
-void* sync_block_lock = npu_sync_resources.locks();
-void* workspace_addr = npu_sync_resources.workspace();
-void* var_0 = in_ptr0;
-void* var_1 = in_ptr1;
-void* var_2 = in_ptr2;
-int32_t var_3 = arg3;
-int32_t var_4 = arg4;
-struct __attribute__((packed)) {
-    void* ffts_addr __attribute__((aligned(8)));
-    void* sync_block_lock __attribute__((aligned(8)));
-    void* workspace_addr __attribute__((aligned(8)));
-    void* var_0 __attribute__((aligned(8)));
-    void* var_1 __attribute__((aligned(8)));
-    void* var_2 __attribute__((aligned(8)));
-    int32_t var_3 __attribute__((aligned(4)));
-    int32_t var_4 __attribute__((aligned(4)));
-    int32_t grid_0 __attribute__((aligned(4)));
-    int32_t grid_1 __attribute__((aligned(4)));
-    int32_t grid_2 __attribute__((aligned(4)));
-} kernel_args = {
-    static_cast<void*>(ffts_addr),
-    sync_block_lock,
-    workspace_addr,
-    static_cast<void*>(var_0),
-    static_cast<void*>(var_1),
-    static_cast<void*>(var_2),
-    static_cast<int32_t>(var_3),
-    static_cast<int32_t>(var_4),
-    static_cast<int32_t>(grid_0),
-    static_cast<int32_t>(grid_1),
-    static_cast<int32_t>(grid_2)
-};""")
+static inline void call_triton_tem_fused_mm_7(
+    aclrtFuncHandle kernel_handle,
+    void* in_ptr0,
+    void* in_ptr1,
+    void* in_ptr2,
+    int32_t arg3,
+    int32_t arg4,
+    uint32_t grid_0,
+    uint32_t grid_1,
+    uint32_t grid_2,
+    aclrtStream stream_) {
+    if (grid_0 == 0 || grid_1 == 0 || grid_2 == 0) return;
+    // npu-sync-resources: 2 int64 lock slots = -1 + 512 B workspace per block x grid.
+    // ONE block from torch_npu's caching allocator for stream_, taken here before the launch is queued
+    // and carved into [locks | workspace]; the lambda gets only the raw pointers. Released once queued.
+    uint32_t npu_sync_block_num = grid_0 * grid_1 * grid_2;
+    npu_sync_block_num = std::min(npu_sync_block_num, static_cast<uint32_t>(48));
+    torch_npu::inductor::LockLayout npu_sync_locks;
+    npu_sync_locks.legacy_slots = UINT64_C(2);
+    npu_sync_locks.init_value = INT64_C(-1);
+    torch_npu::inductor::LaunchMemory npu_sync_memory("triton_tem_fused_mm_7", stream_,
+        grid_0, grid_1, grid_2, npu_sync_block_num, UINT64_C(512), npu_sync_locks);
+    const torch_npu::inductor::LaunchRegions npu_sync_regions = npu_sync_memory.regions();  // what the lambda copies
+    auto launch_call = [=]() -> aclError {
+        aclError ret = ACL_SUCCESS;
+        void* ffts_addr = nullptr;
+        ret = aclrtGetHardwareSyncAddr(&ffts_addr);
+        if (ret != ACL_SUCCESS) return ret;
+        aclError npu_sync_status = npu_sync_regions.write_locks("triton_tem_fused_mm_7", stream_);
+        if (npu_sync_status != ACL_SUCCESS) return npu_sync_status;  // logged by the helper
+        void* sync_block_lock = npu_sync_regions.locks;
+        void* workspace_addr = npu_sync_regions.workspace;
+        void* var_0 = in_ptr0;
+        void* var_1 = in_ptr1;
+        void* var_2 = in_ptr2;
+        int32_t var_3 = arg3;
+        int32_t var_4 = arg4;
+        struct __attribute__((packed)) {
+            void* ffts_addr __attribute__((aligned(8)));
+            void* sync_block_lock __attribute__((aligned(8)));
+            void* workspace_addr __attribute__((aligned(8)));
+            void* var_0 __attribute__((aligned(8)));
+            void* var_1 __attribute__((aligned(8)));
+            void* var_2 __attribute__((aligned(8)));
+            int32_t var_3 __attribute__((aligned(4)));
+            int32_t var_4 __attribute__((aligned(4)));
+            int32_t grid_0 __attribute__((aligned(4)));
+            int32_t grid_1 __attribute__((aligned(4)));
+            int32_t grid_2 __attribute__((aligned(4)));
+        } kernel_args = {
+            static_cast<void*>(ffts_addr),
+            sync_block_lock,
+            workspace_addr,
+            static_cast<void*>(var_0),
+            static_cast<void*>(var_1),
+            static_cast<void*>(var_2),
+            static_cast<int32_t>(var_3),
+            static_cast<int32_t>(var_4),
+            static_cast<int32_t>(grid_0),
+            static_cast<int32_t>(grid_1),
+            static_cast<int32_t>(grid_2)
+        };
+        uint32_t block_num = grid_0 * grid_1 * grid_2;
+        block_num = std::min(block_num, static_cast<uint32_t>(48));
+        ret = aclrtLaunchKernelWithHostArgs(kernel_handle, block_num, stream_, nullptr,
+            static_cast<void*>(&kernel_args), sizeof(kernel_args), nullptr, 0);
+        return ret;
+    };
+    launchKernel(launch_call, "triton_tem_fused_mm_7");
+    npu_sync_memory.release();  // queued: later work on stream_ runs after this kernel
+}""")
+
+
+def parts(text: str) -> tuple[str, str, str]:
+    """(before the lambda, the lambda, after the queue call) of a launcher's text."""
+    start = text.index("auto launch_call = [=]")
+    end = text.index("launchKernel(launch_call")
+    return text[:start], text[start:end], text[end:]
 
 
 @pytest.mark.parametrize("key", GOLDEN)
-def test_helper_called_once_or_not_at_all(key):
+def test_memory_taken_before_the_lambda_released_after_the_queue_call(key):
     s, plan, site, args = case(key)
     text = lc.launcher_source(plan, site, args)
-    calls = text.count("acquire_launch_resources(")
-    assert calls == (1 if plan.needs_resources else 0)
-    assert "NULL" not in text and "aclrtMemcpy(" not in text and "allocate_workspace" not in text
+    before, in_lambda, after = parts(text)
+    needs = plan.needs_resources and not plan.simt_only
+    assert before.count("torch_npu::inductor::LaunchMemory npu_sync_memory(") == (1 if needs else 0)
+    # the lambda gets plain values only: no owner, no allocation, no host-blocking copy
+    for banned in ("npu_sync_memory", "LaunchMemory", "allocate_workspace", "raw_alloc", "aclrtMalloc", "aclrtMemcpy"):
+        assert banned not in in_lambda, banned
+    assert in_lambda.count("npu_sync_regions.write_locks(") == (1 if plan.needs_locks else 0)
+    release = "npu_sync_memory.release();"
+    assert after.count(release) == (1 if needs else 0)
+    if needs:  # right after the queue call: the next statement
+        assert after.splitlines()[1].strip().startswith(release)
+    assert "NULL" not in text
     struct = text[text.index("struct __attribute__((packed)) {"):text.index("} kernel_args")]
     fields = re.findall(r"\s(\w+) __attribute__", struct)
     expected = (["ffts_addr"] if s.has_ffts else []) + ([] if plan.simt_only else ["sync_block_lock", "workspace_addr"])
     expected += [a.name for a in args] + ["grid_0", "grid_1", "grid_2"]
     assert fields == expected
-    if s.block_clamp:
-        assert f"static_cast<uint32_t>({s.block_clamp})" in text
+    if s.block_clamp and needs:
+        # the block count the memory is sized for is clamped as the launch clamps it
+        assert f"npu_sync_block_num = std::min(npu_sync_block_num, static_cast<uint32_t>({s.block_clamp}));" in before
+        assert f"block_num = std::min(block_num, static_cast<uint32_t>({s.block_clamp}));" in in_lambda
 
 
 def test_int64_min_and_odd_kernel_names_are_valid_cpp():
     plan = plan_from_metadata({"lock_num": 1, "lock_init_val": -(1 << 63)}, kernel='we"ird\\näme')
-    text = "\n".join(lc.resource_lines(plan))
+    code = lc.resource_code(plan)
+    text = "\n".join(code.before + code.in_lambda + code.after)
     assert "INT64_MIN" in text and r'"we\"ird\\n\303\244me"' in text
 
 
@@ -392,4 +556,4 @@ def test_helper_abi_follows_its_content(tmp_path):
     part = sorted((copy / lc.HELPER_PARTS).glob("*.h"))[-1]
     part.write_text(part.read_text() + "\n// edited\n")
     assert lc.helper_abi(copy) != lc.helper_abi()
-    assert len(lc.helper_sources()) >= 5  # the main header and its parts all count
+    assert len(lc.helper_sources()) >= 4  # the main header and its parts all count

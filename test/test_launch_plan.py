@@ -161,9 +161,15 @@ def test_disagreeing_simt_flags_are_an_error_naming_both():
     tile=st.booleans(),
 )
 def test_any_valid_int64_metadata_gives_a_consistent_plan(workspace, lock_num, init, mix, tile):
-    plan = lp.plan_from_metadata(
-        {"workspace_size": workspace, "lock_num": lock_num, "lock_init_val": init, "mix_mode": mix,
-         "auto_tile_and_bind_subblock": tile}, "k")
+    metadata = {"workspace_size": workspace, "lock_num": lock_num, "lock_init_val": init, "mix_mode": mix,
+                "auto_tile_and_bind_subblock": tile}
+    init_bytes = (init & (2**64 - 1)).to_bytes(8, "little")
+    slots = lock_num if lock_num < 1 << 32 else (lock_num & 0xFFFFFFFF) * 8 if not lock_num >> 32 else 0
+    if len(set(init_bytes)) > 1 and slots * _nonzero_runs(init_bytes) > lp.MAX_INIT_VALUE_FILLS:
+        with pytest.raises(ValueError, match="lock_init_val"):
+            lp.plan_from_metadata(metadata, "k")
+        return
+    plan = lp.plan_from_metadata(metadata, "k")
     assert lp.SyncPlan.from_dict(plan.to_dict()) == plan
     if lock_num >= 1 << 32:
         assert plan.lock_layout == "packed" and plan.legacy_slots == 0
@@ -178,3 +184,71 @@ def test_any_valid_int64_metadata_gives_a_consistent_plan(workspace, lock_num, i
     else:
         expected = lock_num * 8
     assert plan.lock_bytes(1) == expected
+
+
+def _nonzero_runs(data: bytes) -> int:
+    """Runs of equal non-zero bytes (counted here without launch_plan's helper)."""
+    return sum(1 for i, b in enumerate(data) if b and (i == 0 or data[i - 1] != b))
+
+
+def _apply(fills, size: int) -> bytes:
+    buf = bytearray(b"\xab" * size)  # garbage: every byte must be written
+    for offset, byte, count in fills:
+        assert 0 <= offset and offset + count <= size and 0 <= byte < 256 and count > 0
+        buf[offset:offset + count] = bytes([byte]) * count
+    return bytes(buf)
+
+
+@given(
+    layout=st.sampled_from(["legacy", "ordered", "unordered", "both"]),
+    count=st.integers(1, 6),
+    init=st.one_of(st.sampled_from([0, -1, 1, 5, 256, 0x0101010101010101, lp.INT64_MIN]), st.integers(-300, 300)),
+    blocks=st.one_of(st.integers(1, 300), st.sampled_from([65535, 70000, 2**32 - 1])),
+    factor=st.sampled_from([1, 2]),
+)
+def test_lock_fills_write_exactly_the_lock_content(layout, count, init, blocks, factor):
+    """The byte fills (what the helper issues, mirrored in lock_fills) leave exactly lock_content,
+    and take 1 fill for a one-byte init value and 1 + runs(P) per unordered lock otherwise."""
+    ordered = count if layout in ("ordered", "both") else 0
+    unordered = count if layout in ("unordered", "both") else 0
+    if blocks > 300 and unordered:
+        blocks = 300 + blocks % 7  # the content of (1 + 2P) lines each is built in memory below
+    fields = dict(kernel="k", lock_layout="legacy" if layout == "legacy" else "packed",
+                  legacy_slots=count if layout == "legacy" else 0, ordered_locks=ordered,
+                  unordered_locks=unordered, participant_factor=factor if unordered else 1, lock_init_value=init)
+    init_bytes = (init & (2**64 - 1)).to_bytes(8, "little")
+    slots = count if layout == "legacy" else ordered * 8
+    common_fills = 0 if unordered or len(set(init_bytes)) == 1 else slots * _nonzero_runs(init_bytes)
+    if common_fills > lp.MAX_INIT_VALUE_FILLS:
+        with pytest.raises(ValueError, match="lock_init_val"):
+            lp.SyncPlan(**fields)
+        return
+    plan = lp.SyncPlan(**fields)
+    content = plan.lock_content(blocks)
+    want = b"".join((v & (2**64 - 1)).to_bytes(8, "little") for v in content)
+    fills = plan.lock_fills(blocks)
+    assert _apply(fills, len(want)) == want
+    p_bytes = plan.participants(blocks).to_bytes(8, "little")
+    assert len(fills) == 1 + common_fills + unordered * _nonzero_runs(p_bytes)
+
+
+def test_what_compilers_report_takes_one_fill_plus_one_per_unordered_lock():
+    """BiSheng reports init 0: the content is one zero fill, plus one byte per unordered lock while P < 256."""
+    plan = lp.plan_from_metadata({"sync_block_lock_layout": (3 << 32) | 2, "mix_mode": "mix",
+                                  "auto_tile_and_bind_subblock": True}, "k")
+    assert len(plan.lock_fills(48)) == 1 + 3
+    assert len(lp.plan_from_metadata({"lock_num": 1 << 20}, "k").lock_fills(1)) == 1
+
+
+def test_init_value_beyond_the_fill_bound_is_rejected_naming_kernel_field_and_value():
+    # 0x0102: two runs of non-zero bytes per slot; 32 slots = 64 fills (accepted), 33 = 66 (rejected)
+    assert lp.plan_from_metadata({"lock_num": 32, "lock_init_val": 0x0102}, "k").init_value_fills() == 64
+    with pytest.raises(ValueError) as info:
+        lp.plan_from_metadata({"lock_num": 33, "lock_init_val": 0x0102}, "triton_odd")
+    text = str(info.value)
+    assert "triton_odd" in text and "lock_init_val=258" in text and "66 byte fills" in text
+    # a one-byte value is one fill however many slots
+    assert lp.plan_from_metadata({"lock_num": 1 << 20, "lock_init_val": -1}, "k").init_value_fills() == 0
+    # with unordered locks the init value is not written (all zero but P): never rejected for it
+    assert lp.plan_from_metadata({"sync_block_lock_layout": (1 << 32) | 9, "lock_init_val": 0x0102},
+                                 "k").init_value_fills() == 0

@@ -64,12 +64,18 @@ def test_every_undefined_symbol_is_accounted_for(version):
     providers = {p for _, _, p in r.accounting}
     assert "NONE" not in providers
     npu = {pretty for _, pretty, p in r.accounting if p == "libtorch_npu.so"}
-    # The launch path itself: torch_npu's task queue and its exported workspace allocator.
+    # The launch path itself: torch_npu's task queue, and its caching allocator reached through the
+    # exported allocator pointer (NPUCachingAllocator.h's inline raw_alloc_with_stream / raw_delete).
     assert any(s.startswith("at_npu::native::OpCommand::RunOpApiV2(") for s in npu), npu
-    assert "at_npu::native::allocate_workspace(unsigned long, void*)" in npu, npu
-    assert not any("malloc_with_stream" in pretty for _, pretty, _ in r.accounting)
+    assert "c10_npu::NPUCachingAllocator::allocator" in npu, npu
+    # ... and nothing of the per-stream workspace allocator (its block is shared by every request).
+    assert not any("allocate_workspace" in pretty or "malloc_with_stream" in pretty for _, pretty, _ in r.accounting)
     acl = {pretty for _, pretty, p in r.accounting if p.startswith("libascendcl.so")}
-    assert "aclrtLaunchKernelWithHostArgs" in acl, acl
+    assert "aclrtLaunchKernelWithHostArgs" in acl and "aclrtMemsetAsync" in acl, acl
+    # locks are written with byte fills: no copy, no page-locked memory, no event, no capture query
+    for gone in ("aclrtMemcpyAsync", "aclrtMemcpy", "aclrtMallocHost", "aclrtFreeHost", "aclrtCreateEvent",
+                 "aclrtRecordEvent", "aclrtQueryEvent", "aclmdlRICaptureGetInfo"):
+        assert gone not in acl, gone
 
 
 def test_acl_stub_reads_the_wheels_declarations():
@@ -120,18 +126,21 @@ def test_malloc_with_stream_put_back_fails_and_is_named(version):
     assert [p for _, p in r.unresolved] == [MALLOC_WITH_STREAM], r.unresolved
 
 
-#: The oldest releases of the 2.7.1 line predate NPUCachingAllocator::hasCapturesUnderway (first in
-#: 2.7.1.post4's header); the helper must still build against them (capture.h's fallback overload).
+#: The oldest releases of the 2.7.1 line (their headers lack parts of the caching allocator's API that
+#: later ones have, e.g. hasCapturesUnderway): the helper uses only what every release declares.
 OLDEST = ("2.7.1", "2.7.1.post2")
 
 
 @pytest.mark.parametrize("version", OLDEST)
-def test_helper_builds_where_the_caching_allocator_cannot_say_whether_a_capture_is_underway(version):
+def test_helper_builds_against_the_oldest_releases(version):
     r = tier(version)
     assert r.ok, r.message
+    assert any(pretty == "c10_npu::NPUCachingAllocator::allocator" for _, pretty, _ in r.accounting)
     root = ra.npu_artifacts(version)
     header = root / "torch_npu" / "include" / "torch_npu" / "csrc" / "core" / "npu" / "NPUCachingAllocator.h"
-    assert "hasCapturesUnderway" not in header.read_text(), f"{version} has it now: pick an older release"
+    text = header.read_text()
+    assert "inline void* raw_alloc_with_stream(size_t nbytes, aclrtStream stream)" in text
+    assert "inline void raw_delete(void* ptr)" in text
 
 
 def test_render_cache_key_follows_the_helpers_headers(tmp_path, monkeypatch):

@@ -165,7 +165,7 @@ def test_post10_unpatched_passes_null(tmp_path_factory):
     assert "error" not in up, up.get("traceback")
     assert up["params_plan"] is None and "workspace_size" not in up["params_raw"]
     assert "void* workspace_addr = NULL;" in up["cpp"] and "void* sync_block_lock = NULL;" in up["cpp"]
-    assert "acquire_launch_resources" not in up["cpp"]
+    assert "LaunchMemory" not in up["cpp"] and "npu_sync_" not in up["cpp"]
 
 
 @pytest.mark.parametrize("version", [NO_FIX, FIXED, NEWEST, LEGACY])
@@ -183,7 +183,13 @@ def test_patched_params_and_cpp(version, s, tmp_path_factory):
     cpp = entry["cpp"]
     assert "NULL;" not in cpp.replace("ffts_addr = NULL;", "")
     assert "allocate_workspace" not in cpp and "aclrtMemcpy(" not in cpp and "std::vector<int64_t>" not in cpp
-    assert cpp.count("acquire_launch_resources(") == (1 if plan.needs_resources else 0)
+    needs = plan.needs_resources
+    assert cpp.count("torch_npu::inductor::LaunchMemory npu_sync_memory(") == (1 if needs else 0)
+    # taken before the lambda, only plain values inside it, released right after the queue call
+    before, rest = cpp.split("auto launch_call", 1)
+    in_lambda, after = rest.split("launchKernel(", 1)
+    assert ("LaunchMemory" in before) == needs and "npu_sync_memory" not in in_lambda
+    assert after.splitlines()[1].strip().startswith("npu_sync_memory.release();") == needs
     assert lc.MARKER in cpp
     assert ("ffts_addr" in cpp) == s.has_ffts
     if data["launch_api"] == "rtKernelLaunch":  # older layout: no clamp anywhere, the launch call untouched
@@ -252,11 +258,11 @@ def test_simt_only_launch_is_left_alone_on_ascend950(version, tmp_path_factory):
     assert "error" not in up and "error" not in ours, (up.get("traceback"), ours.get("traceback"))
     for cpp in (up["cpp"], ours["cpp"]):
         assert "sync_block_lock" not in cpp and "workspace_addr" not in cpp
-        assert "acquire_launch_resources" not in cpp and "allocate_workspace" not in cpp
+        assert "LaunchMemory" not in cpp and "allocate_workspace" not in cpp
     assert ours["cpp"].replace("_patched", "") == up["cpp"].replace("_upstream", "")  # untouched
     assert ours["params_plan"] is None  # upstream records the fields; the plan is made at render time
     both = data["patched"]["both"]  # a SIMD kernel on the same device still gets its resources
-    assert "error" not in both and both["cpp"].count("acquire_launch_resources(") == 1
+    assert "error" not in both and both["cpp"].count("LaunchMemory npu_sync_memory(") == 1
 
 
 # ---- 2.7.1.post6: the older layout (codegen/cpp_wrapper.py, rtKernelLaunch) has the bug too ------------
@@ -304,7 +310,7 @@ def test_post6_unpatched_passes_null_to_rt_kernel_launch(tmp_path_factory):
         assert "error" not in up, (key, up.get("traceback"))
         assert up["params_plan"] is None and not up["params_raw"]
         assert "void* workspace_addr = NULL;" in up["cpp"] and "void* sync_block_lock = NULL;" in up["cpp"]
-        assert "rtKernelLaunch(" in up["cpp"] and "acquire_launch_resources" not in up["cpp"]
+        assert "rtKernelLaunch(" in up["cpp"] and "LaunchMemory" not in up["cpp"]
         assert lc.HELPER_HEADER not in up["include"]
 
 
@@ -540,7 +546,9 @@ def test_older_layout_hooks_on_each_releases_own_code(version, tmp_path, monkeyp
             deferred.generate_launch_kernel(prefix, wrapper, name, params)
         body = prefix.getvalue()
         assert "= NULL;" not in body.replace("ffts_addr = NULL;", "") and body.count("rtKernelLaunch(") == 1
-        assert body.count("acquire_launch_resources(") == 1 and "std::min(" not in body
+        assert body.count("LaunchMemory npu_sync_memory(") == 1 and "std::min(" not in body
+        assert body.index("LaunchMemory npu_sync_memory(") < body.index("auto launch_call")
+        assert body.index("launchKernel(") < body.index("npu_sync_memory.release();")
         cpp = (f"static void* {name} = nullptr;\n"
                f"template <typename T0, typename T1>\nstatic inline void call_{name}(const T0& in_ptr0, const T1& out_ptr0,"
                f" int64_t x0_numel, aclrtStream stream_) {{\n"
