@@ -28,8 +28,9 @@ from torch_npu._inductor.patchset.tooling import real_artifacts as ra
 from torch_npu._inductor.patchset.tooling.sample_kernels import SAMPLES
 
 #: 2.7.1.post6: the older codegen/cpp_wrapper.py layout; post10: NULL pointers; post11: upstream's
-#: allocation replaced. 2.14.0 (the 2.14 leg) writes no NPU launcher in aot_mode (see below).
-AOT_WHEELS = ("2.7.1.post6", "2.7.1.post10", "2.7.1.post11")
+#: allocation replaced; 2.14.0 (the 2.14 leg): upstream's allocation, and torch 2.14's lazy-compile
+#: launch in aot_mode, both replaced (aot-npu-launch-lambda keeps torch_npu's launch lambda).
+AOT_WHEELS = ("2.7.1.post6", "2.7.1.post10", "2.7.1.post11", "2.14.0")
 SAMPLE = {s.key: s for s in SAMPLES}
 _tiers: dict = {}
 
@@ -78,14 +79,80 @@ def test_aot_malloc_with_stream_put_back_fails_at_link():
     assert [p for _, p in r.unresolved] == [MALLOC_WITH_STREAM], r.unresolved
 
 
-def test_the_2_14_line_writes_no_npu_launcher_in_aot_mode_and_the_tier_says_why():
-    """torch_npu 2.14.0 on torch 2.14 hands aot_mode launches to torch's lazy-compile path."""
+def test_the_2_14_line_ships_an_aot_launch_that_does_not_compile():
+    """torch_npu 2.14.0 on torch 2.14, as shipped: in aot_mode its generate turns autotune_at_compile_time
+    off and torch's generate writes its lazy-compile launch, which does not compile against the wheel."""
     h = harness("2.14.0", aot=True)
-    assert h["aot_lazy_compile"] and "generate_lazy" in h["aot_lazy_compile"], h.get("aot_lazy_compile")
-    with pytest.raises(ra.TierError, match="no NPU launcher in aot_mode: .*autotune_at_compile_time"):
-        ra.build("2.14.0", python=sys.executable, aot=True)
-    # Its AOT header, written on its own, still carries the helper and no absolute include.
-    aot_artifacts.portable_header(h["aot_header"], "2.14.0", lc.HELPER_DIR)
+    assert h["aot_lazy_compile"] and "lazy-compile launch" in h["aot_lazy_compile"], h.get("aot_lazy_compile")
+    shipped = h["upstream"]["both"]["cpp"]
+    assert "LazyKernelCompileResult" in shipped and "launch_call" not in shipped
+    assert "void* workspace_addr = NULL;" in shipped  # torch_npu's statements, inside torch's kernel_args_[]
+    r = ra.build("2.14.0", python=sys.executable, aot=True, upstream=True)
+    assert not r.ok and r.stage == "compile", r.message
+    assert "LazyKernelCompileResult" in r.message, r.message
+
+
+def test_the_2_14_line_aot_launches_are_torch_npus_lambda_with_the_fix():
+    h = harness("2.14.0", aot=True)
+    rows = {r["id"]: r for r in h["status"]}
+    assert rows["aot-npu-launch-lambda"]["state"] == "applied", rows["aot-npu-launch-lambda"]
+    for key, entry in h["patched"].items():
+        cpp = entry["cpp"]
+        assert "LazyKernelCompileResult" not in cpp and "kernel_args_[]" not in cpp, key
+        assert "kernels_type_& kernels_" in cpp and "launchKernel(launch_call" in cpp, key
+        assert "= NULL;" not in cpp.replace("ffts_addr = NULL;", "") and "allocate_workspace" not in cpp, key
+    assert "LaunchMemory npu_sync_memory(" in h["patched"]["both"]["cpp"]
+
+
+def _function_source(path_text: str, cls: str, fn: str) -> str | None:
+    import ast
+
+    tree = ast.parse(path_text)
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name == cls:
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef) and item.name == fn:
+                    return ast.get_source_segment(path_text, item)
+    return None
+
+
+def _torch_generate_source(torch_version: str) -> str:
+    """torch's DeferredTritonCallWrapper.generate: from the installed torch of that line, else its wheel."""
+    import zipfile
+
+    import torch
+
+    member = "torch/_inductor/codegen/cpp_wrapper_gpu.py"
+    if ra.line_of(torch.__version__) == ra.line_of(torch_version):
+        text = (Path(torch.__file__).parent / "_inductor" / "codegen" / "cpp_wrapper_gpu.py").read_text()
+    else:
+        with zipfile.ZipFile(ra.torch_wheel(torch_version)) as zf:
+            text = zf.read(member).decode()
+    src = _function_source(text, "DeferredTritonCallWrapper", "generate")
+    assert src, f"torch {torch_version}: no DeferredTritonCallWrapper.generate in {member}"
+    return src
+
+
+@pytest.mark.parametrize("torch_version,npu_version,want", [
+    ("2.13.0", "2.13.0", "no-lazy-in-aot"),  # torch 2.13 goes lazy only outside aot_mode
+    ("2.7.1", "2.7.1.post10", "no-lazy-in-aot"),  # no lazy-compile path at all
+    ("2.14.1", "2.14.0", "lazy-in-aot"),  # torch 2.14: no aot_mode guard
+])
+def test_the_aot_lazy_path_is_read_from_the_released_sources(torch_version, npu_version, want):
+    """The probe's reading of torch's lazy-compile guard, on the released sources themselves (the tooling
+    once took torch 2.13's guard for 2.14's)."""
+    import torch
+
+    from torch_npu._inductor.patchset.fixes import aot_npu_launch_lambda as aot_fix
+    from torch_npu._inductor.patchset.tooling import upstream_wheels as uw
+
+    if torch_version != "2.13.0" and ra.line_of(torch.__version__) != ra.line_of(torch_version):
+        # torch 2.13's CPU wheel is small (and on this kind of machine's disk); the others are read on their leg
+        pytest.skip(f"torch {torch_version}'s source is read on its own CI leg (its wheel is a multi-GB CUDA build)")
+    npu_src = (uw.extracted_tree(npu_version) / "torch_npu" / "_inductor" / "codegen" / "cpp_wrapper_npu.py").read_text()
+    found, why = aot_fix.classify(_torch_generate_source(torch_version),
+                                  _function_source(npu_src, "DeferredNpuTritonCallWrapper", "generate"))
+    assert found == want, why
 
 
 # ---- portability --------------------------------------------------------------------------------

@@ -35,20 +35,27 @@ def write_before_lambda(buffer, code) -> None:
         buffer.writeline(line)
 
 
-def release_after_launches(buffer, start: int, afters: list, kernel: str) -> None:
-    """After each ``launchKernel(...)`` line upstream wrote into ``buffer`` from line ``start`` on, the
-    release lines of that launch (``afters``: one list per launch, in order); raises when the launches
-    written are not the ones whose resources were taken."""
-    lines = buffer._lines  # IndentedBuffer: indented strings (and line objects) in order
-    found = [i for i in range(start, len(lines)) if isinstance(lines[i], str) and LAUNCH_KERNEL.match(lines[i])]
-    if len(found) != len(afters):
-        raise RuntimeError(
-            f"torch_npu_patchset: launch code for {kernel} queued {len(found)} launch(es) for {len(afters)} "
-            f"launch lambda(s) with sync resources; refusing to guess where their memory is released"
-        )
-    for i, after in reversed(list(zip(found, afters))):
-        indent = LAUNCH_KERNEL.match(lines[i]).group(1)
-        lines[i + 1:i + 1] = [indent + ln for ln in after]
+def buffer_sides(buffer) -> list:
+    """The line lists of a launcher buffer: its own, and torch's dual-wrapper AOTI side (torch >= 2.13's
+    ``DualIndentedBuffer.aot``, which every ``writeline`` / ``splice`` also writes)."""
+    aot = getattr(buffer, "aot", None)
+    return [buffer._lines] + ([aot._lines] if aot is not None and hasattr(aot, "_lines") else [])
+
+
+def release_after_launches(buffer, starts: list[int], afters: list, kernel: str) -> None:
+    """After each ``launchKernel(...)`` line upstream wrote into ``buffer`` (each side: from its line
+    ``starts[i]`` on) the release lines of that launch (``afters``: one list per launch, in order);
+    raises when the launches written are not the ones whose resources were taken."""
+    for lines, start in zip(buffer_sides(buffer), starts):  # indented strings (and line objects), in order
+        found = [i for i in range(start, len(lines)) if isinstance(lines[i], str) and LAUNCH_KERNEL.match(lines[i])]
+        if len(found) != len(afters):
+            raise RuntimeError(
+                f"torch_npu_patchset: launch code for {kernel} queued {len(found)} launch(es) for {len(afters)} "
+                f"launch lambda(s) with sync resources; refusing to guess where their memory is released"
+            )
+        for i, after in reversed(list(zip(found, afters))):
+            indent = LAUNCH_KERNEL.match(lines[i]).group(1)
+            lines[i + 1:i + 1] = [indent + ln for ln in after]
 
 
 #: The runtime helper's header (what the generated wrapper includes).

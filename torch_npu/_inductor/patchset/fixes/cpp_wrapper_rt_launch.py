@@ -46,6 +46,7 @@ from ._shared import (
     LAUNCH_PARAMS,
     NULL_LOCK,
     NULL_WORKSPACE,
+    buffer_sides,
     graph_in_aot_mode,
     helper_include_lines,
     release_after_launches,
@@ -170,12 +171,12 @@ def apply(modules, patcher) -> str:
     def generate_launch_kernel(self, prefix, wrapper, kernel_var_name, params):
         launch = _Launch(str(getattr(self, "kernel_name", kernel_var_name)), params)
         token = _current.set(launch)
-        start = len(prefix._lines)
+        starts = [len(lines) for lines in buffer_sides(prefix)]
         try:
             result = orig_launch(self, prefix, wrapper, kernel_var_name, params)
         finally:
             _current.reset(token)
-        release_after_launches(prefix, start, launch.afters, launch.kernel)
+        release_after_launches(prefix, starts, launch.afters, launch.kernel)
         return result
 
     @functools.wraps(orig_args_decl)

@@ -50,6 +50,7 @@ from ._shared import (  # noqa: F401  (HEADER_PATH: kept importable here)
     LAUNCH_PARAMS,
     NULL_LOCK,
     NULL_WORKSPACE,
+    buffer_sides,
     graph_in_aot_mode,
     helper_include_lines,
     release_after_launches,
@@ -181,7 +182,7 @@ def apply(modules, patcher) -> str:
         clamp = _block_clamp(mod, params, None)
         launch = _Launch(self.kernel_name, params, clamp)
         token = _current.set(launch)
-        start, before = len(prefix._lines), len(prefix.getvalue())
+        starts, before = [len(lines) for lines in buffer_sides(prefix)], len(prefix.getvalue())
         try:
             result = orig_launch(self, prefix, wrapper, kernel_var_name, params)
         finally:
@@ -197,7 +198,7 @@ def apply(modules, patcher) -> str:
                     f"(torch_npu: {upstream_clamp and upstream_clamp.group(0)!r}, ours: {ours and ours.group(0)!r}); "
                     f"the unordered locks' participant count would be wrong"
                 )
-        release_after_launches(prefix, start, launch.afters, self.kernel_name)
+        release_after_launches(prefix, starts, launch.afters, self.kernel_name)
         return result
 
     @functools.wraps(orig_args_decl)
@@ -206,8 +207,8 @@ def apply(modules, patcher) -> str:
         bound.apply_defaults()
         launch = _current.get()
         kernel_params = bound.arguments.get("kernel_params")
-        if not bound.arguments["is_triton_kernel"]:
-            return orig_args_decl(*bound.args, **bound.kwargs)
+        if not bound.arguments["is_triton_kernel"] or (launch is None and kernel_params is None):
+            return orig_args_decl(*bound.args, **bound.kwargs)  # not a launch lambda of torch_npu's
         if launch is None:
             raise RuntimeError(
                 "torch_npu_patchset: CppWrapperNpu.generate_args_decl was called for a Triton kernel outside "

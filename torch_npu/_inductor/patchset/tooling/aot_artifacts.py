@@ -171,11 +171,11 @@ def portable_header(head: str, version: str, helper_dir: Path) -> str:
     return _INLINED.sub(lambda m: "\n".join(lc.helper_inline_lines(helper_dir)), head, count=1)
 
 
-def sample_parts(harness: dict, version: str, error: type[Exception]) -> tuple[list[str], list[str]]:
-    """Every sample launcher the harness rendered after apply, as translation-unit parts, and their
-    keys; ``error`` naming the samples it could not render."""
+def sample_parts(harness: dict, version: str, error: type[Exception], tag: str = "patched") -> tuple[list[str], list[str]]:
+    """Every sample launcher the harness rendered (``tag``: "patched", after apply; "upstream", as
+    shipped), as translation-unit parts, and their keys; ``error`` naming the samples it could not render."""
     parts, launchers, errors = [], [], {}
-    for key, entry in harness["patched"].items():
+    for key, entry in harness[tag].items():
         if "error" in entry:
             errors[key] = entry["error"]
             continue
@@ -186,21 +186,29 @@ def sample_parts(harness: dict, version: str, error: type[Exception]) -> tuple[l
     return parts, launchers
 
 
-def translation_unit(version: str, harness: dict, helper: Path, include_dirs: Sequence[Path], entry_point) -> tuple[str, dict]:
-    """The AOT TU and a description of how it was made (``entry_point(match, i, types)``: the JIT tier's)."""
+#: What torch's lazy-compile launch writes (torch 2.14's ``generate_lazy``), never torch_npu's lambda.
+LAZY_LAUNCH = re.compile(r"\bLazyKernelCompileResult\b|\brunTritonKernelWithAutotune\(")
+
+
+def translation_unit(version: str, harness: dict, helper: Path, include_dirs: Sequence[Path], entry_point,
+                     tag: str = "patched") -> tuple[str, dict]:
+    """The AOT TU and a description of how it was made (``entry_point(match, i, types)``: the JIT tier's).
+    ``tag`` "upstream": the launchers as the release ships them (to show what they are), else patched."""
     from .real_artifacts import _CALL_FN  # one definition of a rendered launcher's signature
 
     if not harness.get("aot_mode"):
         raise AotError(f"torch_npu {version}: the harness did not render in aot_mode")
-    if harness.get("aot_lazy_compile"):
-        raise AotError(f"torch_npu {version}: no NPU launcher in aot_mode: {harness['aot_lazy_compile']}")
     head = portable_header(header_of(harness, version), version, helper.parent)
+    when = "after patchset.apply()" if tag == "patched" else "as the release ships them (patch set off)"
     parts = [f"// Real-artifact tier, aot_mode: torch_npu {version}, every sample launcher rendered by the wheel's\n"
-             "// own classes with V.graph.aot_mode set, after patchset.apply(), under its real AOT header.\n",
+             f"// own classes with V.graph.aot_mode set, {when}, under its real AOT header.\n",
              "#include <ATen/ATen.h>\n", head]
-    samples, launchers = sample_parts(harness, version, AotError)
+    samples, launchers = sample_parts(harness, version, AotError, tag)
     parts += samples
     body = "".join(parts)
+    if tag == "patched" and LAZY_LAUNCH.search(body):
+        raise AotError(f"torch_npu {version}: the patched aot_mode launchers are torch's lazy-compile launch, not "
+                       f"torch_npu's launch lambda (aot-npu-launch-lambda did not apply: {harness.get('aot_lazy_compile')})")
     kernels = sorted(set(_KERNEL_FIELD.findall(body)))
     if not kernels:
         raise AotError(f"torch_npu {version}: no launcher reaches its kernel through kernels_.<name> (not aot_mode code)")

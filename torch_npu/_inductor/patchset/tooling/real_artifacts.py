@@ -271,15 +271,22 @@ def torch_wheel_cache() -> Path:
     return p
 
 
+def _cached_torch_wheels(torch_version: str) -> list[Path]:
+    """``torch-<version>`` wheels for CPython 3.11 x86_64 in the cache, local builds (``+cpu``) included."""
+    return sorted(p for pattern in (f"torch-{torch_version}-cp311-*manylinux*x86_64.whl",
+                                    f"torch-{torch_version}+*-cp311-*manylinux*x86_64.whl")
+                  for p in torch_wheel_cache().glob(pattern))
+
+
 def torch_wheel(torch_version: str) -> Path:
-    found = sorted(torch_wheel_cache().glob(f"torch-{torch_version}-cp311-*manylinux*x86_64.whl"))
+    found = _cached_torch_wheels(torch_version)
     if found:
         return found[0]
     cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check", "-d",
            torch_wheel_cache(), "--only-binary=:all:", "--platform", "manylinux_2_28_x86_64",
            "--python-version", "3.11", f"torch=={torch_version}"]
     proc = _run(cmd, timeout=3600)
-    found = sorted(torch_wheel_cache().glob(f"torch-{torch_version}-cp311-*manylinux*x86_64.whl"))
+    found = _cached_torch_wheels(torch_version)
     if not found:
         tail = " ".join((proc.stdout + proc.stderr).strip().splitlines()[-3:])
         raise TierError(f"pip download torch=={torch_version} failed: {tail}")
@@ -647,9 +654,13 @@ def account(shared_object: Path, libraries: dict[str, Path]) -> list:
     return rows
 
 
-def build(version: str, *, python: str | None = None, helper: Path | None = None, aot: bool = False) -> TierResult:
+def build(version: str, *, python: str | None = None, helper: Path | None = None, aot: bool = False,
+          upstream: bool = False) -> TierResult:
     """Run the tier for torch_npu ``version``; renders with ``python`` (default: this interpreter).
-    ``aot``: render in aot_mode and build the AOT translation unit (``tooling/aot_artifacts.py``)."""
+    ``aot``: render in aot_mode and build the AOT translation unit (``tooling/aot_artifacts.py``);
+    with ``upstream``, of the launchers as the release ships them (what a user gets without the patch set)."""
+    if upstream and not aot:
+        raise ValueError("real_artifacts.build: upstream=True builds the aot_mode launchers only")
     python = python or sys.executable
     helper = Path(helper or DEFAULT_HELPER).resolve()
     npu_root = npu_artifacts(version)
@@ -668,7 +679,8 @@ def build(version: str, *, python: str | None = None, helper: Path | None = None
     if aot:
 
         try:
-            tu, info = aot_artifacts.translation_unit(version, harness, helper, inc_dirs, entry_point)
+            tu, info = aot_artifacts.translation_unit(version, harness, helper, inc_dirs, entry_point,
+                                                      "upstream" if upstream else "patched")
         except aot_artifacts.AotError as exc:
             raise TierError(str(exc)) from exc
     else:
@@ -698,7 +710,7 @@ def build(version: str, *, python: str | None = None, helper: Path | None = None
                 include_dirs=[str(d) for d in inc_dirs], stand_in_headers=sorted(stand_ins), helper=str(helper),
                 acl_stub_functions=len(acl_funcs), acl_headers=str(acl_header_dir(npu_root)), build_key=key,
                 libraries={k: str(v) for k, v in libs.items()})
-    final = build_cache() / f"real-artifacts-{version}{'-aot' if aot else ''}-{key}"
+    final = build_cache() / f"real-artifacts-{version}{'-aot' if aot else ''}{'-upstream' if upstream else ''}-{key}"
     if (final / "result.json").exists():
         data = json.loads((final / "result.json").read_text())
         data["info"]["cached"] = str(final)

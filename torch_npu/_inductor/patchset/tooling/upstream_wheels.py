@@ -110,24 +110,28 @@ def wheel_path(version: str, download: bool = True) -> Path:
     raise WheelUnavailable(f"pip download torch-npu=={version} failed: {text}", index_unreachable=unreachable)
 
 
+#: The wheel's pure-Python members loaded as they are: the Inductor code, and the torch-version
+#: shims it imports (``torch_npu/_compat``, 2.13.0 on; e.g. ``device_to_aten`` of the aot_mode path).
+_PY_MEMBERS = ("torch_npu/_inductor/", "torch_npu/_compat/")
+
+
 def extracted_tree(version: str, download: bool = True) -> Path:
-    """Directory containing ``torch_npu/_inductor`` of the wheel (extracted once)."""
+    """Directory containing ``torch_npu/_inductor`` (and ``_compat``) of the wheel (extracted once)."""
     dest = cache_dir() / "extracted" / version
     marker = dest / ".complete"
-    if marker.exists():
+    if marker.exists() and marker.read_text().split("\n")[1:2] == [" ".join(_PY_MEMBERS)]:
         return dest
     wheel = wheel_path(version, download=download)
-    prefix = "torch_npu/_inductor/"
     try:
         with zipfile.ZipFile(wheel) as zf:
-            names = [n for n in zf.namelist() if n.startswith(prefix) and n.endswith(".py")]
-            if not names:
-                raise WheelUnavailable(f"{wheel.name} has no {prefix} Python files")
+            names = [n for n in zf.namelist() if n.startswith(_PY_MEMBERS) and n.endswith(".py")]
+            if not any(n.startswith(_PY_MEMBERS[0]) for n in names):
+                raise WheelUnavailable(f"{wheel.name} has no {_PY_MEMBERS[0]} Python files")
             for n in names:
                 zf.extract(n, dest)
     except zipfile.BadZipFile as exc:
         raise WheelUnavailable(f"{wheel} is not a valid wheel ({exc}); delete it to download again") from exc
-    marker.write_text(wheel.name + "\n")
+    marker.write_text(wheel.name + "\n" + " ".join(_PY_MEMBERS) + "\n")
     return dest
 
 

@@ -164,27 +164,19 @@ flex_report("upstream")
 
 
 def aot_lazy_compile() -> str | None:
-    """Why this release's aot_mode launchers are torch's lazy-compile code, not torch_npu's launch
-    lambda (None when they are torch_npu's)."""
-    import inspect
-    import re
+    """Why this release, as shipped, writes torch's lazy-compile launch instead of torch_npu's launch
+    lambda in aot_mode (None when it writes the lambda): the aot-npu-launch-lambda patch's own reading
+    of torch's and torch_npu's ``generate`` (one source for both), taken before the patch set applies."""
+    from torch_npu._inductor.patchset.fixes import aot_npu_launch_lambda as aot_fix
 
-    gen = vars(cw.DeferredNpuTritonCallWrapper).get("generate")
-    src = inspect.getsource(gen) if gen is not None else ""
-    base = next((c for c in cw.DeferredNpuTritonCallWrapper.__mro__[1:] if "generate" in vars(c)), None)
-    base_src = inspect.getsource(vars(base)["generate"]) if base is not None else ""
-    if re.search(r"autotune_at_compile_time\"\s*,\s*not\s+V\.graph\.aot_mode", src) and re.search(
-            r"autotune_at_compile_time\s+is\s+False\s*:\s*\n\s*return\s+self\.generate_lazy\(", base_src):
-        return ("in aot_mode torch_npu's DeferredNpuTritonCallWrapper.generate sets triton.autotune_at_compile_time "
-                "= False, so torch's DeferredTritonCallWrapper.generate_lazy writes the launch (torch's "
-                "launchKernel(kernels_.<kernel>, grid, num_warps, shared_mem, kernel_args_, stream_)), not torch_npu's "
-                "launch lambda, whose sync pointers this patch set replaces")
-    return None
+    found, detail = aot_fix.shape({cw.__name__: cw})
+    return detail if found == "lazy-in-aot" else None
 
 
 if AOT:
     result["aot_lazy_compile"] = aot_lazy_compile()
 
+from torch._inductor import config as inductor_config  # noqa: E402
 from torch._inductor.codecache import CudaKernelParamCache  # noqa: E402
 from torch._inductor.codegen.common import get_device_op_overrides  # noqa: E402
 from torch._inductor.utils import IndentedBuffer  # noqa: E402
@@ -248,7 +240,12 @@ def save(sample, tag) -> dict:
 class FakeGraph:
     aot_mode = AOT
     is_const_graph = False
-    is_dual_wrapper_mode = False  # read by some releases' write_header
+
+    @property
+    def is_dual_wrapper_mode(self):  # torch >= 2.13's rule, for a graph of Triton (NPU) kernels
+        from torch._inductor import config
+
+        return self.aot_mode and not config.triton.autotune_at_compile_time
     device_types = {"npu"}
     device_type = "npu"
 
@@ -304,17 +301,32 @@ def render(sample, tag) -> dict:
     wrapper = cw.CppWrapperNpu.__new__(cw.CppWrapperNpu)
     wrapper.device = "npu"
     wrapper.device_codegen = get_device_op_overrides("npu")
-    wrapper.prefix = IndentedBuffer()
     wrapper.arg_var_id = __import__("itertools").count()
     # What newer torch's CppWrapperGpu.__init__ sets and its lazy-compile path (aot_mode on 2.14) uses.
     wrapper._lazy_kernel_names, wrapper.used_cached_dtypes, wrapper.used_cached_devices = [], set(), set()
     if OLDER:  # what the older CppWrapperNpu.__init__ sets and generate_args_decl reads
         wrapper.visited_raii_handle, wrapper.visited_handle_for_kernel_id = set(), {}
     deferred = deferred_wrapper(name)
-    with V.set_graph_handler(FakeGraph()):
+    with V.set_graph_handler(FakeGraph()), inductor_config.patch(CPP_WRAPPER_CONFIG):
+        wrapper.prefix = codegen_buffer()
         deferred.generate(wrapper)
         include = include_text(wrapper)
-    return {"cpp": wrapper.prefix.getvalue(), "include": include}
+    prefix = getattr(wrapper.prefix, "aot", wrapper.prefix)  # torch's dual-wrapper buffer: the AOTI side
+    return {"cpp": prefix.getvalue(), "include": include, "prefix_buffer": type(wrapper.prefix).__name__}
+
+
+#: What torch's cpp_wrapper configuration sets for the graph (``get_cpp_wrapper_config``): an
+#: AOTInductor compile autotunes at compile time by default (torch 2.7.1 .. 2.14; a JIT one leaves it).
+CPP_WRAPPER_CONFIG = {"triton.autotune_at_compile_time": True} if AOT else {}
+
+
+def codegen_buffer():
+    """The launcher buffer torch makes for the graph's mode (torch >= 2.13: pure JIT, pure AOTI or
+    dual-wrapper, ``make_codegen_buffer``), else an IndentedBuffer."""
+    import torch._inductor.utils as inductor_utils
+
+    make = getattr(inductor_utils, "make_codegen_buffer", None)
+    return make() if make is not None else IndentedBuffer()
 
 
 def run_all(tag) -> dict:
