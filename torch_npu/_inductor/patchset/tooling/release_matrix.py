@@ -397,7 +397,7 @@ def render_markdown(rows: list[dict], command: str, source: str) -> str:
         out.append("| " + " | ".join(_cell(c) for c in cells) + " |")
         if tier:
             info = tier["info"]
-            details.append(f"- **{r['release']}**: torch from {info.get('torch')}; {info.get('std')}; header from "
+            details.append(f"- **{r['release']}**: torch from {_no_paths(info.get('torch'))}; {info.get('std')}; header from "
                            f"{info.get('header_from')}; stand-in headers: "
                            f"{', '.join(info.get('stand_in_headers') or []) or 'none'}; ACL stub: "
                            f"{info.get('acl_stub_functions')} functions from `{_short(info.get('acl_headers'))}`.")
@@ -432,6 +432,15 @@ def render_markdown(rows: list[dict], command: str, source: str) -> str:
             "Python C API symbols are linked against the interpreter's own `libpython3.11.so`. Everything else "
             "(torch_npu, torch, c10, the C and C++ runtimes) is the real library.", ""]
     return "\n".join(out)
+
+
+#: An absolute path of the machine that made a document (generated docs must not carry one).
+ABSOLUTE_PATH = re.compile(r"(?<![\w.~])/(?:root|home|tmp|work|opt|usr|var|mnt)/[^\s)`'\";,]*")
+
+
+def _no_paths(text) -> str:
+    """``text`` without this machine's paths: "installed torch 2.7.1 (/root/.../python)" -> "installed torch 2.7.1"."""
+    return re.sub(r"\s*\(\s*\)", "", ABSOLUTE_PATH.sub("", str(text or ""))).strip()
 
 
 def _short(path) -> str:
