@@ -91,6 +91,38 @@ def disabled_ids(value: str | None = None) -> frozenset[str] | None:
     return frozenset(part.strip() for part in value.split(",") if part.strip())
 
 
+_warned_unknown = False
+#: Set once warned, so that the processes this one starts (Inductor's compile workers import torch
+#: too) do not repeat the warning for the same value.
+_WARNED_ENV = "_TORCH_NPU_PATCHSET_WARNED_DISABLE"
+
+
+def unknown_disabled_ids(known_ids) -> list[str]:
+    """Ids listed in ``TORCH_NPU_PATCHSET_DISABLE`` that name no declared patch (a typo
+    disables nothing: the patch it meant stays applied)."""
+    off = disabled_ids()
+    if not off or "*" in off:
+        return []
+    return sorted(off - set(known_ids))
+
+
+def warn_unknown_disabled(known_ids) -> list[str]:
+    """:func:`unknown_disabled_ids`, logged as a warning that names the valid ids, once per process and
+    the processes it starts."""
+    global _warned_unknown
+    known_ids = list(known_ids)
+    unknown = unknown_disabled_ids(known_ids)
+    value = os.environ.get(DISABLE_ENV, "")
+    with _lock:
+        if unknown and not _warned_unknown and os.environ.get(_WARNED_ENV) != value:
+            _warned_unknown = True
+            os.environ[_WARNED_ENV] = value
+            _log.warning("torch_npu._inductor.patchset: %s=%s names no patch: %s (it disables nothing); "
+                         "valid ids: %s, or 1 for all", DISABLE_ENV, value,
+                         ", ".join(unknown), ", ".join(known_ids))
+    return unknown
+
+
 def hook_sets(table: dict) -> list[list[str]]:
     """A declaration's ``hooks``, then each of its ``alternative_hooks`` sets
     (where other releases keep the same objects)."""
@@ -244,9 +276,11 @@ def autoload() -> None:
             if off is not None and "*" in off:
                 _log.debug("torch_npu._inductor.patchset: disabled by %s", DISABLE_ENV)
                 return
+            tables = read_declarations()
+            warn_unknown_disabled(table.get("id") for table in tables)
             watched = {
                 mod
-                for table in read_declarations()
+                for table in tables
                 if off is None or table.get("id") not in off
                 for mod in target_modules(table)
             }

@@ -380,3 +380,110 @@ def test_every_declared_fix_module_meets_the_protocol():
     import types
 
     assert not isinstance(types.ModuleType("no_apply"), FixModule)  # the check can fail
+
+
+# --- bad input: a typo in the disable list, a release the status cannot load --------------------------------
+FLEX = "flex-attention-backward-symbolic-grid"
+TYPO = "flex-attention-backward-symbolic-grd"
+
+
+def test_a_typo_in_the_disable_list_disables_nothing_and_status_says_so():
+    env = {**os.environ, autoload.DISABLE_ENV: f"{TYPO},kernel-sync-metadata"}
+    proc = subprocess.run([sys.executable, "-m", "torch_npu._inductor.patchset", "status"],
+                          capture_output=True, text=True, timeout=600, env=env)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert "  disabled       kernel-sync-metadata" in lines
+    assert (f"  unknown ids    {TYPO} (in TORCH_NPU_PATCHSET_DISABLE: no such patch, nothing disabled by them; "
+            f"valid: {', '.join(REAL_IDS)})") in lines
+    flex_row = next(ln for ln in lines if ln.startswith(FLEX))
+    assert flex_row.split()[1] in ("applied", "upstream-has-fix"), flex_row  # the patch it meant: not disabled
+    warned = [ln for ln in proc.stderr.splitlines() if "names no patch" in ln]
+    assert warned == [f"torch_npu._inductor.patchset: TORCH_NPU_PATCHSET_DISABLE={TYPO},kernel-sync-metadata names "
+                      f"no patch: {TYPO} (it disables nothing); valid ids: {', '.join(REAL_IDS)}, or 1 for all"], proc.stderr
+    doc = status_json(**{autoload.DISABLE_ENV: TYPO})
+    assert doc["environment"]["disabled"] == [] and doc["environment"]["disabled_unknown"] == [TYPO]
+    assert {p["id"]: p["state"] for p in doc["patches"]}[FLEX] != "disabled"
+
+
+def test_a_typo_is_warned_about_once_from_import_torch_on():
+    """The entry point warns at ``import torch``; the applier, a second apply and Inductor's compile
+    workers (fresh interpreters that import torch too) do not repeat it."""
+    proc = run_py("import torch, torch._inductor.lowering\n"
+                  "import torch_npu._inductor.patchset as p\n"
+                  "p.apply(); p.apply()\n"
+                  "torch.compile(lambda x: x + 1)(torch.ones(3))\n",
+                  **{autoload.DISABLE_ENV: TYPO})
+    assert proc.returncode == 0, proc.stderr
+    assert sum("names no patch" in ln for ln in proc.stderr.splitlines()) == 1, proc.stderr
+
+
+def _torch_line() -> str:
+    import torch
+
+    return ".".join(torch.__version__.split("+")[0].split(".")[:2])
+
+
+def against_wheel(version: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "torch_npu._inductor.patchset", "status", "--against-wheel", version],
+                          capture_output=True, text=True, timeout=900)
+
+
+def _one_line(proc) -> str:
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stdout == ""  # no table, no failed rows
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    return lines[0]
+
+
+def test_against_a_release_of_another_torch_line_says_which_torch_it_needs():
+    import importlib.metadata
+
+    version = "2.14.0" if _torch_line() == "2.7" else "2.7.1.post11"
+    needs = ".".join(version.split(".")[:2])
+    line = _one_line(against_wheel(version))
+    assert line == (f"status: --against-wheel {version}: torch_npu {version} needs torch {needs} (its torch line); "
+                    f"this environment has torch {importlib.metadata.version('torch')}: run it where torch {needs} is installed, or name "
+                    f"a release of the {_torch_line()} line")
+
+
+def test_against_something_that_is_not_a_version():
+    assert _one_line(against_wheel("latest")) == (
+        "status: --against-wheel latest: not a torch_npu release version (like 2.7.1 or 2.7.1.post11)")
+
+
+@pytest.mark.parametrize("version", ["9.9.9", "same-line"])
+def test_against_an_unknown_release_is_one_line_with_the_known_releases(version):
+    from torch_npu._inductor.patchset.tooling import upstream_wheels
+
+    known = upstream_wheels.index_releases()
+    if known is None:
+        pytest.skip("the package index cannot be reached: it alone knows the releases")
+    if version == "same-line":  # not a release, of this torch's line: looked up through pip download
+        import torch
+
+        version = torch.__version__.split("+")[0] + ".post999"
+    line = _one_line(against_wheel(version))
+    prefix = f"status: --against-wheel {version}: torch-npu {version} is not a release on the package index; known releases: "
+    assert line.startswith(prefix), line
+    listed = line[len(prefix):].split(", ")
+    assert len(listed) == len(set(listed)) and set(known) <= set(listed) and "2.7.1.post11" in listed
+
+
+def test_status_says_why_the_autoload_did_not_run():
+    doc = status_json(TORCH_DEVICE_BACKEND_AUTOLOAD="0")
+    assert doc["environment"]["autoload"] == (
+        "not run: TORCH_DEVICE_BACKEND_AUTOLOAD=0 (torch loads no torch.backends entry points)")
+    assert status_json()["environment"]["autoload"] == "armed"
+
+
+def test_an_autoload_failure_is_recorded_and_reported(tmp_path):
+    """A failure inside the entry point is kept (never raised into ``import torch``) and status shows it."""
+    (tmp_path / "bad.toml").write_text("this is = = not toml")
+    proc = run_py("import torch, torch_npu_patchset_autoload as a\n"
+                  "from torch_npu._inductor.patchset import _environment\n"
+                  "print(_environment.describe()['autoload_failures'])\n",
+                  TORCH_NPU_PATCHSET_DECLARATIONS=str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("['autoload: TOMLDecodeError("), proc.stdout

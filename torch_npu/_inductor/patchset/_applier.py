@@ -219,6 +219,7 @@ def _settle(decl, st: PatchStatus, import_targets: bool) -> None:
 def apply(ids: Iterable[str] | None = None, *, import_targets: bool = True) -> list[PatchStatus]:
     wanted = None if ids is None else set(ids)
     decls = _declarations.load()
+    _autoload.warn_unknown_disabled(d.id for d in decls)  # a typo disables nothing: say so, once
     if wanted is not None:
         unknown = wanted - {d.id for d in decls}
         if unknown:

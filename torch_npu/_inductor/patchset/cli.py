@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 
 from . import _applier, _environment
@@ -28,6 +29,42 @@ def _status(args) -> int:
     return 0
 
 
+class UsageError(Exception):
+    """Bad input to a command: one line on stderr, exit 2, nothing done."""
+
+
+#: A torch_npu release: its torch line (major.minor), then the rest (patch, .postN, rcN).
+_RELEASE = re.compile(r"(\d+)\.(\d+)\.\d+(?:rc\d+)?(?:\.post\d+)?")
+
+
+def _torch_line(version: str) -> str:
+    return ".".join(version.split("+")[0].split(".")[:2])
+
+
+def _check_wheel_release(version: str) -> None:
+    """Before anything is downloaded or loaded: ``version`` is a torch_npu release, and of this
+    torch's line (a release's Inductor code imports its own torch's internals)."""
+    from .tooling import upstream_wheels
+
+    flag = f"--against-wheel {version}"
+    m = _RELEASE.fullmatch(version)
+    if not m:
+        raise UsageError(f"{flag}: not a torch_npu release version (like 2.7.1 or 2.7.1.post11)")
+    torch_version = _environment.describe()["torch"] or "not installed"
+    needs = f"{m.group(1)}.{m.group(2)}"
+    if _torch_line(torch_version) != needs:
+        if upstream_wheels.release_known(version) is False:
+            raise UsageError(_unknown_release(flag, version, upstream_wheels.index_releases() or []))
+        raise UsageError(f"{flag}: torch_npu {version} needs torch {needs} (its torch line); this environment has "
+                         f"torch {torch_version}: run it where torch {needs} is installed, or name a release of "
+                         f"the {_torch_line(torch_version)} line")
+
+
+def _unknown_release(flag: str, version: str, known: list[str]) -> str:
+    listed = ", ".join(known) if known else "none listed"
+    return f"{flag}: torch-npu {version} is not a release on the package index; known releases: {listed}"
+
+
 def _status_against_wheel(args) -> int:
     """Apply the patch set to a downloaded torch_npu wheel's Inductor code, or a source
     checkout's (loaded with stand-ins for the NPU, in a subprocess) and report."""
@@ -35,6 +72,16 @@ def _status_against_wheel(args) -> int:
     from .tooling import upstream_wheels
 
     source = args.against_source
+    if args.against_wheel and not source:
+        _check_wheel_release(args.against_wheel)
+        try:  # found or downloaded here, so that a failure is one line; the subprocess finds it cached
+            upstream_wheels.wheel_path(args.against_wheel)
+        except upstream_wheels.WheelUnavailable as exc:
+            if exc.known_releases is not None:
+                raise UsageError(_unknown_release(f"--against-wheel {args.against_wheel}", args.against_wheel,
+                                                  exc.known_releases)) from None
+            print(f"status --against-wheel {args.against_wheel}: no wheel: {exc}", file=sys.stderr)
+            return 1
     schemas = args.against_wheel
     if source and not schemas:  # the checkout's operators as its line's release declares them
         from .tooling.upstream_patch_verify import line_wheel
@@ -69,6 +116,9 @@ def _table(env: dict, rows) -> str:
         out.append(f"  {key:<14} {env[key] or 'not installed'}")
     out.append(f"  {'autoload':<14} {env['autoload']}")
     out.append(f"  {'disabled':<14} {', '.join(env['disabled']) or '(none)'}")
+    if env.get("disabled_unknown"):  # a typo disables nothing: never shown as disabled
+        out.append(f"  {'unknown ids':<14} {', '.join(env['disabled_unknown'])} (in TORCH_NPU_PATCHSET_DISABLE: "
+                   f"no such patch, nothing disabled by them; valid: {', '.join(env['patch_ids'])})")
     for failure in env["autoload_failures"]:
         out.append(f"  autoload failure: {failure}")
     out.append("")
@@ -125,4 +175,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    return args.func(args)
+    try:
+        return args.func(args)
+    except UsageError as exc:
+        print(f"{args.command}: {exc}", file=sys.stderr)
+        return 2

@@ -2,12 +2,18 @@
 
 The acceptance kit: does the fix work on THIS machine? Each check ends
 ``passed``, ``failed`` (with what differed) or ``skipped`` (with why); the
-command exits 1 when any check failed, else 0.
+command exits 1 when any check failed, else 0 (2: bad input, checked before
+any work).
 
-* ``status``: versions, and every patch's state (none may have failed; on an
-  NPU the launch fix must be in force).
+* ``device``: the device the end-to-end checks run on, and why that one.
+  Without ``--device``: the NPU wherever torch_npu is installed, and a
+  torch_npu without a usable NPU is a failure that says why (never a quiet
+  run on the CPU); without torch_npu, CUDA where there is a GPU, else the CPU
+  (which runs no device launch: the check says so).
+* ``status``: every patch's state (none may have failed; on an NPU the
+  launch fix must be in force).
 * ``codegen``: every sample kernel's launcher, as this patch set writes it,
-  calls the helper exactly when its metadata asks for memory.
+  read back like a generated wrapper (see ``flex-backward``).
 * ``simulation``: those launchers, dry-run in the host ACL simulation (a test
   double with a probe kernel; needs a C++ compiler).
 * ``flex-backward``: ``torch.compile(..., options={"cpp_wrapper": True},
@@ -15,29 +21,33 @@ command exits 1 when any check failed, else 0.
   that masks whole query rows out, over several sequence lengths, against
   eager: output and the gradients of q, k, v within the stated tolerances,
   masked rows exactly zero, no recompilation after the first length, and the
-  generated C++ wrapper read back (on an NPU: each launch whose kernel asks
-  for a workspace or locks calls the helper).
+  generated C++ wrapper read back. On an NPU, for each launch whose kernel
+  asks for a workspace or locks: its ``torch_npu::inductor::LaunchMemory``
+  is taken before the ``launch_call`` lambda, released right after
+  ``launchKernel(...)``, and nothing inside the lambda allocates or touches
+  the owning object; a launch that needs nothing takes nothing.
 * ``kernels-workspace`` / ``kernels-locks`` / ``kernels-workspace-and-locks``:
-  programs meant to make triton-ascend ask for those resources, against eager.
-  What its source says (docs/facts.md): the workspace size comes from the
-  compiled kernel's ``_infer_workspace_shape_function`` and its workspace
-  options are for CV kernels (cube and vector cores: a ``tl.dot`` with
-  vector work, here a Triton template matmul with a fused epilogue); a lock
-  is put around a ``tl.store`` whose mask its MaskAnalysis cannot express as
-  a contiguous range (here a scatter through a data-dependent index, which
-  may or may not be one: the NPU run says; Flex Attention's backward has
-  both). Values against eager on any device; on an NPU the
-  compiled kernels' own metadata says which launches asked for what: each
-  must call the helper exactly then, and a check none of whose kernels asked
-  is skipped, naming them, rather than passed.
-
+  three programs of their own, each compiled and run against eager: a
+  Triton template matmul with a fused epilogue (a ``tl.dot`` with vector
+  work: a CV kernel, whose workspace triton-ascend sizes through
+  ``_infer_workspace_shape_function``, docs/facts.md), a ``tl.store``
+  through a data-dependent index (a mask MaskAnalysis may not express as a
+  contiguous range: triton-ascend puts a lock around it), and the two in one
+  graph (two launches that each take and release their memory in turn).
+  Values against eager on any device; on an NPU the compiled kernels' own
+  metadata says which launches asked for what, the wrapper is read back as
+  above, and a check none of whose kernels asked is skipped, naming them,
+  rather than passed.
 * ``aot-package`` (NPU only): the workspace and locks programs exported and
   packaged with AOTInductor; the package's generated C++ must carry the
-  helper inlined once and include nothing by a path of this machine; the
-  package is loaded and run in a fresh process with the patch set switched
-  off (``TORCH_NPU_PATCHSET_DISABLE=1``), against eager.
+  helper inlined once, include nothing by a path of this machine and read
+  back as above; the package is loaded and run in a fresh process with the
+  patch set switched off (``TORCH_NPU_PATCHSET_DISABLE=1``), against eager.
 
-Everything device-specific is skipped, with the reason, where it cannot run.
+The report's header says what was asked (the command line) and found: the
+device and why, versions (torch, torch_npu, triton, triton-ascend, CANN, the
+NPU driver, the C++ compiler Inductor uses), the ``TORCH_NPU_PATCHSET_*`` /
+``TORCH_NPU_LAUNCH_*`` settings in force and any autoload failure.
 """
 from __future__ import annotations
 
@@ -47,11 +57,14 @@ import json
 import os
 import platform
 import re
+import shlex
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
 import traceback
+from pathlib import Path
 from typing import Callable
 
 PASSED, FAILED, SKIPPED = "passed", "failed", "skipped"
@@ -108,29 +121,206 @@ def _run_check(name: str, fn: Callable[[], tuple[str, dict]]) -> Check:
     return Check(name, status, detail, data, round(time.monotonic() - t0, 1))
 
 
-# ---- environment ----------------------------------------------------------------------------------
-def _npu_available() -> bool:
+# ---- the device, and what is installed ------------------------------------------------------------
+def torch_npu_installed() -> str | None:
+    """torch_npu's version where a real torch_npu is installed, else None. (This project's own
+    ``torch_npu/`` is a namespace portion holding only the patch set: not torch_npu.)"""
+    import importlib.metadata
+    import importlib.util
+
+    for dist in ("torch-npu", "torch_npu"):
+        try:
+            return importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    try:
+        spec = importlib.util.find_spec("torch_npu")
+    except (ImportError, ValueError):
+        return None
+    return "(version unknown: no distribution metadata)" if spec is not None and spec.origin else None
+
+
+def npu_problem() -> str | None:
+    """None when an Ascend NPU is usable here, else why not."""
+    if torch_npu_installed() is None:
+        return "torch_npu is not installed"
     try:
         import torch_npu  # noqa: F401  (registers torch.npu)
-    except Exception:
-        return False
+    except Exception as exc:
+        return f"importing torch_npu raised {type(exc).__name__}: {exc}"
     import torch
 
-    return bool(getattr(torch, "npu", None) and torch.npu.is_available())
+    npu = getattr(torch, "npu", None)
+    if npu is None or not hasattr(npu, "is_available"):
+        return "torch_npu imported, but torch.npu is missing"
+    try:
+        if npu.is_available():
+            return None
+        count = npu.device_count()
+    except Exception as exc:
+        return f"torch.npu.is_available() raised {type(exc).__name__}: {exc}"
+    hints = [f"torch.npu.device_count() = {count}"]
+    if "ASCEND_RT_VISIBLE_DEVICES" in os.environ:
+        hints.append(f"ASCEND_RT_VISIBLE_DEVICES={os.environ['ASCEND_RT_VISIBLE_DEVICES']!r}")
+    if not any(Path("/dev").glob("davinci[0-9]*")):
+        hints.append("no /dev/davinci<N> device file")
+    return f"torch.npu.is_available() is False ({'; '.join(hints)})"
 
 
-def default_device() -> str:
+def device_problem(device: str) -> str | None:
+    """None when ``device`` can run the end-to-end checks, else why not."""
+    if device == "npu":
+        return npu_problem()
+    if device == "cuda":
+        import torch
+
+        return None if torch.cuda.is_available() else "torch.cuda.is_available() is False"
+    return None
+
+
+def device_usable(device: str) -> str | None:
+    """None when ``device`` can run the end-to-end checks, else why not (the reason a check skips)."""
+    why = device_problem(device)
+    return None if why is None else f"no usable {'Ascend NPU' if device == 'npu' else device} here: {why}"
+
+
+@dataclasses.dataclass(frozen=True)
+class DeviceChoice:
+    device: str
+    why: str  # why this device: asked for, or the default here and why
+    problem: str | None  # why it cannot run the end-to-end checks, or None
+
+
+def choose_device(asked: str | None) -> DeviceChoice:
+    """The device of the end-to-end checks: ``asked``, else the NPU wherever torch_npu is installed
+    (usable or not: the device check fails then), else CUDA where there is a GPU, else the CPU."""
+    if asked:
+        return DeviceChoice(asked, f"asked for (--device {asked})", device_problem(asked))
+    version = torch_npu_installed()
+    if version is not None:
+        return DeviceChoice("npu", f"the default where torch_npu is installed (torch_npu {version})", npu_problem())
     import torch
 
-    if _npu_available():
-        return "npu"
-    return "cuda" if torch.cuda.is_available() else "cpu"
+    if torch.cuda.is_available():
+        return DeviceChoice("cuda", "the default without torch_npu: torch_npu is not installed and a CUDA device is "
+                            "available", None)
+    return DeviceChoice("cpu", "the default without torch_npu or CUDA: torch_npu is not installed and "
+                        "torch.cuda.is_available() is False", None)
 
 
-def environment(device: str) -> dict:
+def check_device(choice: DeviceChoice) -> tuple[str, dict]:
+    data = {"device": choice.device, "why": choice.why}
+    if choice.problem:
+        raise CheckFailed(f"{choice.device}, {choice.why}, is not usable: {choice.problem}. The end-to-end checks "
+                          "are skipped: this run says nothing about the fix on this machine")
+    if choice.device == "cpu":
+        return (f"cpu, {choice.why}: the end-to-end checks compile with Inductor's CPU backend, which launches "
+                "no device kernel: nothing of the launch fix runs (run on an NPU for that)", data)
+    return f"{choice.device}, {choice.why}", data
+
+
+def _device_name(choice: DeviceChoice) -> str:
+    import torch
+
+    try:
+        if choice.problem is None and choice.device == "cuda":
+            return torch.cuda.get_device_name(0)
+        if choice.problem is None and choice.device == "npu":
+            return torch.npu.get_device_name(0)
+    except Exception as exc:
+        return f"name not readable ({type(exc).__name__}: {exc})"
+    if choice.device == "cpu":
+        return platform.processor() or platform.machine()
+    return "not usable"
+
+
+def _first_line(text: str) -> str:
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    return lines[0] if lines else ""
+
+
+def cpp_compiler() -> str:
+    """The C++ compiler Inductor will use (its ``cpp_builder.get_cpp_compiler()``), with its version."""
+    try:
+        from torch._inductor.cpp_builder import get_cpp_compiler
+
+        cxx = get_cpp_compiler()
+    except Exception as exc:
+        return f"not found: Inductor's get_cpp_compiler() raised {type(exc).__name__}: {_first_line(str(exc))}"
+    path = shutil.which(cxx) or cxx
+    try:
+        proc = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=60)
+        version = _first_line(proc.stdout or proc.stderr) or f"--version exited {proc.returncode}"
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        version = f"version not readable ({type(exc).__name__})"
+    return f"{cxx} ({path}): {version}"
+
+
+#: Where CANN is looked for when neither variable names it (the installer's defaults).
+CANN_DEFAULT_ROOTS = ("/usr/local/Ascend/ascend-toolkit/latest", "/usr/local/Ascend/cann")
+CANN_VARIABLES = ("ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME")
+NPU_DRIVER_VERSION_FILE = "/usr/local/Ascend/driver/version.info"
+#: A CANN package's install record (``ascend_toolkit_install.info``, ...): ``version=<release>``.
+_INSTALL_INFO = re.compile(r"ascend_\w*_install\.info")
+
+
+def _version_key(path: Path) -> str | None:
+    """The value of a ``version=`` line (any case; not ``innerversion``) in ``path``."""
+    try:
+        for line in path.read_text(errors="replace").splitlines():
+            key, sep, value = line.partition("=")
+            if sep and key.strip().lower() == "version" and value.strip():
+                return value.strip()
+    except OSError:
+        return None
+    return None
+
+
+def _cann_in(root: Path) -> tuple[str, Path] | None:
+    """(version, file) of the CANN under ``root``: the toolkit's install record first, then any other
+    package's, at most two folders deep (``<arch>-linux/``), then a ``version.cfg`` / ``version.info``."""
+    found: list[Path] = []
+    base = len(root.parts)
+    for dirpath, dirnames, filenames in os.walk(root):
+        if len(Path(dirpath).parts) - base >= 2:
+            dirnames[:] = []
+        dirnames.sort()
+        found += [Path(dirpath) / f for f in sorted(filenames) if _INSTALL_INFO.fullmatch(f)]
+    found.sort(key=lambda p: (p.name != "ascend_toolkit_install.info", len(p.parts), str(p)))
+    for path in found + [root / "version.cfg", root / "version.info"]:
+        version = _version_key(path) if path.is_file() else None
+        if version:
+            return version, path
+    return None
+
+
+def cann_version(environ=None, default_roots=CANN_DEFAULT_ROOTS) -> str:
+    """``<version> (<file it came from>)``, or ``not found (<where it was looked for>)``."""
+    environ = os.environ if environ is None else environ
+    roots = [(f"{var}={environ[var]}", environ[var]) for var in CANN_VARIABLES if environ.get(var)]
+    roots += [(root, root) for root in default_roots]
+    looked = []
+    for where, root in roots:
+        if not Path(root).is_dir():
+            looked.append(f"{where}: no such folder")
+            continue
+        found = _cann_in(Path(root).resolve())
+        if found:
+            return f"{found[0]} ({found[1]})"
+        looked.append(f"{where}: no version file")
+    unset = [var for var in CANN_VARIABLES if not environ.get(var)]
+    return f"not found ({'; '.join(looked)}{'; unset: ' + ', '.join(unset) if unset else ''})"
+
+
+def npu_driver_version(path: str = NPU_DRIVER_VERSION_FILE) -> str:
+    version = _version_key(Path(path)) if Path(path).is_file() else None
+    if version:
+        return f"{version} ({path})"
+    return f"not found ({path}: {'no version line' if Path(path).is_file() else 'no such file'})"
+
+
+def environment(choice: DeviceChoice) -> dict:
     import importlib.metadata
-
-    import torch
 
     from .. import _environment
 
@@ -140,26 +330,10 @@ def environment(device: str) -> dict:
             env[dist] = importlib.metadata.version(dist)
         except importlib.metadata.PackageNotFoundError:
             env[dist] = None
-    env["device"] = device
-    if device == "cuda" and torch.cuda.is_available():
-        env["device_name"] = torch.cuda.get_device_name(0)
-    elif device == "npu" and _npu_available():
-        env["device_name"] = torch.npu.get_device_name(0)
-    else:
-        env["device_name"] = platform.processor() or platform.machine()
-    env["compiler"] = shutil.which(os.environ.get("CXX") or "g++") or shutil.which("c++")
+    env.update(device=choice.device, device_why=choice.why, device_problem=choice.problem,
+               device_name=_device_name(choice), compiler=cpp_compiler(), cann=cann_version(),
+               npu_driver=npu_driver_version())
     return env
-
-
-def device_usable(device: str) -> str | None:
-    """None when ``device`` can run the end-to-end checks, else why not."""
-    import torch
-
-    if device == "npu" and not _npu_available():
-        return "no Ascend NPU here (torch_npu missing or torch.npu.is_available() is False)"
-    if device == "cuda" and not torch.cuda.is_available():
-        return "no CUDA device here"
-    return None
 
 
 # ---- status, codegen, simulation -----------------------------------------------------------------------
@@ -179,22 +353,27 @@ def check_status(device: str) -> tuple[str, dict]:
 
 
 def check_codegen() -> tuple[str, dict]:
+    """Each sample kernel's launcher (``launch_codegen.launcher_source``: ``call_<k>`` ending in
+    ``launchKernel`` and the release), read back as a generated wrapper is."""
     from .. import launch_codegen as lc
     from ..launch_plan import plan_from_metadata
     from .sample_kernels import SAMPLES
 
-    wrong = []
+    wrong, taking = [], 0
     for s in SAMPLES:
         plan = plan_from_metadata(s.metadata, kernel=s.kernel)
         site = lc.LaunchSite(block_clamp=s.block_clamp, has_ffts=s.has_ffts)
-        cpp = lc.launcher_source(plan, site, lc.args_from_signature(s.signature))
-        calls = cpp.count("acquire_launch_resources(")
-        want = 1 if plan.needs_resources and not site.simt(plan) else 0
-        if calls != want or "= NULL;" in cpp.replace("ffts_addr = NULL;", ""):
-            wrong.append(f"{s.key}: {calls} helper calls (want {want})")
+        launches = launches_in(lc.launcher_source(plan, site, lc.args_from_signature(s.signature)))
+        if list(launches) != [lc.launcher_function_name(plan)[len("call_"):]]:
+            wrong.append(f"{s.key}: launcher functions {sorted(launches)}")
+            continue
+        read = read_back(next(iter(launches.values())), plan.needs_resources and not site.simt(plan))
+        taking += read["takes_memory"]
+        wrong += [f"{s.key}: {p}" for p in read["problems"]]
     if wrong:
         raise CheckFailed("; ".join(wrong))
-    return f"{len(SAMPLES)} sample kernels: the helper is called exactly where memory is needed", {}
+    return (f"{len(SAMPLES)} sample kernels: the {taking} that need memory take it before the launch lambda and "
+            "release it right after launchKernel, nothing is allocated inside a lambda, the others take none", {})
 
 
 def check_simulation() -> tuple[str, dict]:
@@ -271,17 +450,149 @@ def compare(name: str, got, want, atol: float, rtol: float) -> str | None:
     return None
 
 
+# ---- reading the generated C++ back -------------------------------------------------------------------------
 _CALL_DEF = re.compile(r"\bvoid\s+call_(\w+)\s*\(")
+#: What a launch's memory looks like in the generated code (launch_codegen.resource_code).
+_LAUNCH_MEMORY = re.compile(r"\btorch_npu::inductor::LaunchMemory\s+(\w+)\s*[({]")
+_LAUNCH_KERNEL = re.compile(r"\blaunchKernel\s*\(")
+#: Nothing inside a launch lambda may allocate: it runs on torch_npu's task-queue thread (issue 22).
+_ALLOCATION = re.compile(r"\b(allocate_workspace|unsafe_empty_workspace|raw_alloc\w*|LaunchMemory|aclrtMalloc\w*)\b")
+_NULL_SYNC_POINTER = re.compile(r"\b(sync_block_lock|workspace_addr)\s*=\s*(?:NULL|nullptr|0)\s*;")
+
+
+def _masked(source: str) -> str:
+    """``source`` with comments and string / character literals blanked (same length, newlines kept),
+    so that braces, parentheses and names are matched in code only."""
+    out, i, n = list(source), 0, len(source)
+
+    def blank(a: int, b: int) -> None:
+        for j in range(a, b):
+            if out[j] != "\n":
+                out[j] = " "
+
+    while i < n:
+        c = source[i]
+        if source.startswith("//", i):
+            j = source.find("\n", i)
+            j = n if j < 0 else j
+            blank(i, j)
+            i = j
+        elif source.startswith("/*", i):
+            j = source.find("*/", i + 2)
+            j = n if j < 0 else j + 2
+            blank(i, j)
+            i = j
+        elif c in "\"'":
+            j = i + 1
+            while j < n and source[j] != c and source[j] != "\n":
+                j += 2 if source[j] == "\\" else 1
+            blank(i + 1, min(j, n))
+            i = j + 1
+        else:
+            i += 1
+    return "".join(out)
+
+
+def _closing(code: str, opening: int) -> int:
+    """Index of the bracket closing the one at ``opening`` in masked ``code`` (-1: unbalanced)."""
+    pairs = {"(": ")", "{": "}", "[": "]"}
+    want, depth = pairs[code[opening]], 0
+    for j in range(opening, len(code)):
+        if code[j] == code[opening]:
+            depth += 1
+        elif code[j] == want:
+            depth -= 1
+            if depth == 0:
+                return j
+    return -1
 
 
 def launches_in(source: str) -> dict[str, str]:
     """``{kernel: text of its call_<kernel> function}`` in a generated C++ wrapper."""
-    defs = list(_CALL_DEF.finditer(source))
+    code = _masked(source)
+    defs = list(_CALL_DEF.finditer(code))
     out = {}
     for i, m in enumerate(defs):
         end = defs[i + 1].start() if i + 1 < len(defs) else len(source)
-        out[m.group(1)] = source[m.start():end]
+        params_end = _closing(code, m.end() - 1)
+        brace = code.find("{", params_end) if params_end >= 0 else -1
+        close = _closing(code, brace) if 0 <= brace < end else -1
+        out[m.group(1)] = source[m.start():(close + 1 if close >= 0 else end)]
     return out
+
+
+def _lambda_span(code: str, start: int, stop: int) -> tuple[int, int] | None:
+    """(``[`` .. closing ``}``) of the lambda whose text starts at or after ``start`` (before ``stop``)."""
+    bracket = code.find("[", start, stop)
+    captures_end = _closing(code, bracket) if bracket >= 0 else -1
+    if captures_end < 0:
+        return None
+    brace = code.find("{", captures_end, stop)
+    close = _closing(code, brace) if brace >= 0 else -1
+    return (bracket, close + 1) if close >= 0 else None
+
+
+def read_back(body: str, needs_memory: bool | None) -> dict:
+    """Read one ``call_<k>`` function's launches back (issue 22's shape).
+
+    ``needs_memory`` (the kernel's metadata asks for a workspace or locks; None: unknown): each
+    ``launchKernel(<lambda>, ...)`` must then be preceded, after the previous launch, by exactly one
+    ``torch_npu::inductor::LaunchMemory <m>(...)`` outside the lambda, and followed at once by
+    ``<m>.release();``; the lambda allocates nothing, never names ``<m>`` (it copies only the raw
+    pointers) and passes no NULL sync pointer. A launch that needs nothing takes and releases nothing.
+    Returns ``{"launches", "takes_memory", "problems"}``."""
+    code = _masked(body)
+    problems: list[str] = []
+    calls = list(_LAUNCH_KERNEL.finditer(code))
+    if not calls:
+        return {"launches": 0, "takes_memory": False, "problems": ["no launchKernel(...) call"]}
+    memories = [(m.start(), m.group(1)) for m in _LAUNCH_MEMORY.finditer(code)]
+    region, takes = 0, False
+    for n, call in enumerate(calls, 1):
+        where = f"launch {n}" if len(calls) > 1 else "the launch"
+        paren = call.end() - 1
+        close = _closing(code, paren)
+        semicolon = code.find(";", close) if close >= 0 else -1
+        if semicolon < 0:
+            problems.append(f"{where}: launchKernel( is not closed")
+            break
+        first = code[paren + 1:close].split(",")[0].strip()
+        if re.fullmatch(r"\w+", first):  # a named lambda, declared before the call
+            decl = list(re.finditer(rf"\bauto\s+{first}\s*=\s*(?=\[)", code[region:call.start()]))
+            span = _lambda_span(code, region + decl[-1].end(), call.start()) if decl else None
+        else:  # the lambda written inside the call
+            span = _lambda_span(code, paren + 1, close)
+        if span is None:
+            problems.append(f"{where}: launchKernel({first}, ...) is not given a lambda of this function")
+            region = semicolon + 1
+            continue
+        lam = code[span[0]:span[1]]
+        before = [name for pos, name in memories if region <= pos < span[0]]
+        for alloc in sorted({m.group(1) for m in _ALLOCATION.finditer(lam)}):
+            problems.append(f"{where}: {alloc} inside the launch lambda (it runs on the task-queue thread)")
+        after = code[semicolon + 1:]
+        released = re.match(r"\s*(\w+)\s*\.\s*release\s*\(\s*\)\s*;", after)
+        if needs_memory or (needs_memory is None and before):
+            if len(before) != 1:
+                problems.append(f"{where}: {len(before)} torch_npu::inductor::LaunchMemory before the launch lambda "
+                                "(want 1)")
+            else:
+                owner = before[0]
+                takes = True
+                if not (released and released.group(1) == owner):
+                    problems.append(f"{where}: the statement right after launchKernel(...) is not {owner}.release();")
+                if re.search(rf"\b{owner}\b", lam):
+                    problems.append(f"{where}: the launch lambda names the owning {owner} (it must get only the "
+                                    "raw pointers)")
+            for m in _NULL_SYNC_POINTER.finditer(lam):
+                problems.append(f"{where}: the launch lambda sets {m.group(1)} to a null pointer")
+        else:
+            if before:
+                problems.append(f"{where}: takes LaunchMemory {before} though its kernel needs no workspace or locks")
+            if released:
+                problems.append(f"{where}: releases {released.group(1)} though its kernel needs no memory")
+        region = semicolon + 1
+    return {"launches": len(calls), "takes_memory": takes, "problems": problems}
 
 
 def kernel_plans() -> dict:
@@ -297,21 +608,23 @@ def kernel_plans() -> dict:
     return plans
 
 
-def helper_calls(sources: list[str], plans: dict) -> dict:
-    """For each launch in the wrappers: does it call the helper, and should it (its kernel's plan)?"""
+def read_back_wrappers(sources: list[str], plans: dict) -> dict:
+    """For each launcher in the wrappers: its kernel's needs (None: no saved params) and the read-back."""
     found = {}
     for src in sources:
         for kernel, body in launches_in(src).items():
             plan = plans.get(kernel)
+            needs = None if plan is None else plan.needs_resources
             found[kernel] = {
-                "calls_helper": "acquire_launch_resources(" in body,
                 "needs": None if plan is None else {"workspace": plan.needs_workspace, "locks": plan.needs_locks},
+                **read_back(body, needs),
             }
     return found
 
 
 def check_wrapper(device: str, sources: list[str], plans: dict, what: str) -> tuple[str, dict]:
-    """The generated wrappers are C++; on an NPU each launch calls the helper exactly when its kernel needs memory."""
+    """The generated wrappers are C++; on an NPU each launch takes memory exactly when its kernel
+    needs some, in the shape :func:`read_back` checks."""
     if not sources:
         raise CheckFailed(f"{what}: no generated code was captured")
     launches = {}
@@ -326,16 +639,18 @@ def check_wrapper(device: str, sources: list[str], plans: dict, what: str) -> tu
         raise CheckFailed(f"{what}: the generated code has no C++ call_<kernel> launchers (is cpp_wrapper on?)")
     data = {"launches": len(launches)}
     if device != "npu":
-        return f"{len(launches)} kernel launches in the C++ wrapper (helper calls are checked on an NPU only)", data
-    calls = helper_calls(sources, plans)
-    wrong = [k for k, c in calls.items() if c["needs"] is not None and c["calls_helper"] != any(c["needs"].values())]
-    unknown = [k for k, c in calls.items() if c["needs"] is None]
-    data["helper_calls"] = calls
+        return (f"{len(launches)} kernel launches in the C++ wrapper (the launch memory is read back on an NPU "
+                "only)", data)
+    reads = read_back_wrappers(sources, plans)
+    data["read_back"] = reads
+    wrong = {k: r["problems"] for k, r in reads.items() if r["problems"]}
     if wrong:
-        raise CheckFailed(f"{what}: launches whose helper call does not match their kernel's metadata: "
-                          + ", ".join(f"{k} (needs {calls[k]['needs']}, calls helper {calls[k]['calls_helper']})" for k in wrong))
-    needing = sum(1 for c in calls.values() if c["needs"] and any(c["needs"].values()))
-    return (f"{len(launches)} launches; {needing} need memory and call the helper"
+        raise CheckFailed(f"{what}: generated launches not in the expected shape: "
+                          + "; ".join(f"{k}: {', '.join(p)}" for k, p in wrong.items()))
+    unknown = [k for k, r in reads.items() if r["needs"] is None]
+    taking = sum(1 for r in reads.values() if r["takes_memory"])
+    return (f"{len(launches)} launches; {taking} need memory and take it before the lambda, release it right after "
+            "launchKernel, none allocates inside its lambda"
             + (f"; no saved params for {unknown}" if unknown else ""), data)
 
 
@@ -465,29 +780,41 @@ def _masked_scatter(x, idx, keep):
     return out.index_put((torch.where(keep, idx, out.shape[0] - 1),), torch.where(keep, x, 0.0))
 
 
+def _mm_then_scatter(a, b, bias, idx, keep):
+    """Both in one graph: the template matmul, then a scatter of its first column through a
+    data-dependent index; the wrapper's launches take and release their memory one after another."""
+    return _masked_scatter(_mm_epilogue(a, b, bias)[:, 0], idx, keep)
+
+
 def _inputs(kind: str, n: int, device: str):
     import torch
 
     g = torch.Generator(device="cpu").manual_seed(n)
-    if kind == "workspace":
-        a, b = (torch.randn(n, 64, generator=g), torch.randn(64, 32, generator=g))
-        return [t.to(device) for t in (a, b, torch.randn(32, generator=g))]
-    x = torch.randn(n, generator=g)
-    idx = torch.randperm(2 * n, generator=g)[:n]  # distinct: no two kept elements race for a slot
-    keep = torch.rand(n, generator=g) > 0.3
-    return [t.to(device) for t in (x, idx, keep)]
+    out = []
+    if kind in ("workspace", "workspace-and-locks"):
+        out += [torch.randn(n, 64, generator=g), torch.randn(64, 32, generator=g), torch.randn(32, generator=g)]
+    if kind == "locks":
+        out.append(torch.randn(n, generator=g))
+    if kind in ("locks", "workspace-and-locks"):
+        out.append(torch.randperm(2 * n, generator=g)[:n])  # distinct: no two kept elements race for a slot
+        out.append(torch.rand(n, generator=g) > 0.3)
+    return [t.to(device) for t in out]
 
 
+_TEMPLATES = {"max_autotune": True, "max_autotune_gemm_backends": "TRITON"}
 KERNEL_PROGRAMS = {
-    "workspace": (_mm_epilogue, {"max_autotune": True, "max_autotune_gemm_backends": "TRITON"}),
+    "workspace": (_mm_epilogue, _TEMPLATES),
     "locks": (_masked_scatter, {}),
+    "workspace-and-locks": (_mm_then_scatter, _TEMPLATES),
 }
-#: Which resources each check covers: the kernels compiled by its programs must include one asking for them.
+#: check -> (its own program, what the program's kernels must ask for on an NPU)
 KERNEL_CHECKS = {
-    "kernels-workspace": ("workspace",),
-    "kernels-locks": ("locks",),
-    "kernels-workspace-and-locks": ("workspace", "locks"),
+    "kernels-workspace": ("workspace", ("workspace",)),
+    "kernels-locks": ("locks", ("locks",)),
+    "kernels-workspace-and-locks": ("workspace-and-locks", ("workspace", "locks")),
 }
+#: The programs packaged by the AOT check.
+AOT_PROGRAMS = ("workspace", "locks")
 
 
 def run_program(kind: str, device: str) -> dict:
@@ -517,36 +844,31 @@ def run_program(kind: str, device: str) -> dict:
     return {"problems": problems, "sources": sources, "graphs": graphs, "plans": kernel_plans()}
 
 
-def check_kernels(name: str, device: str, runs: dict) -> tuple[str, dict]:
+def check_kernels(name: str, device: str) -> tuple[str, dict]:
+    """Compile and run the check's own program on ``device`` against eager; read its wrapper back."""
     why = device_usable(device)
     if why:
         raise CheckSkipped(why)
-    wanted = KERNEL_CHECKS[name]
-    programs = list(KERNEL_PROGRAMS) if len(wanted) > 1 else list(wanted)
-    for kind in programs:
-        if kind not in runs:
-            runs[kind] = run_program(kind, device)
-    problems = [p for kind in programs for p in runs[kind]["problems"]]
-    if problems:
-        raise CheckFailed("; ".join(problems))
-    sources = [s for kind in programs for s in runs[kind]["sources"]]
-    plans = {}
-    for kind in programs:
-        plans.update(runs[kind]["plans"])
-    detail, data = check_wrapper(device, sources, plans, name)
-    values = f"{', '.join(programs)} program(s) match eager at 3 sizes, 1 graph each"
+    kind, wanted = KERNEL_CHECKS[name]
+    run = run_program(kind, device)
+    if run["problems"]:
+        raise CheckFailed("; ".join(run["problems"]))
+    detail, data = check_wrapper(device, run["sources"], run["plans"], name)
+    values = f"the {kind} program matches eager at 3 sizes, 1 graph"
     if device != "npu":
         return f"{values}; {detail}", data
     # On an NPU: the kernels' own metadata says what they asked for; report the coverage honestly.
-    launched = launches_in("\n".join(sources))
-    asking = [k for k, p in plans.items() if k in launched and all(
-        (p.needs_workspace if w == "workspace" else p.needs_locks) for w in wanted)]
-    if not asking:
-        raise CheckSkipped(f"{values}, but no kernel triton-ascend compiled here asked for {' and '.join(wanted)} "
-                           f"(kernels: { {k: (p.needs_workspace, p.needs_locks) for k, p in plans.items() if k in launched} }); "
+    launched = launches_in("\n".join(run["sources"]))
+    plans = {k: p for k, p in run["plans"].items() if k in launched}
+    asking = {w: sorted(k for k, p in plans.items() if (p.needs_workspace if w == "workspace" else p.needs_locks))
+              for w in wanted}
+    if not all(asking.values()):
+        raise CheckSkipped(f"{values}, but no kernel triton-ascend compiled here for it asked for "
+                           f"{' and '.join(w for w in wanted if not asking[w])} "
+                           f"(kernels: (workspace, locks) = { {k: (p.needs_workspace, p.needs_locks) for k, p in plans.items()} }); "
                            "the flex-backward check covers the kernels it compiled")
     data["kernels"] = asking
-    return f"{values}; kernels asking for {' and '.join(wanted)}: {asking}; {detail}", data
+    return f"{values}; kernels asking for {', '.join(f'{w}: {ks}' for w, ks in asking.items())}; {detail}", data
 
 
 # ---- AOTInductor: a package that runs where the patch set is off -------------------------------------------------
@@ -597,7 +919,8 @@ def check_aot(device: str) -> tuple[str, dict]:
 
     problems, data = [], {}
     with tempfile.TemporaryDirectory(prefix="patchset-selftest-aot-") as d:
-        for kind, (fn, extra) in KERNEL_PROGRAMS.items():
+        for kind in AOT_PROGRAMS:
+            fn, extra = KERNEL_PROGRAMS[kind]
             args = _inputs(kind, 160, device)
             package = torch._inductor.aoti_compile_and_package(
                 torch.export.export(_as_module(fn), tuple(args)), package_path=os.path.join(d, f"{kind}.pt2"),
@@ -607,8 +930,11 @@ def check_aot(device: str) -> tuple[str, dict]:
             wrappers = {n: s for n, s in sources.items() if "call_" in s or "launchKernel" in s}
             if not wrappers:
                 problems.append(f"{kind}: the package holds no generated wrapper source ({sorted(sources)})")
+            plans = kernel_plans()
             for name, src in wrappers.items():
                 problems += aot_source_problems(f"{kind}:{name}", src)
+                problems += [f"{kind}:{name}: {k}: {', '.join(r['problems'])}"
+                             for k, r in read_back_wrappers([src], plans).items() if r["problems"]]
             torch.save([a.cpu() for a in args], os.path.join(d, f"{kind}-in.pt"))
             out_path = os.path.join(d, f"{kind}-out.pt")
             proc = subprocess.run([sys.executable, "-c", _AOT_RUNNER, package, os.path.join(d, f"{kind}-in.pt"),
@@ -629,40 +955,77 @@ def check_aot(device: str) -> tuple[str, dict]:
     asking = {k: (p.needs_workspace, p.needs_locks) for k, p in kernel_plans().items()
               if p.needs_workspace or p.needs_locks}
     data["kernels_asking"] = sorted(asking)
-    return (f"{len(KERNEL_PROGRAMS)} packages: helper inlined once, no path of this machine, run without the patch "
-            f"set and match eager; kernels asking for memory: {sorted(asking) or 'none (nothing to exercise)'}",
-            data)
+    return (f"{len(AOT_PROGRAMS)} packages: helper inlined once, no path of this machine, launch memory read back, "
+            f"run without the patch set and match eager; kernels asking for memory: "
+            f"{sorted(asking) or 'none (nothing to exercise)'}", data)
 
 
 # ---- the command ----------------------------------------------------------------------------------------------
-def run(device: str | None = None) -> dict:
+def command_line(argv=None) -> str:
+    """The command line as typed (as near as the interpreter tells: ``python -m <module>`` or the
+    script's name, then the arguments)."""
+    argv = list(sys.argv if argv is None else argv)
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    if spec is not None and spec.name:
+        module = spec.name[: -len(".__main__")] if spec.name.endswith(".__main__") else spec.name
+        head = ["python", "-m", module]
+    else:
+        head = [os.path.basename(argv[0]) if argv else "python"]
+    return shlex.join(head + argv[1:])
+
+
+def run(device: str | None = None, asked: str | None = None) -> dict:
     import torch  # noqa: F401  (before anything reads versions)
 
-    device = device or default_device()
-    if device == "npu":
-        _npu_available()  # imports torch_npu, which registers the device
-    env = environment(device)
+    choice = choose_device(device)
+    env = environment(choice)
     checks = [
-        _run_check("status", lambda: check_status(device)),
+        _run_check("device", lambda: check_device(choice)),
+        _run_check("status", lambda: check_status(choice.device)),
         _run_check("codegen", check_codegen),
         _run_check("simulation", check_simulation),
     ]
     with private_inductor_cache():
-        checks.append(_run_check("flex-backward", lambda: check_flex_backward(device)))
-        runs: dict = {}
+        checks.append(_run_check("flex-backward", lambda: check_flex_backward(choice.device)))
         for name in KERNEL_CHECKS:
-            checks.append(_run_check(name, lambda name=name: check_kernels(name, device, runs)))
-        checks.append(_run_check("aot-package", lambda: check_aot(device)))
+            checks.append(_run_check(name, lambda name=name: check_kernels(name, choice.device)))
+        checks.append(_run_check("aot-package", lambda: check_aot(choice.device)))
     counts = {s: sum(1 for c in checks if c.status == s) for s in (PASSED, FAILED, SKIPPED)}
-    return {"environment": env, "device": device, "checks": [c.to_json() for c in checks], "counts": counts,
-            "ok": counts[FAILED] == 0}
+    return {"asked": asked or command_line(), "environment": env, "device": choice.device,
+            "checks": [c.to_json() for c in checks], "counts": counts, "ok": counts[FAILED] == 0}
+
+
+def _device_line(env: dict) -> str:
+    state = f"NOT USABLE: {env['device_problem']}" if env.get("device_problem") else env.get("device_name")
+    return f"{env['device']} ({state}): {env['device_why']}"
+
+
+def _settings_text(env: dict) -> str:
+    return ", ".join(f"{k}={v}" for k, v in env.get("settings", {}).items()) or "(none set)"
+
+
+#: The header rows after "asked" and "device": (label, environment key).
+HEADER_ROWS = (("torch", "torch"), ("torch_npu", "torch_npu"), ("triton", "triton"),
+               ("triton-ascend", "triton-ascend"), ("CANN", "cann"), ("NPU driver", "npu_driver"),
+               ("C++ compiler", "compiler"), ("python", "python"), ("patch set", "patchset"),
+               ("autoload", "autoload"))
+
+
+def _header(result: dict) -> list[tuple[str, str]]:
+    env = result["environment"]
+    rows = [("asked", result.get("asked", "")), ("device", _device_line(env))]
+    rows += [(label, env.get(key) or "not installed") for label, key in HEADER_ROWS]
+    rows.append(("settings", _settings_text(env)))
+    if env.get("disabled_unknown"):
+        rows.append(("unknown ids", f"{', '.join(env['disabled_unknown'])} (in TORCH_NPU_PATCHSET_DISABLE: no such "
+                                    f"patch, nothing disabled by them; valid: {', '.join(env.get('patch_ids', []))})"))
+    rows += [("autoload failure", f) for f in env.get("autoload_failures", [])]
+    return rows
 
 
 def format_text(result: dict) -> str:
-    env = result["environment"]
-    out = [f"torch-npu-inductor-patches {env['patchset']} selftest on {result['device']} ({env['device_name']})"]
-    for key in ("torch", "torch_npu", "triton", "triton-ascend", "python"):
-        out.append(f"  {key:<14} {env.get(key) or 'not installed'}")
+    out = [f"torch-npu-inductor-patches {result['environment']['patchset']} selftest"]
+    out += [f"  {label:<16} {value}" for label, value in _header(result)]
     out.append("")
     for c in result["checks"]:
         out.append(f"{c['name']:<30}{c['status']:<8} ({c['seconds']} s)")
@@ -673,18 +1036,18 @@ def format_text(result: dict) -> str:
     return "\n".join(out)
 
 
+def _cell(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
 def format_markdown(result: dict) -> str:
-    env = result["environment"]
     n = result["counts"]
     out = [f"# torch-npu-inductor-patches selftest: {n[PASSED]} passed, {n[FAILED]} failed, {n[SKIPPED]} skipped", "",
-           f"`python -m torch_npu._inductor.patchset selftest --device {result['device']}`", "",
-           "| component | version |", "|---|---|"]
-    for key in ("patchset", "torch", "torch_npu", "triton", "triton-ascend", "python", "device_name"):
-        out.append(f"| {key} | {env.get(key) or 'not installed'} |")
+           f"`{result.get('asked', '')}`", "", "| | |", "|---|---|"]
+    out += [f"| {label} | {_cell(value)} |" for label, value in _header(result)[1:]]
     out += ["", "| check | result | detail |", "|---|---|---|"]
     for c in result["checks"]:
-        detail = c["detail"].replace("|", "\\|").replace("\n", " ")
-        out.append(f"| {c['name']} | **{c['status']}** | {detail} |")
+        out.append(f"| {c['name']} | **{c['status']}** | {_cell(c['detail'])} |")
     status = next((c for c in result["checks"] if c["name"] == "status"), None)
     if status and status["data"].get("patches"):
         out += ["", "| patch | state | note |", "|---|---|---|"]
@@ -697,17 +1060,61 @@ def format_markdown(result: dict) -> str:
     return "\n".join(out) + "\n"
 
 
+def output_problem(path: str, flag: str = "--report") -> str | None:
+    """Why ``path`` cannot be written (checked before any work), else None."""
+    target = Path(path)
+    folder = target.parent
+    if target.is_dir():
+        return f"{flag} {path}: is a folder; name a file"
+    if not folder.exists():
+        return f"{flag} {path}: folder {folder} does not exist"
+    if not folder.is_dir():
+        return f"{flag} {path}: {folder} is not a folder"
+    try:  # the only sure test that a file can be made there (permissions, read-only or special file systems)
+        fd, probe = tempfile.mkstemp(prefix=f".{target.name}-", dir=folder)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        return f"{flag} {path}: cannot create a file in {folder}: {exc.strerror or exc}"
+    return None
+
+
+def write_whole(path: str, text: str) -> None:
+    """``text`` into ``path`` whole or not at all (a temporary file beside it, then renamed)."""
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}-", dir=folder)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
 def main(args) -> int:
-    result = run(args.device)
     if args.report:
-        with open(args.report, "w") as f:
-            f.write(format_markdown(result))
+        why = output_problem(args.report)
+        if why:
+            print(f"selftest: {why}", file=sys.stderr)
+            return 2
+    result = run(args.device, asked=getattr(args, "asked", None))
+    unwritten = None
+    if args.report:
+        try:
+            write_whole(args.report, format_markdown(result))
+        except OSError as exc:  # the folder changed under the run: the results still go to stdout
+            unwritten = f"selftest: --report {args.report}: not written: {exc.strerror or exc}"
     if args.json:
         print(json.dumps(result, indent=2, default=str))
     else:
         print(format_text(result))
-        if args.report:
+        if args.report and not unwritten:
             print(f"report written to {args.report}")
+    if unwritten:
+        print(unwritten, file=sys.stderr)
+        return 2
     return 0 if result["ok"] else 1
 
 
@@ -715,9 +1122,11 @@ def add_parser(subparsers):
     p = subparsers.add_parser("selftest", help="acceptance checks on this machine (passed / failed / skipped)",
                               description=__doc__.split("\n\n")[0])
     p.add_argument("--device", choices=("npu", "cuda", "cpu"), default=None,
-                   help="device for the end-to-end checks (default: npu, else cuda, else cpu)")
+                   help="device for the end-to-end checks (default: npu wherever torch_npu is installed, "
+                        "else cuda where available, else cpu)")
     p.add_argument("--json", action="store_true", help="one JSON object")
-    p.add_argument("--report", metavar="FILE", help="also write a short markdown report (paste it into an issue)")
+    p.add_argument("--report", metavar="FILE", help="also write a short markdown report (paste it into an issue); "
+                   "its folder must exist")
     p.set_defaults(func=main)
     return p
 

@@ -55,11 +55,13 @@ _OUR_TORCH_NPU = _OUR_INDUCTOR.parent
 
 
 class WheelUnavailable(RuntimeError):
-    """The wheel could not be had; ``index_unreachable`` says whether the index was the cause."""
+    """The wheel could not be had; ``index_unreachable`` says whether the index was the cause;
+    ``known_releases`` (the index's torch-npu versions) is set when the version is not among them."""
 
-    def __init__(self, message: str, index_unreachable: bool = False):
+    def __init__(self, message: str, index_unreachable: bool = False, known_releases: list[str] | None = None):
         super().__init__(message)
         self.index_unreachable = index_unreachable
+        self.known_releases = known_releases
 
 
 def cache_dir() -> Path:
@@ -78,6 +80,43 @@ _UNREACHABLE_HINTS = (
     "connection", "network is unreachable", "temporary failure in name resolution",
     "name or service not known", "max retries exceeded", "timed out", "proxyerror", "ssl",
 )
+
+
+#: pip's list of what the index has, in its "no matching distribution" error.
+_PIP_VERSIONS = re.compile(r"\(from versions: ([^)]*)\)")
+
+
+def _versions_in(text: str) -> list[str]:
+    """The versions pip listed in ``text`` (each attempt lists them again: once each, in pip's order)."""
+    seen: dict[str, None] = {}
+    for listed in _PIP_VERSIONS.findall(text):
+        for v in listed.split(","):
+            if v.strip() and v.strip() != "none":
+                seen.setdefault(v.strip(), None)
+    return list(seen)
+
+
+def index_releases(timeout: float = 120) -> list[str] | None:
+    """torch-npu's versions on the package index (``pip index versions --pre``, oldest first), or
+    None when pip cannot say (index unreachable, a pip without that command): no download."""
+    cmd = [sys.executable, "-m", "pip", "index", "versions", "--pre", "--disable-pip-version-check", "torch-npu"]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    m = re.search(r"^Available versions:\s*(.+)$", proc.stdout, re.M)
+    if proc.returncode != 0 or not m:
+        return None
+    return [v.strip() for v in m.group(1).split(",") if v.strip()][::-1]
+
+
+def release_known(version: str) -> bool | None:
+    """Whether ``version`` is a torch-npu release: a cached wheel, else the index's list (no download);
+    None when the index cannot say."""
+    if _find_wheel(version) is not None:
+        return True
+    known = index_releases()
+    return None if known is None else version in known
 
 
 def wheel_path(version: str, download: bool = True) -> Path:
@@ -104,6 +143,11 @@ def wheel_path(version: str, download: bool = True) -> Path:
             return found
         outputs.append(proc.stdout + proc.stderr)
         errors.append(outputs[-1].strip().splitlines()[-3:])
+    # Not a release at all: one line with what the index has (pip lists it once per attempt).
+    known = _versions_in("\n".join(outputs))
+    if known and version not in known:
+        raise WheelUnavailable(f"torch-npu {version} is not a release on the package index; known releases: "
+                               f"{', '.join(known)}", known_releases=known)
     text = " | ".join(" ".join(e) for e in errors)
     # pip says why it could not connect in its retry warnings, well before its last lines.
     unreachable = any(h in "\n".join(outputs).lower() for h in _UNREACHABLE_HINTS)
@@ -471,7 +515,7 @@ def main(argv=None) -> int:
         data["ok"] = True
     except WheelUnavailable as exc:
         data = {"ok": False, "torch_npu": args.version, "error": str(exc),
-                "index_unreachable": exc.index_unreachable}
+                "index_unreachable": exc.index_unreachable, "known_releases": exc.known_releases}
     except Exception as exc:
         data = {"ok": False, "torch_npu": args.version, "error": f"{type(exc).__name__}: {exc}"}
     print(json.dumps(data))
