@@ -3,9 +3,11 @@
 Test data: the bundle of torch_npu's eleven protected branch heads
 (``../shared/upstream/torch_npu-branches.bundle`` beside the repository, or
 ``$TORCH_NPU_UPSTREAM_BUNDLE``). Fast tests (every branch): the patch is made,
-``git am`` applies it, the patched Python compiles, its helper and generator are
-this package's own text (a one-line edit is caught), the generated C++ is
-``launch_codegen``'s, bad input is refused with nothing written. Slow tests (the
+``git am`` applies it (subject and the maintainer's identity intact), the patched
+Python compiles and adds no lint finding, its helper and generator are this
+package's own text (a one-line edit is caught), the generated C++ is
+``launch_codegen``'s, bad input is refused with nothing written, naming the path
+given. The README's maintainers' block runs as written inside a clone. Slow tests (the
 branches of this interpreter's torch line: v2.7.1 and v2.7.1-26.1.0 on torch 2.7,
 master on torch 2.14): :func:`upstream_patch_verify.verify` renders, compiles,
 links, simulates and reads the status after.
@@ -13,6 +15,7 @@ links, simulates and reads the status after.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -30,6 +33,8 @@ REPO = Path(__file__).resolve().parents[1]
 BRANCHES = ("master", "v2.7.1", "v2.7.1-26.1.0", "v2.9.0", "v2.9.0-26.1.0", "v2.10.0", "v2.10.0-26.1.0",
             "v2.11.0", "v2.11.0-26.1.0", "v2.12.0", "v2.12.0-26.1.0")
 LEGACY = {"v2.10.0-26.1.0", "v2.11.0", "v2.11.0-26.1.0", "v2.12.0", "v2.12.0-26.1.0"}
+#: The maintainer whose clone the patches are made in (its git config; a patch carries it).
+MAINTAINER = ("Ada Maintainer", "ada@example.org")
 
 
 def _bundle() -> Path | None:
@@ -46,11 +51,24 @@ def _git(*args, cwd=None, check=True):
     return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=check)
 
 
+def _clone_bundle(dest: Path) -> Path:
+    """A maintainer's clone: the bundle's branches, their git identity in its config."""
+    _git("clone", "-q", str(_bundle()), str(dest))
+    _git("config", "user.name", MAINTAINER[0], cwd=dest)
+    _git("config", "user.email", MAINTAINER[1], cwd=dest)
+    return dest
+
+
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory) -> Path:
-    d = tmp_path_factory.mktemp("branches") / "torch_npu"
-    _git("clone", "-q", str(_bundle()), str(d))
-    return d
+    return _clone_bundle(tmp_path_factory.mktemp("branches") / "torch_npu")
+
+
+@pytest.fixture
+def no_global_identity(monkeypatch, tmp_path):
+    """git reads no user-wide or system config (this machine's identity stays out of the test)."""
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(tmp_path / "no-global-gitconfig"))
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
 
 
 @pytest.fixture(scope="module")
@@ -83,17 +101,42 @@ def test_every_branch_gets_a_patch(patches):
         assert (out / f"{r['branch']}.patch").is_file()
 
 
+def test_every_branch_stays_within_850_added_lines(patches):
+    rows, _ = patches
+    added = {r["branch"]: int(re.search(r"\+(\d+) ", r["detail"]).group(1)) for r in rows}
+    assert max(added.values()) <= 850, added
+
+
+def _lint(path: Path, text: str) -> list[str]:
+    """pyflakes and bugbear findings (rule and message, no line numbers) of ``text`` as ``path``."""
+    proc = subprocess.run([sys.executable, "-m", "ruff", "check", "--isolated", "--select", "F,E7,E9,B",
+                           "--output-format", "concise", "--stdin-filename", str(path), "-"],
+                          input=text, capture_output=True, text=True)
+    assert proc.returncode in (0, 1), proc.stderr
+    return sorted(re.sub(r"^.*?:\d+:\d+: ", "", ln) for ln in proc.stdout.splitlines() if re.match(r".*:\d+:\d+: ", ln))
+
+
 @pytest.mark.parametrize("branch", BRANCHES)
 def test_git_am_applies_and_python_compiles(repo, patches, branch, tmp_path):
     _, out = patches
     text = (out / f"{branch}.patch").read_text()
-    assert text.startswith("From ") and "\nSubject: [PATCH] " in text
+    headers = text.split("\n\n", 1)[0].replace("\n ", " ")  # mail headers, folded lines joined
+    assert text.startswith("From ") and f"\nSubject: [PATCH] {up.SUBJECT}\n" in headers + "\n"
+    assert f"\nFrom: {MAINTAINER[0]} <{MAINTAINER[1]}>\n" in text  # the clone's git identity
     assert f"Fixes {up.ISSUE}" in text and "Verified without an NPU" in text
     root = _applied(repo, branch, out / f"{branch}.patch", tmp_path / "co")
+    # git am keeps the subject whole (it strips a leading "[...]") and the author.
+    assert _git("log", "-1", "--format=%s|%an <%ae>", cwd=root).stdout.strip() == (
+        f"{up.SUBJECT}|{MAINTAINER[0]} <{MAINTAINER[1]}>")
     changed = _git("diff", "--name-only", "HEAD~1..HEAD", cwd=root).stdout.split()
     py = [root / p for p in changed if p.endswith(".py")]
     proc = subprocess.run([sys.executable, "-m", "py_compile", *map(str, py)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
+    for path in changed:  # upstream's own lint rules find nothing new in what the patch adds or edits
+        if path.endswith(".py"):
+            before = _git("show", f"HEAD~1:{path}", cwd=root, check=False).stdout
+            new = [f for f in _lint(root / path, (root / path).read_text()) if f not in _lint(root / path, before)]
+            assert not new, (path, new)
     assert up.drift(root) == []
     wrapper = (root / edits.WRAPPER["cpp_wrapper" if branch in LEGACY else "cpp_wrapper_npu"]).read_text()
     assert "void* workspace_addr = NULL;" not in wrapper and "void* sync_block_lock = NULL;" not in wrapper
@@ -149,10 +192,26 @@ def test_generated_module_writes_launch_codegen_lines(sample, tmp_path):
     # records no mix_mode, on which the unordered locks' participant count depends).
     params = m["kernel_sync_params"](sample.metadata, sample.kernel)
     clamp = sample.block_clamp
-    got = m["launch_resource_lines"](sample.kernel, params, clamp)
-    want = launch_codegen.resource_lines(plan_from_metadata(sample.metadata, kernel=sample.kernel),
-                                         launch_codegen.LaunchSite(block_clamp=clamp, simt_only=False))
-    assert got == want
+    plan = plan_from_metadata(sample.metadata, kernel=sample.kernel)
+    for simt in (False, True):
+        got = m["launch_resource_lines"](sample.kernel, params, clamp, simt)
+        want = launch_codegen.resource_code(plan, launch_codegen.LaunchSite(block_clamp=clamp, simt_only=simt))
+        assert (got.before, got.in_lambda, got.after) == (want.before, want.in_lambda, want.after)
+    if plan.needs_resources:  # the memory is taken before the lambda and given back after the launch
+        got = m["launch_resource_lines"](sample.kernel, params, clamp, False)
+        assert sum("LaunchMemory npu_sync_memory(" in ln for ln in got.before) == 1
+        assert not any("npu_sync_memory" in ln for ln in got.in_lambda)
+        assert got.after == ["npu_sync_memory.release();  // queued: later work on stream_ runs after this kernel"]
+
+
+def test_generated_module_leaves_out_only_uncalled_methods():
+    text = upm.module_text()
+    for kept in ("def __post_init__", "def needs_resources", "def lock_slots", "def init_value_fills",
+                 "def lock_bytes", "def workspace_bytes", "def resource_code", "class ResourceCode"):
+        assert kept in text, kept
+    for dropped in ("def describe", "def lock_fills", "def to_dict", "def from_dict", "def launcher_source",
+                    "def args_decl_lines", "PARAMS_KEY"):
+        assert dropped not in text, dropped
 
 
 def test_generated_module_refuses_bad_metadata_naming_kernel_and_field(tmp_path):
@@ -160,6 +219,29 @@ def test_generated_module_refuses_bad_metadata_naming_kernel_and_field(tmp_path)
     with pytest.raises(ValueError, match=r"triton_bad.*lock_num"):
         m["kernel_sync_params"]({"lock_num": -3}, "triton_bad")
     assert "#include <torch_npu/csrc/inductor/npu_launch_resources.h>" in m["launch_resources_include"]()
+
+
+def test_include_names_the_helpers_digest_where_it_is_installed(tmp_path):
+    """In a checkout with the helper (as setup.py lays it out, or the source tree), the namespace the
+    wrapper defines is the one the runtime patch set's include names: same headers, same digest."""
+    pkg = tmp_path / "torch_npu"
+    module = pkg / "_inductor" / "codegen" / "npu_launch_resources.py"
+    module.parent.mkdir(parents=True)
+    module.write_text(upm.module_text())
+    for rel, content in up._helper_files().items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_bytes(content)
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("npu_launch_resources_in_checkout", module)
+    m = sys.modules[spec.name] = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(m)
+        assert m.launch_resources_include().splitlines() == [
+            f"#define TORCH_NPU_LAUNCH_RESOURCES_ABI {launch_codegen.helper_abi()}",
+            "#include <torch_npu/csrc/inductor/npu_launch_resources.h>"]
+    finally:
+        del sys.modules[spec.name]
 
 
 def test_upstream_flex_grid_matches_ours_and_prints_integer_cpp():
@@ -198,18 +280,61 @@ def test_not_a_checkout_is_refused(tmp_path, capsys):
     assert not out.exists()
 
 
-def test_dirty_tree_and_unknown_layout_are_refused(repo, tmp_path, capsys):
+def test_errors_name_the_checkout_as_given(repo, tmp_path, capsys, monkeypatch):
     co = _clone_at(repo, "v2.7.1", tmp_path / "co")
+    monkeypatch.chdir(tmp_path)
     (co / "setup.py").write_text((co / "setup.py").read_text() + "\n# local edit\n")
     out = tmp_path / "p.patch"
-    assert _cli("--checkout", str(co), "--out", str(out)) == 2
-    assert "uncommitted changes" in capsys.readouterr().err and not out.exists()
+    assert _cli("--checkout", "co", "--out", str(out)) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("upstream-patch: co: the work tree has uncommitted changes") and not out.exists(), err
     _git("checkout", "-q", "--", "setup.py", cwd=co)
     _git("rm", "-q", edits.NPU_WRAPPER, cwd=co)
     _git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "x", cwd=co)
+    assert _cli("--checkout", "co", "--out", str(out)) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("upstream-patch: co: unknown layout: neither torch_npu/_inductor/codegen/cpp_wrapper_npu.py"), err
+    assert "upstream-patch-" not in err and not out.exists()  # no temporary folder named
+    # An edit whose anchor is missing names the checkout too, not the temporary clone.
+    _git("checkout", "-q", "HEAD~1", cwd=co)
+    (co / edits.NPU_WRAPPER).write_text((co / edits.NPU_WRAPPER).read_text().replace("force_simt_only=False,", ""))
+    _git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "y", cwd=co)
+    assert _cli("--checkout", "co", "--out", str(out), "--author", "T <t@t>") == 2
+    err = capsys.readouterr().err
+    assert err.startswith("upstream-patch: co: torch_npu/_inductor/codegen/cpp_wrapper_npu.py: "), err
+    assert "upstream-patch-" not in err and not out.exists()
+
+
+def test_missing_out_folder_writes_nothing(repo, tmp_path, capsys):
+    assert _cli("--checkout", str(repo), "--out", str(tmp_path / "no" / "p.patch")) == 2
+    assert "does not exist" in capsys.readouterr().err and not (tmp_path / "no").exists()
+
+
+def test_branches_with_a_dirty_tree_write_nothing(repo, tmp_path, capsys):
+    co = _clone_at(repo, "v2.7.1", tmp_path / "co")
+    (co / "setup.py").write_text((co / "setup.py").read_text() + "\n# local edit\n")
+    out = tmp_path / "o"
+    assert _cli("--checkout", str(co), "--branches", "v2.7.1,master", "--out-dir", str(out),
+                "--author", "T <t@t>") == 2
+    assert "uncommitted changes" in capsys.readouterr().err and not out.exists()
+
+
+def test_author_is_the_checkouts_git_identity(repo, tmp_path, capsys, no_global_identity):
+    co = _clone_at(repo, "v2.9.0", tmp_path / "co")  # a clone: the repository's local config is not copied
+    out = tmp_path / "p.patch"
     assert _cli("--checkout", str(co), "--out", str(out)) == 2
     err = capsys.readouterr().err
-    assert "unknown layout: neither torch_npu/_inductor/codegen/cpp_wrapper_npu.py nor" in err and not out.exists()
+    assert "no git identity" in err and "--author" in err and str(co) in err and not out.exists()
+    assert _cli("--checkout", str(co), "--branches", "v2.9.0", "--out-dir", str(tmp_path / "o")) == 2
+    assert "no git identity" in capsys.readouterr().err and not (tmp_path / "o").exists()
+    _git("config", "user.name", "Bo Reviewer", cwd=co)
+    _git("config", "user.email", "bo@example.org", cwd=co)
+    assert _cli("--checkout", str(co), "--out", str(out)) == 0
+    assert "\nFrom: Bo Reviewer <bo@example.org>\n" in out.read_text()
+    assert _cli("--checkout", str(co), "--out", str(out), "--author", "Cy Other <cy@example.org>") == 0
+    assert "\nFrom: Cy Other <cy@example.org>\n" in out.read_text()
+    assert _cli("--checkout", str(co), "--out", str(tmp_path / "q.patch"), "--author", "nobody") == 2
+    assert "is not 'Name <email>'" in capsys.readouterr().err and not (tmp_path / "q.patch").exists()
 
 
 def test_unknown_branch_writes_nothing(repo, tmp_path, capsys):
@@ -223,6 +348,21 @@ def test_anchor_missing_names_file_and_anchor(repo, tmp_path):
     src = edits.Source(edits.NPU_WRAPPER, (co / edits.NPU_WRAPPER).read_text().replace("force_simt_only=False,", ""))
     with pytest.raises(edits.CannotApply, match=r"cpp_wrapper_npu.py: .*force_simt_only=False"):
         edits.edit_npu_wrapper(src)
+
+
+def test_report_names_no_path_of_this_machine(tmp_path):
+    from torch_npu._inductor.patchset.tooling import upstream_patch_matrix as mx
+
+    local = (str(tmp_path), str(REPO), str(Path.home()))
+    row = {"name": "v2.7.1", "layout": "cpp_wrapper_npu", "files": 9, "added": 800, "removed": 3, "applies": True,
+           "torch_line": "2.7", "wheel": "2.7.1.post10", "rendered": 10, "samples": 10, "renders_same": True,
+           "build": {"ok": False, "stage": "compile", "message": " ".join(f"{p}/x.h: error" for p in local)},
+           "simulation": "0/10 launchers ok", "simulation_problems": [f"none: {tmp_path}/a.cpp:1:2: error: x"],
+           "status_after": {"error": f"{REPO}/status failed"}}
+    text = mx.render_markdown([row], "bash .ci/upstream-patches")
+    assert not [p for p in local if p in text] and "<repo>/x.h" in text and "~/x.h" in text, text
+    committed = (REPO / "docs" / "upstream-patches.md").read_text()
+    assert not [p for p in (str(REPO), str(Path.home()), "/tmp/", "/work/") if p in committed]
 
 
 # ---- the whole proof, on this interpreter's torch line ---------------------------------------------------
@@ -272,16 +412,19 @@ def _release(repo: Path, version: str, dest: Path) -> Path:
 @pytest.mark.parametrize("version", ["2.7.1.post11", "2.14.0"])
 def test_release_with_upstreams_own_allocation_gets_it_replaced(repo, version, tmp_path):
     co = _release(repo, version, tmp_path / "co")
-    patch = up.make_patch(co)
-    assert any("replaces upstream's two allocate_workspace requests" in c for c in patch.changes), patch.changes
+    patch = up.make_patch(co, author="T <t@t>")
+    assert any("drops upstream's two allocate_workspace requests" in c for c in patch.changes), patch.changes
+    assert patch.lines[0] <= 850, patch.lines
     root = tmp_path / "patched"
     _git("clone", "-q", "--shared", str(co), str(root))
     (tmp_path / "p.patch").write_text(patch.text)
     proc = _git("-c", "user.name=t", "-c", "user.email=t@t", "am", str(tmp_path / "p.patch"), cwd=root, check=False)
     assert proc.returncode == 0, proc.stderr
     wrapper = (root / edits.NPU_WRAPPER).read_text()
-    assert "allocate_workspace(" not in wrapper and "aclrtMemcpy(" not in wrapper
+    assert "allocate_workspace(" not in wrapper and "aclrtMemcpy(" not in wrapper and "kernel_params" not in wrapper
     assert f"{upm.LINES_FN}(" in wrapper and up.drift(root) == []
+    for part in ("before", "after"):
+        assert wrapper.count(f"prefix.writelines(launch_resources.{part})") == 1
     with pytest.raises(up.AlreadyFixed, match="npu_launch_resources.h exists"):
         up.make_patch(root)
 
@@ -308,6 +451,21 @@ def test_verified_on_release_source(repo, version, tmp_path):
     assert after["npu-flex-attention-backward-grid"] == "upstream-has-fix", after
 
 
+def _console_script() -> Path:
+    """The ``torch-npu-patchset`` command this package installs, beside this interpreter."""
+    script = Path(sys.executable).parent / "torch-npu-patchset"
+    assert script.is_file(), f"{script}: the package's console script is not installed beside {sys.executable}"
+    return script
+
+
+def _states(out: str) -> dict:
+    """patch id -> state, from a status table."""
+    from torch_npu._inductor.patchset import _declarations
+
+    ids = {d.id for d in _declarations.load()}
+    return {m.group(1): m.group(2) for m in re.finditer(r"^([a-z0-9-]+) +(\S+)$", out, re.M) if m.group(1) in ids}
+
+
 def test_status_against_source(repo, patches, tmp_path, capsys):
     assert cli.main(["status", "--against-source", str(tmp_path / "nothing")]) == 1
     assert "is not a torch_npu source checkout: it has no torch_npu/_inductor/" in capsys.readouterr().err
@@ -320,3 +478,66 @@ def test_status_against_source(repo, patches, tmp_path, capsys):
     for pid in ("kernel-sync-metadata", "cpp-wrapper-sync-resources", "npu-flex-attention-backward-grid"):
         assert any(ln.startswith(pid) and ln.endswith("upstream-has-fix") for ln in table.splitlines()), table
     assert "failed" not in table
+
+
+def test_commands_work_from_inside_a_checkout(repo, tmp_path):
+    """``--checkout .`` and ``--against-source .`` run inside a torch_npu checkout, whose own torch_npu
+    package must not shadow this one (``python -m`` would put it first on sys.path)."""
+    if _torch_line() != "2.7":
+        pytest.skip("v2.7.1 loads with torch 2.7")
+    root = _clone_at(repo, "v2.7.1", tmp_path / "co")
+    for key, value in zip(("user.name", "user.email"), MAINTAINER):
+        _git("config", key, value, cwd=root)
+    script = _console_script()
+    proc = subprocess.run([script, "upstream-patch", "--checkout", ".", "--out", "../p.patch"], cwd=root,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0 and (tmp_path / "p.patch").is_file(), proc.stderr
+    proc = subprocess.run(["git", "am", "../p.patch"], cwd=root, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    proc = subprocess.run([script, "status", "--against-source", "."], cwd=root, capture_output=True, text=True,
+                          timeout=900)
+    assert proc.returncode == 0, proc.stderr
+    states = _states(proc.stdout)
+    assert states["kernel-sync-metadata"] == states["cpp-wrapper-sync-resources"] == "upstream-has-fix", proc.stdout
+    assert states["npu-flex-attention-backward-grid"] == "upstream-has-fix", proc.stdout
+
+
+def _maintainers_block() -> str:
+    """The README's maintainers' commands: the first ```bash block of its "For torch_npu maintainers"
+    section, as written there."""
+    text = (REPO / "README.md").read_text()
+    section = re.search(r"^## For torch_npu maintainers.*?(?=^## |\Z)", text, re.S | re.M)
+    assert section, "README.md has no '## For torch_npu maintainers' section"
+    block = re.search(r"^```bash\n(.*?)^```", section.group(0), re.S | re.M)
+    assert block, "the README's maintainers' section has no ```bash block"
+    return block.group(1)
+
+
+def test_readme_maintainers_block_runs_as_written(tmp_path):
+    """Every command of the block, verbatim, in a fresh clone of the branches (the maintainer's git
+    identity set there): the pull request against v2.7.1 is applied, status then reads as the
+    README's comment says, and every other branch gets its own pull request branch."""
+    if _torch_line() != "2.7":
+        pytest.skip("the block's status step loads v2.7.1, which needs torch 2.7")
+    block = _maintainers_block()
+    clone = _clone_bundle(tmp_path / "pytorch")
+    env = dict(os.environ, PATH=f"{_console_script().parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    proc = subprocess.run(["bash", "-euo", "pipefail", "-c", block], cwd=clone, env=env, capture_output=True,
+                          text=True, timeout=1800)
+    assert proc.returncode == 0, f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    status_line = next(ln for ln in block.splitlines() if "status --against-source" in ln)
+    said = re.search(r"#.*?\b(upstream-has-fix|applied)\b", status_line)
+    assert said, f"the README does not say what status reads after git am: {status_line!r}"
+    states = _states(proc.stdout)
+    assert states and set(states.values()) == {said.group(1)}, (status_line, states)
+    # One commit per pull request, each the maintainer's, subject whole, on its branch's head.
+    branches = ["v2.7.1"] + re.search(r"--branches\s+(\S+)", block).group(1).split(",")
+    heads = {_git("rev-parse", f"origin/{b}", cwd=clone).stdout.strip(): b for b in branches}
+    made = _git("for-each-ref", "--format=%(objectname)", "refs/heads", cwd=clone).stdout.split()
+    fixes = {}
+    for sha in made:
+        subject, author, parent = _git("log", "-1", "--format=%s%n%an <%ae>%n%P", sha, cwd=clone).stdout.splitlines()
+        if subject == up.SUBJECT:
+            assert author == f"{MAINTAINER[0]} <{MAINTAINER[1]}>"
+            fixes[heads[parent]] = sha
+    assert sorted(fixes) == sorted(branches), (sorted(fixes), branches)

@@ -9,9 +9,12 @@ format-patch`` output that ``git am`` applies to DIR's HEAD (or to the branch's
 head). It changes, in upstream's own files (:mod:`.upstream_patch_edits`):
 
 * the autotuner's ``save_npu_kernel`` records the kernel's sync fields;
-* the C++ wrapper's launch lambda declares ``sync_block_lock`` / ``workspace_addr``
-  with the lines ``launch_codegen.resource_lines`` writes, and its header
-  includes ``<torch_npu/csrc/inductor/npu_launch_resources.h>``;
+* the C++ wrapper's launch code takes each launch's workspace and locks before
+  the launch lambda, on the thread that runs the graph, declares
+  ``sync_block_lock`` / ``workspace_addr`` in the lambda from them and gives
+  them back right after ``launchKernel(...)`` (the three parts of
+  ``launch_codegen.resource_code``), and its header includes
+  ``<torch_npu/csrc/inductor/npu_launch_resources.h>``;
 * ``torch_npu/_inductor/codegen/npu_launch_resources.py`` (generated from
   ``launch_plan`` / ``launch_codegen``: :mod:`.upstream_patch_module`);
 * the helper's headers, byte for byte this package's ``csrc/`` (read now);
@@ -19,9 +22,13 @@ head). It changes, in upstream's own files (:mod:`.upstream_patch_edits`):
   grid, a ``SymbolicGridFn``;
 * ``test/_inductor/test_npu_launch_resources.py``.
 
-Bad input (not a checkout, a dirty tree, an unknown layout) raises
-:class:`UpstreamPatchError` naming what is missing, and nothing is written; a
-checkout that already carries the fix raises :class:`AlreadyFixed` saying where.
+The commit's author is the checkout's git identity (``git config user.name`` /
+``user.email`` there) unless one is given.
+
+Bad input (not a checkout, a dirty tree, an unknown layout, no git identity)
+raises :class:`UpstreamPatchError` naming what is missing and the checkout as
+the caller named it, and nothing is written; a checkout that already carries
+the fix raises :class:`AlreadyFixed` saying where.
 """
 from __future__ import annotations
 
@@ -40,7 +47,9 @@ from . import upstream_patch_test_text
 
 ISSUE = "Ascend/pytorch#4431"
 HEADER_DEST = "torch_npu/csrc/inductor"
-DEFAULT_AUTHOR = "torch-npu-inductor-patches <torch-npu-inductor-patches@users.noreply.github.com>"
+#: The subject line: no leading "[...]", which ``git am`` strips; the prefix is upstream's own
+#: ("fix(inductor): ..." in its log).
+SUBJECT = "fix(inductor): cpp_wrapper launches get a workspace and sync-block locks"
 #: setup.py globs that install the helper (main header: csrc/*/*.h; its parts: csrc/*/*/*.h).
 SETUP_GLOBS = ('"torch_npu/csrc/*/*.h"', '"torch_npu/csrc/*/*/*.h"')
 
@@ -66,7 +75,8 @@ def _git(repo: Path, *args: str, check: bool = True, env: dict | None = None) ->
 
 
 def checkout_root(directory: str | os.PathLike) -> Path:
-    """The work tree's root, checked to be a clean git work tree of torch_npu."""
+    """The work tree's root, checked to be a git work tree of torch_npu (errors name ``directory``
+    as given)."""
     d = Path(directory)
     if not d.is_dir():
         raise UpstreamPatchError(f"{d}: no such directory")
@@ -76,19 +86,37 @@ def checkout_root(directory: str | os.PathLike) -> Path:
     root = Path(proc.stdout.strip())
     missing = [p for p in ("setup.py", "torch_npu/_inductor") if not (root / p).exists()]
     if missing:
-        raise UpstreamPatchError(f"{root} is not a torch_npu checkout: it has no {', '.join(missing)}")
+        where = "" if root == d.resolve() else f" (its work tree {root})"
+        raise UpstreamPatchError(f"{d}{where} is not a torch_npu checkout: it has no {', '.join(missing)}")
     return root
 
 
-def layout_of(root: Path) -> str:
+def check_clean(root: Path, shown: str) -> None:
+    dirty = _git(root, "status", "--porcelain", "--untracked-files=no").strip()
+    if dirty:
+        raise UpstreamPatchError(f"{shown}: the work tree has uncommitted changes ({dirty.splitlines()[0]} ...); "
+                                 "commit or stash them first")
+
+
+def git_identity(root: Path, shown: str) -> str:
+    """``Name <email>`` from the checkout's git config (what its own commits would carry)."""
+    name, email = (_git(root, "config", key, check=False).strip() for key in ("user.name", "user.email"))
+    if not (name and email):
+        raise UpstreamPatchError(f"{shown}: no git identity for the commit (git config user.name / user.email "
+                                 "are not set there); set them, or pass --author 'Name <email>'")
+    return f"{name} <{email}>"
+
+
+def layout_of(root: Path, shown: str | None = None) -> str:
     """``cpp_wrapper_npu`` or ``cpp_wrapper``, from the files present; raises naming what is missing."""
+    shown = shown or str(root)
     for layout in ("cpp_wrapper_npu", "cpp_wrapper"):
         if (root / edits.WRAPPER[layout]).is_file():
             if not (root / edits.HEURISTICS[layout]).is_file():
-                raise UpstreamPatchError(f"{root}: unknown layout: {edits.WRAPPER[layout]} without "
+                raise UpstreamPatchError(f"{shown}: unknown layout: {edits.WRAPPER[layout]} without "
                                          f"{edits.HEURISTICS[layout]}")
             return layout
-    raise UpstreamPatchError(f"{root}: unknown layout: neither {edits.NPU_WRAPPER} nor {edits.RT_WRAPPER}")
+    raise UpstreamPatchError(f"{shown}: unknown layout: neither {edits.NPU_WRAPPER} nor {edits.RT_WRAPPER}")
 
 
 def fixed_where(root: Path, layout: str) -> str | None:
@@ -126,21 +154,23 @@ def _helper_files() -> dict[str, bytes]:
             for p in launch_codegen.helper_sources(src)}
 
 
-def _check_setup(root: Path) -> None:
+def _check_setup(root: Path, shown: str) -> None:
     setup = (root / "setup.py").read_text()
     missing = [g for g in SETUP_GLOBS if g not in setup]
     if missing:
-        raise UpstreamPatchError(f"{root}/setup.py does not install {', '.join(missing)}: the helper's headers "
+        raise UpstreamPatchError(f"{shown}: setup.py does not install {', '.join(missing)}: the helper's headers "
                                  "would not reach the wheel's include directory")
 
 
-def edited_files(root: Path) -> tuple[str, dict[str, bytes], list[str]]:
-    """(layout, {path: new content}, what changed) for the checkout at ``root`` (nothing written)."""
-    layout = layout_of(root)
+def edited_files(root: Path, shown: str | None = None) -> tuple[str, dict[str, bytes], list[str]]:
+    """(layout, {path: new content}, what changed) for the checkout at ``root`` (nothing written);
+    errors name it ``shown``."""
+    shown = shown or str(root)
+    layout = layout_of(root, shown)
     where = fixed_where(root, layout)
     if where:
         raise AlreadyFixed(where)
-    _check_setup(root)
+    _check_setup(root, shown)
     out: dict[str, bytes] = {}
     changes: list[str] = []
     wrapper_edit = edits.edit_rt_wrapper
@@ -150,7 +180,10 @@ def edited_files(root: Path) -> tuple[str, dict[str, bytes], list[str]]:
     for path, edit in ((edits.WRAPPER[layout], wrapper_edit),
                        (edits.HEURISTICS[layout], lambda s: edits.edit_heuristics(s, layout))):
         src = edits.Source(path, (root / path).read_text())
-        edit(src)
+        try:
+            edit(src)
+        except edits.CannotApply as exc:
+            raise UpstreamPatchError(f"{shown}: {exc}") from None
         out[path] = src.text.encode()
         changes += [f"{path}: {c}" for c in src.changes]
     if (root / edits.FLEX).is_file():
@@ -168,8 +201,9 @@ def edited_files(root: Path) -> tuple[str, dict[str, bytes], list[str]]:
 def _message(layout: str, changes: list[str], base: str) -> str:
     launcher = ("codegen/cpp_wrapper_npu.py (aclrtLaunchKernelWithHostArgs)" if layout == "cpp_wrapper_npu"
                 else "codegen/cpp_wrapper.py (rtKernelLaunch)")
+    replaced = any("allocate_workspace" in c for c in changes)
     body = [
-        "[Inductor] cpp_wrapper: give Triton kernels their workspace and sync-block locks",
+        SUBJECT,
         "",
         f"Fixes {ISSUE}",
         "",
@@ -177,28 +211,33 @@ def _message(layout: str, changes: list[str], base: str) -> str:
         "workspace_addr and sync_block_lock, so kernels that need a workspace (any",
         "mixed cube + vector kernel) or sync-block locks (software atomics, ordered",
         "stores) read and wrote through NULL under torch.compile(cpp_wrapper=True).",
-        *([] if not any("replaces upstream's" in c for c in changes) else [
-            "This code already allocates them, with two allocate_workspace requests per",
-            "launch, which alias (the stream's workspace block is returned for every",
-            "request that fits) or leave the first pointer dangling (a larger request",
-            "replaces the block), and a blocking aclrtMemcpy of the locks: replaced.",
+        *([] if not replaced else [
+            "This code already allocates them, inside the launch lambda (on the task",
+            "queue's thread), with two allocate_workspace requests per launch, which",
+            "alias (the stream's workspace block is returned for every request that",
+            "fits) or leave the first pointer dangling (a larger request replaces the",
+            "block), and a blocking aclrtMemcpy of the locks: replaced.",
         ]),
         "",
-        "How:",
+        "How (as op-plugin takes an operator's workspace, and Inductor a WorkspaceArg):",
         "- the autotuner records workspace_size, lock_num, lock_init_val and",
         "  sync_block_lock_layout of each compiled kernel in its saved params,",
         "  validated (bad metadata fails naming the kernel and the field);",
-        f"- the launch lambda of {launcher} declares both",
-        "  pointers from ONE call of torch_npu::inductor::acquire_launch_resources:",
-        "  one request to the stream's workspace allocator per launch, carved into",
-        "  disjoint 512-byte-aligned lock and workspace regions (two requests alias:",
-        "  the allocator returns the same block for every request that fits), locks",
-        "  initialised on the launch's stream (aclrtMemsetAsync for zeros, else",
-        "  aclrtMemcpyAsync from a cached page-locked image), sizes overflow-checked,",
-        "  failures returned as ACL codes with one log line naming the kernel;",
+        f"- the launch code of {launcher}, before the",
+        "  launch lambda, on the thread that runs the graph: sizes the launch",
+        "  (overflow-checked) and takes ONE block from the caching allocator for the",
+        "  launch's stream (torch_npu::inductor::LaunchMemory), carved into disjoint",
+        "  512-byte-aligned lock and workspace regions; an out-of-memory error is the",
+        "  allocator's own, naming the kernel, and nothing is queued;",
+        "- the lambda copies only the raw pointers, writes the lock content with",
+        "  byte fills on the stream (aclrtMemsetAsync: stream-ordered, legal while",
+        "  capturing; a failure is returned as its ACL code with one log line) and",
+        "  launches;",
+        "- right after launchKernel returns, the block goes back to the allocator,",
+        "  which hands it only to later work on the same stream (queued after this",
+        "  kernel): peak memory stays one launch's block;",
         "- the helper is header-only, torch_npu/csrc/inductor/npu_launch_resources.h",
-        "  (installed by setup.py's csrc globs), versioned by an inline namespace",
-        "  named from its headers' digest;",
+        "  (installed by setup.py's csrc globs);",
         "- a SymbolicGridFn for the Flex Attention backward template where it was",
         "  built with a plain grid (dynamic shapes under cpp_wrapper).",
         "",
@@ -211,21 +250,20 @@ def _message(layout: str, changes: list[str], base: str) -> str:
         "the runtime patch set renders on the unpatched code (include and versioning",
         "lines aside); compiled against the torch_npu wheel's headers of this line with",
         "the new header where setup.py installs it, linked -Wl,--no-undefined against",
-        "its libtorch_npu.so, and run in a host simulation of ACL with the expected",
-        "lock content. test/_inductor/test_npu_launch_resources.py runs on an NPU too.",
+        "its libtorch_npu.so, and run in a host simulation of ACL and the caching",
+        "allocator. test/_inductor/test_npu_launch_resources.py runs on an NPU too.",
     ]
     return "\n".join(body) + "\n"
 
 
-def make_patch(directory: str | os.PathLike, ref: str | None = None, author: str = DEFAULT_AUTHOR,
+def make_patch(directory: str | os.PathLike, ref: str | None = None, author: str | None = None,
                require_clean: bool = True) -> Patch:
-    """The patch for ``directory``'s HEAD (or ``ref`` of its repository). Writes nothing there."""
+    """The patch for ``directory``'s HEAD (or ``ref`` of its repository). Writes nothing there.
+    ``author``: ``Name <email>``, by default the checkout's git identity."""
     root = checkout_root(directory)
+    shown = str(directory) if ref is None else f"{directory} at {ref}"
     if require_clean and ref is None:
-        dirty = _git(root, "status", "--porcelain", "--untracked-files=no").strip()
-        if dirty:
-            raise UpstreamPatchError(f"{root}: the work tree has uncommitted changes ({dirty.splitlines()[0]} ...); "
-                                     "commit or stash them first")
+        check_clean(root, shown)
     base = _git(root, "rev-parse", "--verify", f"{ref or 'HEAD'}^{{commit}}").strip()
     tmp = Path(tempfile.mkdtemp(prefix="upstream-patch-"))
     try:
@@ -234,15 +272,17 @@ def make_patch(directory: str | os.PathLike, ref: str | None = None, author: str
                        capture_output=True)
         _git(work, "checkout", "-q", base)
         if not (work / "torch_npu" / "_inductor").is_dir():
-            raise UpstreamPatchError(f"{ref or 'HEAD'} of {root} is not a torch_npu checkout: no torch_npu/_inductor")
-        layout, files, changes = edited_files(work)
+            raise UpstreamPatchError(f"{shown} is not a torch_npu checkout: no torch_npu/_inductor")
+        layout, files, changes = edited_files(work, shown)
+        # Read once the checkout is known to need the patch: an already fixed one says so first.
+        author = author or git_identity(root, str(directory))
+        m = re.match(r"\s*(.*?)\s*<([^>]+)>\s*$", author)
+        if not m or not m.group(1):
+            raise UpstreamPatchError(f"--author {author!r} is not 'Name <email>'")
         for path, content in files.items():
             (work / path).parent.mkdir(parents=True, exist_ok=True)
             (work / path).write_bytes(content)
         _git(work, "add", "--", *files)
-        m = re.match(r"\s*(.*?)\s*<([^>]+)>\s*$", author)
-        if not m:
-            raise UpstreamPatchError(f"--author {author!r} is not 'Name <email>'")
         who = {"GIT_AUTHOR_NAME": m.group(1), "GIT_AUTHOR_EMAIL": m.group(2),
                "GIT_COMMITTER_NAME": m.group(1), "GIT_COMMITTER_EMAIL": m.group(2)}
         msg = tmp / "message"
@@ -266,15 +306,19 @@ def branch_ref(root: Path, branch: str) -> str:
 
 
 def for_branches(directory: str | os.PathLike, branches: list[str], out_dir: str | os.PathLike,
-                 author: str = DEFAULT_AUTHOR) -> list[dict]:
+                 author: str | None = None, require_clean: bool = True) -> list[dict]:
     """One ``<branch>.patch`` per branch that can take it; a row per branch (written only when
-    every branch was looked at, so that a bad name writes nothing)."""
+    every branch was looked at, so that a bad name writes nothing). A dirty work tree is refused
+    as in the single form: a pull request is made from committed code."""
     root = checkout_root(directory)
+    if require_clean:
+        check_clean(root, str(directory))
+    author = author or git_identity(root, str(directory))
     refs = {b: branch_ref(root, b) for b in branches}
     rows, patches = [], {}
     for b, ref in refs.items():
         try:
-            p = make_patch(root, ref=ref, author=author)
+            p = make_patch(directory, ref=ref, author=author)
         except AlreadyFixed as exc:
             rows.append({"branch": b, "result": "already fixed upstream", "detail": exc.where})
         except UpstreamPatchError as exc:

@@ -1,7 +1,8 @@
 """``python -m torch_npu._inductor.patchset upstream-patch``: thin glue over :mod:`.upstream_patch`.
 
 Exit status: 0 written; 1 the checkout (or every branch) already carries a fix, nothing written;
-2 bad input (not a checkout, dirty tree, unknown layout or branch), nothing written.
+2 bad input (not a checkout, dirty tree, unknown layout or branch, no git identity, an output folder
+that does not exist), nothing written. Errors name the checkout as given.
 """
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ def add_parser(sub) -> None:
     p.add_argument("--out", metavar="FILE", help="where the patch goes (default: standard output)")
     p.add_argument("--branches", metavar="B1,B2,...", help="patch these branches of DIR's repository instead")
     p.add_argument("--out-dir", metavar="DIR2", help="with --branches: where <branch>.patch files go")
-    p.add_argument("--author", default=up.DEFAULT_AUTHOR, help="'Name <email>' of the commit")
+    p.add_argument("--author", help="'Name <email>' of the commit (default: the checkout's git user.name / "
+                   "user.email)")
     p.add_argument("--json", action="store_true", help="with --branches: the table as JSON")
     p.set_defaults(func=run)
 
@@ -29,6 +31,8 @@ def run(args) -> int:
             return _branches(args)
         if args.out_dir:
             raise up.UpstreamPatchError("--out-dir goes with --branches; for one checkout use --out FILE")
+        if args.out and not Path(args.out).resolve().parent.is_dir():
+            raise up.UpstreamPatchError(f"--out {args.out}: folder {Path(args.out).parent} does not exist")
         patch = up.make_patch(args.checkout, author=args.author)
     except up.AlreadyFixed as exc:
         print(f"upstream-patch: {args.checkout}: {exc}; no patch written", file=sys.stderr)

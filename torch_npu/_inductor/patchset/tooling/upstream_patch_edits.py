@@ -81,48 +81,80 @@ def add_import(src: Source, line: str, what: str) -> None:
 
 # ---- the C++ wrapper ---------------------------------------------------------------------------------
 _ARGS_DECL_CALL = "{wrapper.generate_args_decl(prefix, call_args, arg_types, arg_signatures, True, force_simt_only)}"
-_SYNC_DECL = '''\
-        # sync_block_lock and workspace_addr (SIMT-only kernels' arguments have neither)
-        if launch_resources is None:  # no saved params: a kernel that needs no workspace and no locks
-            launch_resources = {fn}("", {{}})
-        sync_decl = "" if {simt} else "\\n{indent}".join(launch_resources)
-'''
+_LAUNCH_KERNEL = """\
+        prefix.writeline(
+            r"launchKernel({}, {});".format("launch_call", f'"{kernel_var_name}"')
+        )
+"""
+_AFTER = "        prefix.writelines(launch_resources.after)  # the launch is queued: its memory goes back\n"
+_TAKE = """\
+        # Workspace and sync-block locks (torch_npu/csrc/inductor/npu_launch_resources.h): taken here, on the
+        # thread that runs the graph, before the launch is queued; given back right after launchKernel.
+        block_clamp = npu_config.num_vector_core if enable_auto_blockify else None
+        launch_resources = {fn}(self.kernel_name, params, block_clamp, {simt})
+"""
+_SYNC_DECL = """\
+        # sync_block_lock and workspace_addr as the launch's resource lines declare them (none for SIMT-only)
+        if launch_resources is None:
+            launch_resources = {fn}("", {{}}, simt_only={simt})
+        sync_decl = "\\n{indent}".join(launch_resources.in_lambda)
+
+"""
+
+
+def _take(simt: str | None) -> str:
+    if simt is None:  # the rtKernelLaunch layout: no auto-blockify, no SIMT-only launches
+        comment = "".join(ln + "\n" for ln in _TAKE.splitlines()[:2])
+        return comment + f"        launch_resources = {upm.LINES_FN}(self.kernel_name, params)\n"
+    return _TAKE.format(fn=upm.LINES_FN, simt=simt)
+
+
+def _launch_function(src: Source, anchor: str) -> str:
+    """The def line of the DeferredNpuTritonCallWrapper method that writes the launch lambda (its own
+    generate_launch_kernel, or _generate_single_kernel_launch where grouped launches share it)."""
+    for start in ("    def _generate_single_kernel_launch(\n",
+                  "    def generate_launch_kernel(self, prefix, wrapper, kernel_var_name, params):\n"):
+        if start in src.text:
+            begin, end = src.section(start, "the launch code")
+            if anchor in src.text[begin:end]:
+                return start
+    raise CannotApply(f"{src.path}: no generate_launch_kernel or _generate_single_kernel_launch writes "
+                      f"{anchor.strip().splitlines()[0]!r}")
+
+
+def _args_decl_null(src: Source, simt: str, extra: str = "") -> None:
+    """generate_args_decl takes the launch's resource lines and declares the two pointers from them."""
+    start = "    def generate_args_decl(\n"
+    src.replace_in(start, '        args_str = f"""\n',
+                   _SYNC_DECL.format(fn=upm.LINES_FN, simt=simt, indent=" " * 12) + '        args_str = f"""\n',
+                   "CppWrapperNpu.generate_args_decl declares sync_block_lock / workspace_addr from them")
+    src.replace_in(start,
+                   f'            {{"void* workspace_addr = NULL;" if not {simt} else ""}}\n'
+                   f'            {{"void* sync_block_lock = NULL;" if not {simt} else ""}}\n' + extra,
+                   "            {sync_decl}\n", "CppWrapperNpu.generate_args_decl no longer passes NULL")
 
 
 def edit_npu_wrapper(src: Source) -> None:
     add_import(src, _IMPORT, "imports the launch-resource code generator")
-    src.replace_once(
-        f'''        prefix.splice(f"""
+    anchor = f'''        prefix.splice(f"""
         auto launch_call = [=]() {{{{
         {_ARGS_DECL_CALL}
-''',
-        f'''        # Workspace and sync-block locks of this launch: torch_npu/csrc/inductor/npu_launch_resources.h
-        launch_resources = {upm.LINES_FN}(
-            self.kernel_name,
-            params,
-            npu_config.num_vector_core if enable_auto_blockify else None,
-        )
+'''
+    where = _launch_function(src, anchor)
+    src.replace_in(where, anchor, _take("force_simt_only") + '''\
         args_decl = wrapper.generate_args_decl(
             prefix, call_args, arg_types, arg_signatures, True, force_simt_only, launch_resources
         )
+        prefix.writelines(launch_resources.before)
         prefix.splice(f"""
-        auto launch_call = [=]() {{{{
-        {{args_decl}}
-''',
-        "DeferredNpuTritonCallWrapper: the launch lambda gets the kernel's workspace and locks",
-    )
-    start = "    def generate_args_decl(\n"
-    src.replace_in(start, "        force_simt_only=False,\n    ):\n",
+        auto launch_call = [=]() {{
+        {args_decl}
+''', "DeferredNpuTritonCallWrapper: each launch takes its workspace and locks before the lambda")
+    src.replace_in(where, _LAUNCH_KERNEL, _LAUNCH_KERNEL + _AFTER, "and gives them back once it is queued")
+    src.replace_in("    def generate_args_decl(\n", "        force_simt_only=False,\n    ):\n",
                    "        force_simt_only=False,\n        launch_resources=None,\n    ):\n",
-                   "CppWrapperNpu.generate_args_decl takes the launch-resource lines")
-    src.replace_in(start, '        args_str = f"""\n',
-                   _SYNC_DECL.format(fn=upm.LINES_FN, simt="force_simt_only", indent=" " * 12)
-                   + '\n        args_str = f"""\n', "CppWrapperNpu.generate_args_decl declares them")
-    src.replace_in(
-        start,
-        '            {"void* workspace_addr = NULL;" if not force_simt_only else ""}\n'
-        '            {"void* sync_block_lock = NULL;" if not force_simt_only else ""}\n',
-        "            {sync_decl}\n", "CppWrapperNpu.generate_args_decl no longer passes NULL")
+                   "CppWrapperNpu.generate_args_decl takes the launch's resource lines")
+    _args_decl_null(src, "force_simt_only")
     _add_include(src)
 
 
@@ -132,26 +164,16 @@ def has_own_allocation(text: str) -> bool:
     return "kernel_params" in text and "allocate_workspace(" in text and "aclrtMemcpy(" in text
 
 
+_OWN_PARAM = "        kernel_params: Optional[dict[str, Any]] = None,\n"
 _OWN_FIELDS = re.compile(r"        kernel_params = kernel_params or \{\}\n(?:        [^\n]*\n|\s*\n)*?"
                          r"        workspace_size = int\(kernel_params\.get\(\"workspace_size\", 0\) or 0\)\n")
 _OWN_ALLOCATION = re.compile(r"        workspace_str = \"\"\n.*?(?=        args_str = f\"\"\"\n)", re.S)
-_REPLACING = '''\
-        # sync_block_lock and workspace_addr: ONE workspace-allocator request per launch, carved into
-        # disjoint regions, locks initialised on the stream (torch_npu/csrc/inductor/npu_launch_resources.h).
-        # Two requests alias: the allocator hands every request that fits the same block.
-        launch_resources = {fn}(
-            kernel_params.get("inductor_meta", {{}}).get("kernel_name", ""),
-            kernel_params,
-            npu_config.num_vector_core if kernel_params.get("enable_auto_blockify", False) else None,
-        )
-        sync_decl = "" if {simt} else "\\n            ".join(launch_resources)
-
-'''
+_OWN_KWARG = re.compile(r"            kernel_params=\{\n(?:                [^\n]*\n)*?            \},\n        \)\n")
 
 
 def edit_npu_wrapper_replacing(src: Source) -> None:
-    """The same result where upstream already allocates (its own fix): its two requests and
-    blocking copy are replaced by the one carved, stream-initialised request."""
+    """The same result where upstream already allocates (its own fix): its two allocate_workspace
+    requests inside the lambda and its blocking copy are replaced by the launch's one block."""
     add_import(src, _IMPORT, "imports the launch-resource code generator")
     start = "    def generate_args_decl(\n"
     begin, end = src.section(start, "CppWrapperNpu.generate_args_decl")
@@ -159,25 +181,35 @@ def edit_npu_wrapper_replacing(src: Source) -> None:
     simt = next((s for s in ("is_pure_simt", "force_simt_only") if f"        {s}=False,\n" in part), None)
     if simt is None:
         raise CannotApply(f"{src.path}: generate_args_decl has neither force_simt_only=False nor is_pure_simt=False")
-    for pattern, new, what in (
-            (_OWN_FIELDS, "        kernel_params = kernel_params or {}\n", "drops upstream's own parse of the sync fields"),
-            (_OWN_ALLOCATION, _REPLACING.format(fn=upm.LINES_FN, simt=simt),
-             "replaces upstream's two allocate_workspace requests and blocking aclrtMemcpy")):
+    call = "        args_decl = wrapper.generate_args_decl(\n"
+    where = _launch_function(src, call)
+    src.replace_in(where, call, _take(simt) + call,
+                   "DeferredNpuTritonCallWrapper: each launch takes its workspace and locks before the lambda")
+    b, e = src.section(where, "the launch code")
+    found = _OWN_KWARG.findall(src.text[b:e])
+    if len(found) != 1:
+        raise CannotApply(f"{src.path}: {where.strip()}: expected one kernel_params={{...}} argument of "
+                          f"generate_args_decl, found {len(found)}")
+    src.replace_in(where, found[0], "            launch_resources=launch_resources,\n        )\n"
+                   "        prefix.writelines(launch_resources.before)\n",
+                   "hands them to generate_args_decl instead of kernel_params")
+    src.replace_in(where, _LAUNCH_KERNEL, _LAUNCH_KERNEL + _AFTER, "and gives them back once it is queued")
+    src.replace_in(start, _OWN_PARAM, "        launch_resources=None,\n",
+                   "CppWrapperNpu.generate_args_decl takes the launch's resource lines")
+    begin, end = src.section(start, "CppWrapperNpu.generate_args_decl")
+    part = src.text[begin:end]
+    for pattern, what in ((_OWN_FIELDS, "drops upstream's own parse of the sync fields"),
+                          (_OWN_ALLOCATION, "drops upstream's two allocate_workspace requests and blocking aclrtMemcpy")):
         found = pattern.findall(part)
         if len(found) != 1:
             raise CannotApply(f"{src.path}: generate_args_decl: expected one {pattern.pattern[:60]!r}, "
                               f"found {len(found)}")
-        part = pattern.sub(lambda m, new=new: new, part)
+        part = pattern.sub("", part)
         src.changes.append(f"CppWrapperNpu.generate_args_decl {what}")
-    old = (f'            {{"void* workspace_addr = NULL;" if not {simt} else ""}}\n'
-           f'            {{"void* sync_block_lock = NULL;" if not {simt} else ""}}\n'
-           "            {workspace_str}\n            {sync_block_lock_str}\n")
-    if part.count(old) != 1:
-        raise CannotApply(f"{src.path}: generate_args_decl: expected the NULL declarations followed by "
-                          "{workspace_str} and {sync_block_lock_str} once")
-    part = part.replace(old, "            {sync_decl}\n")
-    src.changes.append("CppWrapperNpu.generate_args_decl declares the pointers from the one request")
+    if "kernel_params" in part:
+        raise CannotApply(f"{src.path}: generate_args_decl uses kernel_params beyond the sync fields")
     src.text = src.text[:begin] + part + src.text[end:]
+    _args_decl_null(src, simt, "            {workspace_str}\n            {sync_block_lock_str}\n")
     _add_include(src)
 
 
@@ -197,25 +229,24 @@ def _add_include(src: Source) -> None:
 
 def edit_rt_wrapper(src: Source) -> None:
     add_import(src, _IMPORT, "imports the launch-resource code generator")
-    src.replace_in(
-        "    def generate_launch_kernel(self, prefix, wrapper, kernel_var_name, params):\n",
-        "        call, call_args_str = wrapper.generate_args_decl(\n",
-        f"        # Workspace and sync-block locks of this launch: torch_npu/csrc/inductor/npu_launch_resources.h\n"
-        f"        launch_resources = {upm.LINES_FN}(self.kernel_name, params)\n"
-        "        call, call_args_str = wrapper.generate_args_decl(\n",
-        "DeferredNpuTritonCallWrapper: the launch lambda gets the kernel's workspace and locks")
-    src.replace_in("    def generate_launch_kernel(self, prefix, wrapper, kernel_var_name, params):\n",
-                   "            self.kernel_id,\n        )\n",
-                   "            self.kernel_id,\n            launch_resources=launch_resources,\n        )\n",
-                   "passes them to generate_args_decl")
+    launch = "    def generate_launch_kernel(self, prefix, wrapper, kernel_var_name, params):\n"
+    src.replace_in(launch, "        call, call_args_str = wrapper.generate_args_decl(\n",
+                   _take(None) + "        call, call_args_str = wrapper.generate_args_decl(\n",
+                   "DeferredNpuTritonCallWrapper: each launch takes its workspace and locks before the lambda")
+    src.replace_in(launch, "            self.kernel_id,\n        )\n        prefix.writeline(f\"{call_args_str}\")\n",
+                   "            self.kernel_id,\n            launch_resources=launch_resources,\n        )\n"
+                   "        prefix.writelines(launch_resources.before)\n        prefix.writeline(f\"{call_args_str}\")\n",
+                   "hands them to generate_args_decl")
+    call = "        prefix.writeline(r\"launchKernel({}, {});\".format(call, f'\"{kernel_var_name}\"'))\n"
+    src.replace_in(launch, call, call + _AFTER, "and gives them back once it is queued")
     start = "    def generate_args_decl(\n"
     src.replace_in(start, "        is_triton_kernel=True,\n    ):\n",
                    "        is_triton_kernel=True,\n        launch_resources=None,\n    ):\n",
-                   "CppWrapperNpu.generate_args_decl takes the launch-resource lines")
+                   "CppWrapperNpu.generate_args_decl takes the launch's resource lines")
     src.replace_in(start, '        launch_str = f"""\n',
-                   _SYNC_DECL.format(fn=upm.LINES_FN, simt="False", indent=" " * 8).replace(
-                       '"" if False else ', "")
-                   + '        launch_str = f"""\n', "CppWrapperNpu.generate_args_decl declares them")
+                   _SYNC_DECL.format(fn=upm.LINES_FN, simt="False", indent=" " * 8).replace(", simt_only=False", "")
+                   .replace(" (none for SIMT-only)", "")
+                   + '        launch_str = f"""\n', "CppWrapperNpu.generate_args_decl declares them from them")
     src.replace_in(start, "        void* workspace_addr = NULL;\n        void* sync_block_lock = NULL;\n",
                    "        {sync_decl}\n", "CppWrapperNpu.generate_args_decl no longer passes NULL")
     src.replace_in("    def write_header(self):\n", '        self.header.splice("#include <runtime/runtime/rt.h>")\n',
@@ -257,20 +288,17 @@ def edit_heuristics(src: Source, layout: str) -> None:
 # ---- Flex Attention backward grid --------------------------------------------------------------------
 _GRID = '''
 
+
 def _flex_backward_head_ratio(q_heads, kv_heads):
-    # An integer division in the generated C++ too: on symbolic sizes `//` prints as
-    # std::floor(a * 1.0 / b), FloorDiv as an integer division.
-    if isinstance(q_heads, int) and isinstance(kv_heads, int):
-        return q_heads // kv_heads
-    return FloorDiv(q_heads, kv_heads)
+    # On symbolic sizes `//` prints as std::floor(a * 1.0 / b) in C++, FloorDiv as an integer division.
+    return q_heads // kv_heads if isinstance(q_heads, int) and isinstance(kv_heads, int) else FloorDiv(q_heads, kv_heads)
 
 
 @SymbolicGridFn
 def _npu_flex_attention_backward_grid(
     batch_size, q_heads, num_queries, d_model, kv_heads, num_key_value, meta, *, cdiv
 ):
-    """torch 2.7.1's backward grid as a SymbolicGridFn: the C++ wrapper can print it for
-    dynamic shapes (a plain function stops it with "cpp_wrapper requires SymbolicGridFn")."""
+    # torch 2.7.1's backward grid as a SymbolicGridFn, which the C++ wrapper can print for dynamic shapes.
     return (
         cdiv(num_queries, meta["BLOCK_M2"]) * _flex_backward_head_ratio(q_heads, kv_heads)
         + cdiv(num_key_value, meta["BLOCK_N1"]),
@@ -311,6 +339,8 @@ def edit_flex(src: Source) -> bool:
                          _GRID + "\n\nflex_attention_backward_template = NPUTritonTemplate(\n"
                          "    name=\"flex_attention_backward\",\n    grid=_npu_flex_attention_backward_grid,\n",
                          "the NPU Flex Attention backward template gets a SymbolicGridFn grid")
+        if len(re.findall(r"\bflex_attention_backward_grid\b", src.text)) == 1:  # left only in the import
+            src.replace_once("    flex_attention_backward_grid,\n", "", "drops the import the grid no longer uses")
         return True
     if imports_end < 0:
         raise CannotApply(f"{src.path}: no import block before the first definition")

@@ -1,17 +1,25 @@
-"""Every protected branch through :func:`.upstream_patch_verify.verify`: ``docs/upstream-patches.md``.
+"""Every protected branch, and the released sources with each launcher shape, through
+:func:`.upstream_patch_verify.verify`: ``docs/upstream-patches.md``.
 
 Driven by ``.ci/upstream-patches``, which clones the branch bundle and finds one python per
 torch line (the release matrix's venvs):
 
     python -m torch_npu._inductor.patchset.tooling.upstream_patch_matrix --repo CLONE \\
-        --out docs/upstream-patches.md --python 2.7=PATH ... [--no-python 2.9=why] [--branches b1 b2]
+        --out docs/upstream-patches.md --python 2.7=PATH ... [--no-python 2.9=why] [--branches b1 2.7.1.post11]
+
+A name that is a release (``2.7.1.post11``) is that release's Python source
+(:func:`.upstream_patch_verify.release_checkout`), built against its own wheel.
 """
 from __future__ import annotations
 
 import argparse
 import datetime
 import json
+import os
+import re
+import subprocess
 import sys
+import tempfile
 import traceback
 from pathlib import Path
 
@@ -20,20 +28,24 @@ from . import upstream_patch_verify as v
 
 BRANCHES = ("master", "v2.7.1", "v2.7.1-26.1.0", "v2.9.0", "v2.9.0-26.1.0", "v2.10.0", "v2.10.0-26.1.0",
             "v2.11.0", "v2.11.0-26.1.0", "v2.12.0", "v2.12.0-26.1.0")
+#: Released sources, one per launcher shape the patch knows: cpp_wrapper_npu with NULL pointers
+#: (post10), codegen/cpp_wrapper.py (post6), upstream's own allocation on torch 2.7 (post11) and on
+#: the newest torch with its newer wrapper API (2.14.0).
+RELEASES = ("2.7.1.post10", "2.7.1.post6", "2.7.1.post11", "2.14.0")
+_RELEASE = re.compile(r"\d+\.\d+\.\d+(?:\.post\d+)?")
 
 
 def check(repo: Path, branch: str, pythons: dict, reasons: dict) -> dict:
+    if _RELEASE.fullmatch(branch):
+        return check_release(repo, branch, pythons, reasons)
     ref = up.branch_ref(repo, branch)
     try:
-        patch = up.make_patch(repo, ref=ref)
+        patch = up.make_patch(repo, ref=ref, author=v.VERIFY_AUTHOR)
     except up.AlreadyFixed as exc:
         return {"name": branch, "result": "already fixed upstream", "detail": exc.where}
     except up.UpstreamPatchError as exc:
         return {"name": branch, "result": "cannot apply", "detail": str(exc)}
     sha = up._git(repo, "rev-parse", f"{ref}^{{commit}}").strip()
-    import subprocess
-    import tempfile
-
     with tempfile.TemporaryDirectory(prefix="upstream-matrix-") as d:
         subprocess.run(["git", "clone", "-q", "--shared", "--no-checkout", str(repo), f"{d}/co"], check=True)
         up._git(Path(d) / "co", "checkout", "-q", sha)
@@ -53,12 +65,56 @@ def check(repo: Path, branch: str, pythons: dict, reasons: dict) -> dict:
     return row
 
 
+def check_release(repo: Path, version: str, pythons: dict, reasons: dict) -> dict:
+    """A release's Python source (with its line's setup.py) as the target, built against its own wheel."""
+    from . import real_artifacts as ra
+
+    line = ra.line_of(version)
+    python = pythons.get(line)
+    with tempfile.TemporaryDirectory(prefix="upstream-matrix-release-") as d:
+        try:
+            co = v.release_checkout(version, repo, Path(d) / "co")
+            patch = up.make_patch(co, author=v.VERIFY_AUTHOR)
+        except up.AlreadyFixed as exc:
+            return {"name": version, "result": "already fixed upstream", "detail": exc.where}
+        except Exception as exc:  # a wheel that cannot be had, an unknown shape: said, not hidden
+            return {"name": version, "result": "cannot apply", "detail": f"{type(exc).__name__}: {exc}"}
+        if python is None:
+            added, removed = patch.lines
+            return {"name": version, "result": "applies (not verified)", "layout": patch.layout, "torch_line": line,
+                    "files": len(patch.files), "added": added, "removed": removed,
+                    "detail": f"no python with torch {line}: {reasons.get(line, 'none given')}"}
+        try:
+            row = v.verify(co, None, python, name=version, line=line, patch=patch, wheel=version)
+        except Exception as exc:
+            return {"name": version, "result": "verification crashed",
+                    "detail": f"{type(exc).__name__}: {exc}\n{traceback.format_exc()[-1500:]}"}
+    row["result"] = "applies" if row.get("applies") else "does not apply"
+    return row
+
+
+#: Paths of this machine, as the markdown names them instead (it is committed).
+def _local_paths() -> list[tuple[str, str]]:
+    from . import real_artifacts as ra
+
+    found = [(str(ra.REPO_ROOT), "<repo>"), (tempfile.gettempdir(), "<tmp>"), (str(Path.home()), "~")]
+    return sorted(((p, name) for p, name in found if p and p != os.sep), key=lambda x: -len(x[0]))
+
+
+def scrub(text: str) -> str:
+    """``text`` with this machine's paths named as ``<repo>``, ``<tmp>``, ``~``."""
+    for path, name in _local_paths():
+        text = text.replace(path, name)
+    return text
+
+
 def _cell(text) -> str:
     return str(text).replace("|", "\\|").replace("\n", "<br>")
 
 
 def _status_cell(after: dict, before: dict | None = None) -> str:
-    keys = ("kernel-sync-metadata", "cpp-wrapper-sync-resources", "npu-flex-attention-backward-grid")
+    keys = ("kernel-sync-metadata", "cpp-wrapper-sync-resources", "flex-attention-backward-symbolic-grid",
+            "npu-flex-attention-backward-grid")
     if "error" in after:
         return f"not read: {after['error']}"
     cell = "<br>".join(f"{k}: **{after.get(k, '?')}**" for k in keys)
@@ -73,7 +129,8 @@ def render_markdown(rows: list[dict], command: str) -> str:
         "# The upstream patch on every protected torch_npu branch",
         "",
         f"Generated by `{command}` on {datetime.date.today().isoformat()}, from the bundle of torch_npu's "
-        "protected branch heads (`shared/upstream/torch_npu-branches.bundle`).",
+        "protected branch heads (`shared/upstream/torch_npu-branches.bundle`), and the released Python sources "
+        f"of {', '.join(RELEASES)} (each with its line's `setup.py`; built against its own wheel).",
         "",
         "Per branch: the patch `upstream-patch` writes for the branch head; whether `git am` applies it; files "
         "and lines it changes; **renders**: every sample kernel's launcher rendered by the patched code (patch set "
@@ -84,7 +141,7 @@ def render_markdown(rows: list[dict], command: str) -> str:
         "simulation with the lock content each kernel needs; **status after**: `status --against-source` on the "
         "patched head.",
         "",
-        "| branch | layout | applies | changes | torch / wheel | renders | compiles, links | simulation | "
+        "| branch / release | layout | applies | changes | torch / wheel | renders | compiles, links | simulation | "
         "status after |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
@@ -108,13 +165,14 @@ def render_markdown(rows: list[dict], command: str) -> str:
         out.append(f"| `{r['name']}` | {r['layout']} | {applies} | {changes} | torch {r['torch_line']}, "
                    f"{r.get('wheel')} | {renders} | {build} | {_cell(sim)} | {_status_cell(r['status_after'], r.get('status_before'))} |")
     out.append("")
-    return "\n".join(out)
+    return scrub("\n".join(out))
 
 
 def _write(args, previous: list, rows: list) -> list:
     fresh = {r["name"]: r for r in rows}
     merged = [fresh.pop(r["name"], r) for r in previous] + list(fresh.values())
-    merged.sort(key=lambda r: BRANCHES.index(r["name"]) if r["name"] in BRANCHES else len(BRANCHES))
+    order = BRANCHES + RELEASES
+    merged.sort(key=lambda r: order.index(r["name"]) if r["name"] in order else len(order))
     if args.json:
         args.json.write_text(json.dumps(merged, indent=1, default=str))
     if args.out:
@@ -130,7 +188,8 @@ def main(argv=None) -> int:
     p.add_argument("--command", default="bash .ci/upstream-patches")
     p.add_argument("--python", action="append", default=[], metavar="X.Y=PATH")
     p.add_argument("--no-python", action="append", default=[], metavar="X.Y=REASON")
-    p.add_argument("--branches", nargs="*", default=list(BRANCHES))
+    p.add_argument("--branches", nargs="*", default=list(BRANCHES + RELEASES),
+                   help="branches of the bundle and releases (default: all of both)")
     p.add_argument("--merge", action="store_true",
                    help="keep the other branches' rows of the previous --json run (re-check only --branches)")
     args = p.parse_args(argv)

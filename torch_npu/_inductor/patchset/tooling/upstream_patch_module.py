@@ -2,13 +2,14 @@
 
 One source of truth: its planning and C++-writing code is not a second copy
 kept by hand. It is cut, at patch time, out of this package's own
-``launch_plan.py`` and ``launch_codegen.py`` (every top-level definition that
-:func:`~torch_npu._inductor.patchset.launch_plan.plan_from_params` and
-:func:`~torch_npu._inductor.patchset.launch_codegen.resource_lines` need, in
-source order, verbatim), and given the few entry points torch_npu's own code
-calls (:data:`UPSTREAM_API`). The upstream code can import nothing from this
-project, so the text is what ships; the verification renders launchers with
-it and compares them with the runtime patch set's.
+``launch_plan.py`` and ``launch_codegen.py``: every top-level definition that
+:func:`~torch_npu._inductor.patchset.launch_plan.plan_from_metadata` and
+:func:`~torch_npu._inductor.patchset.launch_codegen.resource_code` need, in
+source order, verbatim, with the methods of a class that nothing kept calls
+left out. It is given the few entry points torch_npu's own code calls
+(:data:`UPSTREAM_API`). The upstream code can import nothing from this project,
+so the text is what ships; the verification renders launchers with it and
+compares them with the runtime patch set's.
 """
 from __future__ import annotations
 
@@ -29,31 +30,26 @@ INCLUDE_FN = "launch_resources_include"
 
 #: (module, the definitions wanted from it): everything they use is taken along.
 _ROOTS = (
-    (launch_plan, ("plan_from_params", "plan_from_metadata", "RAW_SYNC_FIELDS", "_INIT_NAMES")),
-    (launch_codegen, ("resource_lines", "LaunchSite", "HELPER_HEADER", "HELPER_PARTS")),
+    (launch_plan, ("plan_from_metadata",)),
+    (launch_codegen, ("resource_code", "LaunchSite", "HELPER_HEADER", "HELPER_PARTS")),
 )
+#: Methods kept although nothing kept calls them: SyncPlan's docstring names them, and the added
+#: test checks the sizes with them.
+_KEPT_METHODS = {"lock_bytes", "workspace_bytes"}
 
 _HEADER = '''\
 """Workspace and sync-block lock memory for Triton kernels launched from the C++ wrapper.
 
-A triton-ascend kernel may need, per launch, a workspace (``workspace_size``
-bytes per launched block) and sync-block locks (``lock_num`` int64 slots, or
-the packed ``sync_block_lock_layout`` of triton-ascend 3.6), initialised
-before it starts. The launcher used to pass NULL for both.
-
-* :func:`kernel_sync_params` validates a compiled kernel's metadata and
-  returns the fields the autotuner records in the kernel's saved params;
-* :func:`launch_resource_lines` writes the C++ that declares the kernel's
-  ``sync_block_lock`` and ``workspace_addr`` inside the launch lambda: ONE call
-  of ``torch_npu::inductor::acquire_launch_resources`` (header
-  ``torch_npu/csrc/inductor/npu_launch_resources.h``), which makes one
-  workspace-allocator request carved into disjoint aligned regions and
-  initialises the locks on the launch's stream;
-* :func:`launch_resources_include` is what the wrapper's header needs.
-
-Generated from torch-npu-inductor-patches (``launch_plan.py`` and
-``launch_codegen.py``), whose tests check that the launchers rendered with it
-are those its runtime patch renders. Fixes Ascend/pytorch#4431.
+A triton-ascend kernel may need, per launch, a workspace (``workspace_size`` bytes per block) and
+sync-block locks (``lock_num`` int64 slots, or triton-ascend 3.6's packed ``sync_block_lock_layout``)
+holding their initial values; the launcher used to pass NULL for both. :func:`kernel_sync_params`
+gives the fields the autotuner records, :func:`launch_resource_lines` the C++ of one launch by place
+(``before`` the lambda, on the thread that runs the graph: ONE caching-allocator block for the
+stream, carved into lock and workspace regions by ``torch_npu::inductor::LaunchMemory`` of
+``torch_npu/csrc/inductor/npu_launch_resources.h``; ``in_lambda``: the lock fills on the stream and
+the two pointers; ``after`` ``launchKernel``: the block goes back), :func:`launch_resources_include`
+the header's lines. Generated from torch-npu-inductor-patches (``launch_plan.py``,
+``launch_codegen.py``), whose checks compare the launchers it renders with its runtime patch's.
 """
 from __future__ import annotations
 
@@ -67,79 +63,43 @@ from typing import Any, Mapping, Optional
 
 _API = '''
 
-_HEADER_DIRS = (
-    # installed: setup.py copies torch_npu/csrc/**.h to torch_npu/include/torch_npu/csrc/
-    ("include", "torch_npu", "csrc", "inductor"),
-    # a source checkout
-    ("csrc", "inductor"),
-)
-
-
 def kernel_sync_params(metadata: Any, kernel: str) -> dict:
-    """The sync fields of a compiled kernel's metadata, to record in its saved params: every
-    one, 0 / "" / False when absent (a grouped launch's variant overrides its group's), with
-    the lock init value under its canonical name, and mix_mode (the participant count of
-    unordered locks depends on it).
-
-    Raises ``ValueError`` naming the kernel, the field and the value for
-    metadata no launch can be sized from (negative, non-integer, overflowing
-    or contradictory values).
-    """
-    plan_from_metadata(metadata, kernel)
+    """The sync fields of a compiled kernel's metadata, to record in its saved params (every one, so
+    that a grouped launch's variant overrides its group's). Raises ``ValueError`` naming the kernel,
+    the field and the value for metadata no launch can be sized from."""
+    plan = plan_from_metadata(metadata, kernel)
     values = {name: _as_int(kernel, name, _field(metadata, name), 0, INT64_MAX)
               for name in ("workspace_size", "lock_num", "sync_block_lock_layout")}
-    values["lock_init_val"] = _agreed(
-        kernel, metadata, _INIT_NAMES, lambda n, v: _as_int(kernel, n, v, INT64_MIN, INT64_MAX), 0
-    )
-    values["auto_tile_and_bind_subblock"] = _as_flag(
-        kernel, "auto_tile_and_bind_subblock", _field(metadata, "auto_tile_and_bind_subblock")
-    )
-    mix_mode = _field(metadata, "mix_mode")
-    values["mix_mode"] = "" if _absent(mix_mode) else mix_mode
-    return values
+    auto_tile = _as_flag(kernel, "auto_tile_and_bind_subblock", _field(metadata, "auto_tile_and_bind_subblock"))
+    return dict(values, lock_init_val=plan.lock_init_value, mix_mode=plan.mix_mode,
+                auto_tile_and_bind_subblock=auto_tile)
 
 
-def launch_resource_lines(kernel: str, params: Mapping[str, Any], num_vector_core: Optional[int] = None) -> list:
-    """C++ lines declaring ``sync_block_lock`` and ``workspace_addr`` in a launch lambda.
-
-    ``params``: the kernel's saved params; ``num_vector_core``: the block-count
-    clamp when auto-blockify is on (else None). A failed acquisition returns
-    its ACL code from the lambda before anything is launched.
-    """
-    site = LaunchSite(block_clamp=num_vector_core, simt_only=False)
-    return resource_lines(plan_from_params(params, kernel), site)
-
-
-def _header_dir() -> Optional[str]:
-    package = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    for parts in _HEADER_DIRS:
-        path = os.path.join(package, *parts)
-        if os.path.isfile(os.path.join(path, HELPER_HEADER)):
-            return path
-    return None
+def launch_resource_lines(
+    kernel: str, params: Mapping[str, Any], num_vector_core: Optional[int] = None, simt_only: bool = False
+) -> ResourceCode:
+    """The C++ lines of one launch of ``kernel``: ``.before`` the launch lambda, ``.in_lambda``
+    (first in it) and ``.after`` ``launchKernel(...)``. ``params``: the kernel's saved params;
+    ``num_vector_core``: the block-count clamp when auto-blockify is on (else None); a SIMT-only
+    launch gets no lines (its argument struct has no sync fields)."""
+    site = LaunchSite(block_clamp=num_vector_core, simt_only=simt_only)
+    return resource_code(plan_from_metadata(params, kernel), site)
 
 
 def launch_resources_include(indent: str = "") -> str:
-    """The header lines a wrapper needs: the helper's versioned namespace, then its include
-    (lines after the first start with ``indent``).
-
-    The namespace is named from a digest of the installed headers, so that wrappers built
-    from different versions of them never share the helper's state (and Inductor's cache,
-    keyed on the source, rebuilds them); without the headers the helper's default is used.
-    """
-    lines = []
-    directory = _header_dir()
-    if directory is not None:
-        parts = os.path.join(directory, HELPER_PARTS)
-        names = [HELPER_HEADER] + sorted(
-            HELPER_PARTS + "/" + name for name in os.listdir(parts) if name.endswith(".h")
-        )
-        digest = hashlib.sha256()
-        for name in names:
-            with open(os.path.join(directory, *name.split("/")), "rb") as f:
-                digest.update(name.encode() + b"\\0" + f.read() + b"\\0")
-        lines.append(f"#define TORCH_NPU_LAUNCH_RESOURCES_ABI v_{digest.hexdigest()[:16]}")
-    lines.append(f"#include <torch_npu/csrc/inductor/{HELPER_HEADER}>")
+    """The wrapper header's lines for the helper (lines after the first start with ``indent``): its
+    namespace named from a digest of the installed headers, so that wrappers built from different
+    versions never share its inline code (and Inductor's cache, keyed on the source, rebuilds them)."""
+    package = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    lines = [f"#include <torch_npu/csrc/inductor/{HELPER_HEADER}>"]
+    for directory in (os.path.join(package, "include/torch_npu/csrc/inductor"), os.path.join(package, "csrc/inductor")):
+        if os.path.isfile(os.path.join(directory, HELPER_HEADER)):  # installed, or a source checkout
+            digest = hashlib.sha256()
+            for name in [HELPER_HEADER] + sorted(f"{HELPER_PARTS}/{n}" for n in os.listdir(f"{directory}/{HELPER_PARTS}")):
+                with open(os.path.join(directory, name), "rb") as f:
+                    digest.update(name.encode() + b"\\0" + f.read() + b"\\0")
+            lines.insert(0, f"#define TORCH_NPU_LAUNCH_RESOURCES_ABI v_{digest.hexdigest()[:16]}")
+            break
     return ("\\n" + indent).join(lines)
 '''
 
@@ -157,30 +117,62 @@ def _defined_names(node: ast.stmt) -> list[str]:
     return []
 
 
-def _used_names(node: ast.AST) -> set[str]:
-    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+def _used(node: ast.AST) -> tuple[set[str], set[str]]:
+    """(names, attribute names) that ``node`` uses."""
+    names, attrs = set(), set()
+    for n in ast.walk(node):
+        if isinstance(n, ast.Name):
+            names.add(n.id)
+        elif isinstance(n, ast.Attribute):
+            attrs.add(n.attr)
+    return names, attrs
 
 
-def _closure(source: str, roots: set[str]) -> tuple[list[ast.stmt], set[str]]:
-    """(top-level statements defining ``roots`` and what they use, in source order; names used
-    but defined elsewhere)."""
+def _methods(node: ast.stmt) -> list:
+    if not isinstance(node, ast.ClassDef):
+        return []
+    return [m for m in node.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))]
+
+
+def _closure(source: str, roots: set[str], attrs: set[str]) -> tuple[list, dict, set[str], set[str]]:
+    """(top-level statements defining ``roots`` and what they use, in source order; for each class
+    kept, the methods kept; names used but defined elsewhere; attribute names used).
+
+    A method is kept when it is a dunder method or its name is used as an attribute anywhere in
+    what is kept (``attrs``: the other module's and the entry points' too), so a class loses only
+    methods that nothing kept can call."""
     tree = ast.parse(source)
-    defs = {}
-    for node in tree.body:
-        for name in _defined_names(node):
-            defs[name] = node
-    wanted, todo, outside = set(), list(roots), set()
-    while todo:
-        name = todo.pop()
-        node = defs.get(name)
-        if node is None:
-            outside.add(name)
-            continue
-        if id(node) in wanted:
-            continue
-        wanted.add(id(node))
-        todo.extend(_used_names(node))
-    return [n for n in tree.body if id(n) in wanted], outside
+    defs = {name: node for node in tree.body for name in _defined_names(node)}
+    kept, methods, outside, names = {}, {}, set(), set(roots)
+    attrs = set(attrs)
+    changed = True
+    while changed:
+        changed = False
+        for name in sorted(names):
+            node = defs.get(name)
+            if node is None:
+                outside.add(name)
+            elif id(node) not in kept:
+                kept[id(node)] = node
+                shell = [s for s in getattr(node, "body", []) if s not in _methods(node)] if isinstance(
+                    node, ast.ClassDef) else [node]
+                for part in shell + list(getattr(node, "decorator_list", [])) + list(getattr(node, "bases", [])):
+                    n, a = _used(part)
+                    names |= n
+                    attrs |= a
+                methods[id(node)] = set()
+                changed = True
+        for node in list(kept.values()):
+            for m in _methods(node):
+                if id(m) in methods[id(node)]:
+                    continue
+                if (m.name.startswith("__") and m.name.endswith("__")) or m.name in attrs:
+                    methods[id(node)].add(id(m))
+                    n, a = _used(m)
+                    names |= n
+                    attrs |= a
+                    changed = True
+    return [n for n in tree.body if id(n) in kept], methods, outside, attrs
 
 
 def _imported_from(source: str, module: str) -> set[str]:
@@ -191,33 +183,64 @@ def _imported_from(source: str, module: str) -> set[str]:
 
 def module_text() -> str:
     """The module, from the current ``launch_plan.py`` / ``launch_codegen.py``."""
-    sources = {mod: Path(mod.__file__).read_text() for mod, _ in _ROOTS}
-    plan_src, codegen_src = sources[launch_plan], sources[launch_codegen]
-    api_names = _used_names(ast.parse(_API))
-    # launch_codegen's names that come from launch_plan are roots there.
+    plan_src, codegen_src = (Path(mod.__file__).read_text() for mod, _ in _ROOTS)
+    api_names, api_attrs = _used(ast.parse(_API))
+    api_attrs |= _KEPT_METHODS
+    plan_defined = {name for node in ast.parse(plan_src).body for name in _defined_names(node)}
+    # launch_codegen's names that come from launch_plan are roots there; the attributes each side
+    # uses decide which of the other's methods stay.
     from_plan = _imported_from(codegen_src, "launch_plan")
-    codegen_nodes, codegen_outside = _closure(codegen_src, set(_ROOTS[1][1]) | (api_names - from_plan))
-    plan_roots = set(_ROOTS[0][1]) | (codegen_outside & from_plan) | (api_names & _plan_defined(plan_src))
-    plan_nodes, _ = _closure(plan_src, plan_roots)
-    chunks = [_HEADER]
-    for src, nodes in ((plan_src, plan_nodes), (codegen_src, codegen_nodes)):
+    codegen_nodes, codegen_methods, codegen_outside, codegen_attrs = _closure(
+        codegen_src, set(_ROOTS[1][1]) | (api_names - from_plan), api_attrs)
+    plan_roots = set(_ROOTS[0][1]) | (codegen_outside & from_plan) | (api_names & plan_defined)
+    plan_nodes, plan_methods, _, plan_attrs = _closure(plan_src, plan_roots, api_attrs | codegen_attrs)
+    missing = (plan_roots | set(_ROOTS[1][1])) - plan_defined - {
+        name for node in codegen_nodes for name in _defined_names(node)}
+    if missing:  # a root renamed or removed: the module would not run
+        raise RuntimeError(f"launch_plan.py / launch_codegen.py no longer define {sorted(missing)}")
+    text, previous = _HEADER.rstrip("\n"), None
+    for src, nodes, methods in ((plan_src, plan_nodes, plan_methods), (codegen_src, codegen_nodes, codegen_methods)):
         for node in nodes:
-            chunks.append(_with_comments(src, node) + "\n\n")
-    text = "".join(chunks).rstrip("\n") + "\n" + _API
+            part = _with_comments(src, node, methods.get(id(node), set()))
+            text += _separator(previous, node, part) + part
+            previous = node
+    text += "\n" + _API
     # Comments there point at this project's design notes; say whose they are.
     return text.replace("docs/design.md", "torch-npu-inductor-patches' docs/design.md")
 
 
-def _plan_defined(source: str) -> set[str]:
-    return {name for node in ast.parse(source).body for name in _defined_names(node)}
+def _separator(previous, node, text: str) -> str:
+    """Two blank lines around a definition (PEP 8), one before a commented constant, else none."""
+    defs = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+    if previous is None or isinstance(previous, defs) or isinstance(node, defs):
+        return "\n\n\n"
+    return "\n\n" if text.lstrip().startswith("#") else "\n"
 
 
-def _with_comments(source: str, node: ast.stmt) -> str:
-    """The statement's text, with the comment lines right above it (``#:`` notes)."""
-    lines = source.splitlines()
+def _start(lines: list[str], node: ast.stmt) -> int:
+    """Index of the node's first line, decorators and the comment lines right above it included."""
     start = node.lineno - 1
     if getattr(node, "decorator_list", None):
         start = min(d.lineno for d in node.decorator_list) - 1
     while start > 0 and lines[start - 1].lstrip().startswith("#"):
         start -= 1
-    return "\n".join(lines[start:node.end_lineno])
+    return start
+
+
+def _with_comments(source: str, node: ast.stmt, kept_methods: set) -> str:
+    """The statement's text, with the comment lines right above it (``#:`` notes); a class without
+    the methods not in ``kept_methods`` (each with its decorators and comments)."""
+    lines = source.splitlines()
+    start = _start(lines, node)
+    dropped = set()
+    for m in _methods(node):
+        if id(m) not in kept_methods:
+            dropped.update(range(_start(lines, m), m.end_lineno))
+    out = []
+    for i in range(start, node.end_lineno):
+        if i in dropped or (not lines[i].strip() and (not out or not out[-1].strip())):
+            continue
+        out.append(lines[i])
+    while out and not out[-1].strip():
+        out.pop()
+    return "\n".join(out)

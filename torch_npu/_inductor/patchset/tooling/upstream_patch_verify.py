@@ -46,6 +46,8 @@ LINE_WHEELS = {"2.7": "2.7.1.post10", "2.8": "2.8.0.post5", "2.9": "2.9.0.post9"
 BRANCH_WHEELS = {"v2.10.0-26.1.0": "2.10.0.post6"}
 #: A branch's torch line, where its version.txt does not say it (master builds for the newest torch).
 BRANCH_LINES = {"master": "2.14"}
+#: The author of the patches proved here (a maintainer's own git identity goes into theirs).
+VERIFY_AUTHOR = "upstream-patch verification <verify@localhost>"
 
 
 def torch_line(root: Path, branch: str | None = None) -> str:
@@ -188,11 +190,35 @@ def build(name: str, wheel: str, python: str, patched_root: Path, patched_code: 
 
 
 def simulate(name: str, patched_code: dict) -> tuple[str, list]:
-    """The patched code's launchers in the host simulation (as the release matrix runs them)."""
+    """The patched code's launchers in the host simulation (as the release matrix runs them); a
+    launcher that does not build says the compiler's first error, not only that it failed."""
+    from .sample_kernels import SAMPLES
+
     entries = {k: dict(e, cpp=e["cpp"].replace("_upstream", "_patched")) for k, e in patched_code["upstream"].items()
                if "cpp" in e}
     launch_api = "rtKernelLaunch" if patched_code.get("layout") == "legacy" else "aclrtLaunchKernelWithHostArgs"
-    return release_matrix.simulate(f"upstream-{name}", {"patched": entries, "launch_api": launch_api})
+    harness_json = {"patched": entries, "launch_api": launch_api}
+    ok, problems = 0, []
+    for s in SAMPLES:
+        if s.key not in entries:
+            problems.append(f"{s.key}: not rendered")
+            continue
+        try:
+            verdict = release_matrix.simulate_sample(f"upstream-{name}", harness_json, s)
+        except Exception as exc:
+            text = str(exc)
+            first = next((ln.strip() for ln in text.splitlines() if " error: " in ln), text.strip().splitlines()[0])
+            problems.append(f"{s.key}: {type(exc).__name__}: {_COMPILER_PATH.sub('', first)[:300]}")
+            continue
+        if verdict.get("ok"):
+            ok += 1
+        else:
+            problems.append(f"{s.key}: {json.dumps(verdict.get('problems', verdict))[:300]}")
+    return f"{ok}/{len(SAMPLES)} launchers ok", problems
+
+
+#: The build folder's path in a compiler message (``/.../prog-x/x.cpp:12:3: error: ...``).
+_COMPILER_PATH = re.compile(r"^\S*/(?=[^/\s]+\.(?:cpp|h):\d+)")
 
 
 def apply_patch(root: Path, base: str, patch_text: str, dest: Path) -> tuple[bool, str]:
@@ -212,7 +238,7 @@ def verify(root: str | os.PathLike, ref: str | None, python: str, name: str | No
     torch_npu release whose headers and libtorch_npu.so it is built against (default: its line's)."""
     root = up.checkout_root(root)
     name = name or ref or "HEAD"
-    patch = patch or up.make_patch(root, ref=ref)
+    patch = patch or up.make_patch(root, ref=ref, author=VERIFY_AUTHOR)
     row: dict = {"name": name, "layout": patch.layout, "base": patch.base,
                  "files": len(patch.files), "added": patch.lines[0], "removed": patch.lines[1]}
     tmp = Path(tempfile.mkdtemp(prefix="upstream-verify-"))

@@ -31,6 +31,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import types
 import zipfile
 from pathlib import Path
@@ -485,9 +486,13 @@ def status_in_subprocess(version: str, timeout: float = 600, source: str | os.Pa
     """
     cmd = [sys.executable, "-m", "torch_npu._inductor.patchset.tooling.upstream_wheels", "status", version]
     if source is not None:
-        cmd += ["--source", str(source)]
+        cmd += ["--source", str(Path(source).resolve())]
     env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0")
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+    # `python -m` puts its working directory first on sys.path: started inside a torch_npu checkout (as
+    # `status --against-source .` is), it would import the checkout's own torch_npu package instead of
+    # this one. An empty directory holds nothing importable.
+    with tempfile.TemporaryDirectory(prefix="torch-npu-patchset-status-") as cwd:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=cwd)
     try:
         data = json.loads(proc.stdout.strip().splitlines()[-1])
     except (IndexError, json.JSONDecodeError):
