@@ -25,8 +25,11 @@ The grid itself lives in :mod:`..flex_grid`; this module only decides.
 """
 from __future__ import annotations
 
+import ast
 import importlib
+import importlib.util
 import inspect
+import os
 import sys
 
 from .. import flex_grid
@@ -96,6 +99,45 @@ def _split_backward_templates(modules) -> Probe | None:
                                   f"({', '.join(sorted(found))}) all have SymbolicGridFn grids")
 
 
+#: Where torch_npu replaces the grid of torch 2.7.1's template with a SymbolicGridFn of its own when
+#: its Flex Attention lowering is imported (2.7.1.post11; the upstream patch on v2.7.1), and the
+#: name torch's template has there.
+NPU_REPLACES_TORCH_GRID = ("_inductor/kernel/flex_attention.py", "upstream_" + flex_grid.TEMPLATE)
+
+
+def _npu_replaces_torch_grid() -> str | None:
+    """The SymbolicGridFn torch_npu's source installs on torch's template, read from the source:
+    torch's module (whose import decides this patch) finishes importing while torch_npu's module,
+    which imports it, has not yet run its own replacement. None when torch_npu has none."""
+    package = sys.modules.get("torch_npu")
+    paths = getattr(package, "__path__", None)
+    if paths is None:
+        try:
+            spec = importlib.util.find_spec("torch_npu")  # a top-level package: found, not imported
+        except (ImportError, ValueError):
+            spec = None
+        paths = (spec and spec.submodule_search_locations) or []
+    rel, template = NPU_REPLACES_TORCH_GRID
+    for base in paths:
+        path = os.path.join(base, rel)
+        if not os.path.isfile(path):
+            continue
+        try:
+            with open(path, encoding="utf-8") as f:
+                tree = ast.parse(f.read())
+        except (OSError, SyntaxError, ValueError):
+            return None
+        grids = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)
+                 and any(isinstance(d, ast.Name) and d.id == "SymbolicGridFn" for d in n.decorator_list)}
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Name) and node.value.id in grids
+                    and any(isinstance(t, ast.Attribute) and t.attr == _ATTR and isinstance(t.value, ast.Name)
+                            and t.value.id == template for t in node.targets)):
+                return f"torch_npu.{rel[:-3].replace('/', '.')}.{node.value.id}"
+        return None
+    return None
+
+
 def _own_symbolic_grid(modules, where: str) -> str | None:
     """A torch_npu module that installs its own SymbolicGridFn backward grid on the template at
     ``where`` (the upstream form of this fix), found even when ours got there first."""
@@ -163,6 +205,11 @@ def _inspect(modules) -> tuple[Probe, object, str]:
                 f"(matches layout {layout!r})"
             ), template, where
         checked = "same results as torch 2.7.1's formula on sample sizes"
+    replacement = _npu_replaces_torch_grid() if where.startswith("torch._inductor.") else None
+    if replacement:
+        return Probe.upstream_has_fix(f"{replacement}, torch_npu's own SymbolicGridFn, replaces {where}.grid "
+                                      "when torch_npu's Flex Attention lowering is imported (the upstream form of "
+                                      "this fix)"), template, where
     return Probe.needed(f"{where}.grid is a plain function ({_owner_of(grid)}; {checked})"), template, where
 
 
