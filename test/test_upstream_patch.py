@@ -147,6 +147,29 @@ def test_git_am_applies_and_python_compiles(repo, patches, branch, tmp_path):
     assert (branch == "v2.7.1-26.1.0" or branch == "v2.7.1") == (edits.FLEX in changed)
 
 
+def test_master_keeps_aot_launches_on_the_lambda_read_as_upstream_form(repo, patches, tmp_path):
+    """The same change as aot-npu-launch-lambda (issue 23), in master's own generate; the runtime probe reads
+    the patched code as the upstream form of that fix, and the unpatched code as needing it."""
+    import ast
+
+    from torch_npu._inductor.patchset.fixes import aot_npu_launch_lambda as aot_fix
+
+    def generate_src(text: str) -> str:
+        cls = next(n for n in ast.parse(text).body if isinstance(n, ast.ClassDef) and n.name == aot_fix.CLASS)
+        return ast.get_source_segment(text, next(f for f in cls.body if getattr(f, "name", "") == "generate"))
+
+    root = _applied(repo, "master", patches[1] / "master.patch", tmp_path / "co")
+    after = (root / edits.NPU_WRAPPER).read_text()
+    before = _git("show", f"HEAD~1:{edits.NPU_WRAPPER}", cwd=root).stdout
+    torch_214_lazy = ("    def generate(self, wrapper):\n        if config.triton.autotune_at_compile_time is False:\n"
+                      "            return self.generate_lazy(wrapper)\n")  # torch 2.14's guard (no aot_mode)
+    assert aot_fix.classify(torch_214_lazy, generate_src(before))[0] == "lazy-in-aot"
+    assert aot_fix.classify(torch_214_lazy, generate_src(after))[0] == "no-lazy-in-aot"
+    for branch in set(BRANCHES) - {"master"}:  # no other protected head turns it off
+        assert '"triton.autotune_at_compile_time", not V.graph.aot_mode' not in _git("show", f"origin/{branch}:{edits.NPU_WRAPPER}", cwd=repo,
+                                                  check=False).stdout, branch
+
+
 def test_patched_branch_is_already_fixed(repo, patches, tmp_path):
     root = _applied(repo, "v2.7.1", patches[1] / "v2.7.1.patch", tmp_path / "co")
     with pytest.raises(up.AlreadyFixed, match="npu_launch_resources.h exists"):

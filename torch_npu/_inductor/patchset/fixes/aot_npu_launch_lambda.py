@@ -32,8 +32,9 @@ _MARK = "__torch_npu_patchset_aot_launch_lambda__"
 
 #: torch's generate: ``if <condition>autotune_at_compile_time is False: return self.generate_lazy(...)``.
 _LAZY = re.compile(r"if\s+(?P<cond>[^\n]*?)autotune_at_compile_time\s+is\s+False\s*:\s*\n\s*return\s+self\.generate_lazy\(")
-#: torch_npu's generate: the setting turned off exactly in aot_mode.
+#: torch_npu's generate: the setting turned off exactly in aot_mode; or kept on (the upstream form of this fix).
 _OFF_IN_AOT = re.compile(r"config\.patch\(\s*[\"']triton\.autotune_at_compile_time[\"']\s*,\s*not\s+V\.graph\.aot_mode\s*\)")
+_ON = re.compile(r"config\.patch\(\s*[\"']triton\.autotune_at_compile_time[\"']\s*,\s*True\s*\)")
 
 
 def _classes(modules):
@@ -57,6 +58,9 @@ def classify(torch_generate_src: str, npu_generate_src: str | None) -> tuple[str
     if npu_generate_src is None or "autotune_at_compile_time" not in npu_generate_src:
         return "no-lazy-in-aot", (f"{CLASS}.generate leaves triton.autotune_at_compile_time alone: aot_mode launches are "
                                   f"torch_npu's launch lambda unless the user turns that setting off")
+    if _ON.search(npu_generate_src) and not _OFF_IN_AOT.search(npu_generate_src):
+        return "no-lazy-in-aot", (f"{CLASS}.generate keeps triton.autotune_at_compile_time on around torch's generate "
+                                  f"(the upstream form of this fix): aot_mode launches are torch_npu's launch lambda")
     if not _OFF_IN_AOT.search(npu_generate_src):
         return "unknown", f"{CLASS}.generate sets triton.autotune_at_compile_time in a way this patch does not know"
     return "lazy-in-aot", (f"in aot_mode {CLASS}.generate sets triton.autotune_at_compile_time = False and torch's "

@@ -156,6 +156,7 @@ def edit_npu_wrapper(src: Source) -> None:
                    "CppWrapperNpu.generate_args_decl takes the launch's resource lines")
     _args_decl_null(src, "force_simt_only")
     _add_include(src)
+    _keep_launch_lambda_in_aot(src)
 
 
 def has_own_allocation(text: str) -> bool:
@@ -211,6 +212,27 @@ def edit_npu_wrapper_replacing(src: Source) -> None:
     src.text = src.text[:begin] + part + src.text[end:]
     _args_decl_null(src, simt, "            {workspace_str}\n            {sync_block_lock_str}\n")
     _add_include(src)
+    _keep_launch_lambda_in_aot(src)
+
+
+#: torch_npu 2.13.0 / 2.14.0 / master: torch's generate runs with lazy compile on in aot_mode, and torch 2.14 then
+#: writes its lazy-compile launch (no torch_npu runtime, no workspace or lock argument): keep the lambda instead.
+_LAZY_IN_AOT = '''            # todo: support lazy compile for cpp_wrapper_npu
+            with config.patch("triton.autotune_at_compile_time", not V.graph.aot_mode):
+'''
+_EAGER_IN_AOT = '''            # torch_npu has no runtime for torch's lazy-compile launch, AOTInductor included (torch 2.14
+            # takes it in aot_mode too): keep torch_npu's own launch lambda, which gets the workspace and locks
+            with config.patch("triton.autotune_at_compile_time", True):
+'''
+
+
+def _keep_launch_lambda_in_aot(src: Source) -> None:
+    """Where DeferredNpuTritonCallWrapper.generate turns compile-time autotuning off in aot_mode (the same
+    change as the runtime patch set's aot-npu-launch-lambda); nothing where it does not."""
+    if 'config.patch("triton.autotune_at_compile_time", not V.graph.aot_mode)' not in src.text:
+        return
+    src.replace_in("    def generate(self, wrapper: CppWrapperGpu):\n", _LAZY_IN_AOT, _EAGER_IN_AOT,
+                   "DeferredNpuTritonCallWrapper.generate keeps AOTInductor launches on torch_npu's launch lambda")
 
 
 def _add_include(src: Source) -> None:
