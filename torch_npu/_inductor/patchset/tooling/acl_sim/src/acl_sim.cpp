@@ -1692,6 +1692,7 @@ aclrtFuncHandle register_kernel(const char *name, KernelFn fn, void *user) {
   return k;
 }
 uint64_t last_launch_id() { return t_last_launch; }
+uint64_t latest_launch_id() { return g_launch_ids.load(); }
 
 bool device_read(const void *dev, void *dst, size_t n, const char *who) {
   internal::SimScope scope;

@@ -364,6 +364,8 @@ aclrtFuncHandle register_kernel(const char *name, KernelFn fn, void *user);
 // recorded into a capture has an id too; its replays run as new launches
 // whose KernelCall::captured_launch_id is that id.
 uint64_t last_launch_id();
+// Id of the latest launch issued by any thread, replays included (0 if none).
+uint64_t latest_launch_id();
 
 // Checked device memory access for simulated kernels. Return false (and
 // record an error report) when the access is out of bounds, after free, of
