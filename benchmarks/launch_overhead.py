@@ -376,6 +376,7 @@ def main(argv=None) -> int:
 
     t_start = time.perf_counter()
     started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    machine = _machine()
     builds = {"current": Path(a.binary) if a.binary else build()}
     if a.baseline_helper:
         builds["baseline"] = build(Path(a.baseline_helper))
@@ -383,6 +384,8 @@ def main(argv=None) -> int:
         print(f"{tag} benchmark binary: {exe}", file=sys.stderr)
     repeats = max(1, a.repeats) if a.baseline_helper else 1
     rows = compare(builds, layouts, kernel_us, strategies, settings, repeats)
+    prims = _run_json_lines([str(builds["current"]), "--primitives", "--launches", str(settings["launches"]),
+                             "--grid", str(GRID)])[0]
     total_s = time.perf_counter() - t_start
     tags = list(builds)
 
@@ -396,6 +399,8 @@ def main(argv=None) -> int:
         print(f"  {'now ' if tag == 'current' else 'base'}: helper in {where}: {way}")
     print(table(rows, tags))
     print(LEGEND)
+    print(f"simulation primitives, host ns per call (median; {prims['bytes']} bytes where memory is asked for): "
+          + ", ".join(f"{k} {v:.0f}" for k, v in prims["primitives_ns_median"].items()))
     print(f"total {total_s:.1f} s")
 
     if a.json:
@@ -403,7 +408,7 @@ def main(argv=None) -> int:
             "rows": rows,
             "metadata": {
                 "date": started,
-                "machine": _machine(),
+                "machine": machine,
                 "settings": settings,
                 "repeats": repeats,
                 "baseline_helper": a.baseline_helper,

@@ -24,8 +24,11 @@
 // Usage (one process per layout; JSON lines on stdout):
 //   launch_overhead --layout ordered --kernel-us 0,20,100 [--strategies null,patchset]
 //                   [--launches 10000] [--rounds 5] [--warmup 200] [--grid 4]
+//   launch_overhead --primitives [--launches 5000]   (single simulation calls, to attribute the differences)
 #include <acl/acl.h>
 #include <acl_sim/control.h>
+#include <torch_npu/csrc/core/npu/NPUCachingAllocator.h>
+#include <torch_npu/csrc/core/npu/NPUWorkspaceAllocator.h>
 
 #include <algorithm>
 #include <chrono>
@@ -174,6 +177,7 @@ struct Options {
   std::vector<Strategy> strategies{kNull, kPatchset};
   uint64_t launches = 10000, rounds = 5, warmup = 200;
   uint32_t grid = 4;
+  bool primitives = false;
 };
 
 void run_round(Cell &cell, const Options &o, int layout, uint64_t n, const std::vector<int64_t> &expected_locks) {
@@ -289,6 +293,69 @@ int run_grid(const Options &o) {
   return 0;
 }
 
+// ---- primitives: what single calls cost on the host in the simulation (no kernel work) ----
+template <class F>
+double median_ns(uint64_t n, aclrtStream s, F f) {
+  std::vector<int64_t> v;
+  v.reserve(n);
+  for (uint64_t i = 0; i < n; ++i) {
+    const int64_t a = now_ns();
+    f();
+    v.push_back(now_ns() - a);
+    if ((i & 255) == 255) check_acl(aclrtSynchronizeStream(s), "aclrtSynchronizeStream");
+  }
+  check_acl(aclrtSynchronizeStream(s), "aclrtSynchronizeStream");
+  return pct(v, 0.5);
+}
+
+int run_primitives(const Options &o) {
+  aclrtStream s = nullptr;
+  check_acl(aclrtCreateStream(&s), "aclrtCreateStream");
+  const LayoutSpec &L = bench_gen::kLayouts[0];
+  const uint32_t g = o.grid, blocks = launch_blocks(g, 1, 1);
+  const uint64_t bytes = lock_slots(L, blocks) * 8 + workspace_bytes(L, g, 1, 1) + 1023;
+  void *dev = nullptr;
+  check_acl(aclrtMalloc(&dev, 4096, ACL_MEM_MALLOC_HUGE_FIRST), "aclrtMalloc");
+  acl_sim::ProbeConfig pc;
+  pc.name = "bench_primitive_probe";
+  pc.own_args_bytes = bench_gen::kOwnArgsBytes;
+  aclrtFuncHandle probe = acl_sim::register_probe_kernel(pc);
+  struct __attribute__((packed)) {
+    void *p[4];
+    int32_t v[4];
+  } args = {{nullptr, nullptr, nullptr, nullptr}, {1, int32_t(g), 1, 1}};
+  static_assert(sizeof(args) == 16 + bench_gen::kOwnArgsBytes + 12, "argument struct size");
+  const uint64_t n = std::max<uint64_t>(o.launches, 100);
+  std::vector<std::pair<std::string, double>> rows;
+  for (int rep = 0; rep < 2; ++rep) {  // the second pass is the one reported (the first warms everything)
+    rows.clear();
+    acl_sim::reset();
+    rows.emplace_back("timer_pair", median_ns(n, s, [] {}));
+    rows.emplace_back("aclrtLaunchKernelWithHostArgs", median_ns(n, s, [&] {
+                        (void)aclrtLaunchKernelWithHostArgs(probe, g, s, nullptr, &args, sizeof(args), nullptr, 0);
+                      }));
+    rows.emplace_back("aclrtMemsetAsync_128B", median_ns(n, s, [&] { (void)aclrtMemsetAsync(dev, 128, 0, 128, s); }));
+    rows.emplace_back("caching_raw_alloc_and_raw_delete", median_ns(n, s, [&] {
+                        c10_npu::NPUCachingAllocator::raw_delete(
+                            c10_npu::NPUCachingAllocator::raw_alloc_with_stream(bytes, s));
+                      }));
+    rows.emplace_back("workspace_allocate_and_release",
+                      median_ns(n, s, [&] { at::Tensor t = at_npu::native::allocate_workspace(bytes, s); }));
+    rows.emplace_back("std_function_and_RunOpApiV2_queue_off", median_ns(n, s, [&] {
+                        acl_sim::set_task_queue_enabled(false);
+                        at_npu::native::OpCommand::RunOpApiV2("bench", [] { return 0; });
+                        acl_sim::set_task_queue_enabled(true);
+                      }));
+  }
+  std::printf("{\"primitives_ns_median\": {");
+  for (size_t i = 0; i < rows.size(); ++i)
+    std::printf("%s\"%s\": %.1f", i ? ", " : "", rows[i].first.c_str(), rows[i].second);
+  std::printf("}, \"primitive_calls\": %" PRIu64 ", \"bytes\": %" PRIu64 "}\n", n, bytes);
+  check_acl(aclrtFree(dev), "aclrtFree");
+  check_acl(aclrtDestroyStream(s), "aclrtDestroyStream");
+  return 0;
+}
+
 std::vector<std::string> split(const std::string &s) {
   std::vector<std::string> out;
   size_t b = 0;
@@ -335,6 +402,7 @@ int main(int argc, char **argv) {
     else if (a == "--rounds") o.rounds = parse_u64(val(), "--rounds");
     else if (a == "--warmup") o.warmup = parse_u64(val(), "--warmup");
     else if (a == "--grid") o.grid = uint32_t(parse_u64(val(), "--grid"));
+    else if (a == "--primitives") o.primitives = true;
     else if (a == "--list-layouts") {
       for (int j = 0; j < bench_gen::kNumLayouts; ++j) std::printf("%s\n", bench_gen::kLayouts[j].key);
       return 0;
@@ -343,7 +411,7 @@ int main(int argc, char **argv) {
   if (o.grid == 0) die("--grid must be positive");
   if (o.launches == 0) die("--launches must be positive");
   try {
-    return run_grid(o);
+    return o.primitives ? run_primitives(o) : run_grid(o);
   } catch (const std::exception &e) {
     die(std::string("exception: ") + e.what());
   }
