@@ -238,6 +238,7 @@ def harness_source(
 #include <string>
 #include <vector>
 {lc.includes()}#include "acl_sim/control.h"
+#include "torch_npu/csrc/core/npu/NPUWorkspaceAllocator.h"  // what torch_npu's own (upstream) launchers call
 #include "torch_npu/csrc/framework/OpCommand.h"
 
 static void check(aclError rc, const char* what) {{ if (rc != ACL_SUCCESS) {{ std::fprintf(stderr, "%s: ACL error %d\\n", what, rc); std::exit(3); }} }}
