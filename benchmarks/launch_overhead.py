@@ -1,40 +1,32 @@
-"""What the sync resources (workspace + locks) cost per launch, three ways.
+"""What the sync resources (workspace + locks) cost per launch: this helper against another.
 
-Runs, in the host ACL simulation (``acl_sim``), the launcher shape torch_npu's
-C++ wrapper generates, with three strategies for a kernel's sync resources:
+Runs, in the host ACL simulation (``acl_sim``), the launchers ``launch_codegen``
+writes, in the shape torch_npu's C++ wrapper has (``call_<kernel>``: the lambda
+handed to ``launchKernel``, i.e. ``OpCommand::RunOpApiV2``, which torch_npu's
+simulated task queue runs on its own thread), and measures per launch:
 
-* ``null``: the pre-fix behaviour, NULL pointers (the floor);
-* ``upstream``: torch_npu's own fix, docs/facts.md (two workspace-allocator requests, host
-  ``std::vector``, synchronous ``aclrtMemcpy`` per launch), hand-written in
-  ``cpp/launch_overhead.cpp`` from that description;
-* ``patchset``: ours, the lambda body that ``launch_codegen`` emits (one
-  ``acquire_launch_resources`` call);
-* ``fill-only``: a reference floor, not a usable strategy: ``null`` plus the
-  lock fill (one async copy from a prepared page-locked image into memory set
-  aside once), with no allocator request, no stream lock and no cache lookup.
-  It is "one extra stream task and nothing else", so ``fill-only / null`` is
-  what a stream task costs in the simulation and ``patchset - fill-only`` is
-  our bookkeeping.
+* host time on the calling thread (the ``call_<kernel>`` call) and on the queue
+  thread (the lambda: the simulation times every queued task);
+* the simulation's counters: allocator calls (caching + workspace allocator),
+  device synchronisations, host-blocking calls, page-locked allocations, host
+  heap allocations by the calling thread;
+* a verdict from the probe kernel and the simulation's error reports.
 
-The null and patchset launchers are generated here with the project's
-``launch_codegen`` / ``launch_plan`` (``--emit-launchers PATH`` writes the
-header; the CMake target uses that too), so the benchmark runs the code the
-wrapper emits.
+Strategies: ``null`` (a plan needing nothing: NULL pointers, the floor; the same
+code in every build, so its spread between builds is noise) and ``patchset``
+(the layout's launcher). Cells: layouts (workspace + legacy locks; packed
+unordered locks; legacy locks with init value 7) x simulated kernel time (0, 20, 100 us).
 
-Grid of cells: layouts (workspace + legacy ordered locks; packed unordered
-layout) x simulated kernel time (0, 20, 100 us) x ``aclrtMemcpy`` model
-(``waits``, ``immediate``) x strategy. See benchmarks/README.md.
-
-    python benchmarks/launch_overhead.py [--quick] [--json PATH] [--plot PATH]
-    python benchmarks/launch_overhead.py --baseline-helper DIR [--quick]   # this helper vs DIR's, side by side
+    python benchmarks/launch_overhead.py [--quick] [--json PATH]
+    python benchmarks/launch_overhead.py --baseline-helper DIR [--repeats N] [--quick] [--json PATH]
 
 ``--baseline-helper DIR`` builds the same benchmark a second time against the
-helper in ``DIR`` (e.g. an older version: ``git show REV:...csrc/...`` into a
-directory) and runs the two binaries alternately, ``--repeats`` times per
-cell, printing null and patchset per launch for both, side by side.
+helper in ``DIR`` and runs both builds alternately, ``--repeats`` times per
+cell, in one run, printing both side by side with the ratios. A helper without
+``LaunchMemory`` (the one of commit b45157f) gets the launcher shape its
+generator wrote: ``acquire_launch_resources`` inside the lambda.
 
-No torch import; needs a C++17 compiler (``sim_build``). ``--plot`` needs
-matplotlib (imported only then).
+No torch import; needs a C++17 compiler (``sim_build``).
 """
 from __future__ import annotations
 
@@ -55,47 +47,95 @@ PATCHSET = ROOT / "torch_npu" / "_inductor" / "patchset"
 CPP_SOURCE = HERE / "cpp" / "launch_overhead.cpp"
 GENERATED_HEADER = "launch_overhead_launchers.h"
 
-STRATEGIES = ("null", "fill-only", "patchset", "upstream")
-MODELS = ("waits", "immediate")
+STRATEGIES = ("null", "patchset")
 KERNEL_US = (0, 20, 100)
 SIGNATURE = "*fp32,*fp32,i32"  # the benchmark kernel's own arguments (the probe skips them)
 BLOCK_CLAMP = 48  # auto-blockify clamp (vector cores of an Ascend 910B); the grid stays below it
 GRID = 4  # launched blocks: the probe runs each block on the stream thread
 
 # The two layouts benchmarked, as triton-ascend's compiler reports them.
+# The layouts benchmarked. BiSheng reports lock init value 0 (docs/facts.md): the first two are what
+# compilers produce (one zero fill; one zero fill + one fill for P); the third, an init value no known
+# compiler reports, costs one more fill per slot.
 LAYOUTS = {
     "ordered": {
-        "title": "workspace 256 B/block + 16 legacy (ordered) lock slots, init 7",
-        "metadata": {"name": "bench_ordered aiv", "mix_mode": "aiv", "workspace_size": 256,
-                     "lock_num": 16, "lock_init_val": 7},
+        "title": "workspace 256 B/block + 16 legacy (ordered) lock slots, init 0",
+        "metadata": {"name": "bench_ordered aiv", "mix_mode": "aiv", "workspace_size": 256, "lock_num": 16},
     },
     "unordered": {
         "title": "workspace 256 B/block + packed layout, 1 unordered lock (P = blocks)",
         "metadata": {"name": "bench_unordered aiv", "mix_mode": "aiv", "workspace_size": 256,
                      "sync_block_lock_layout": 1 << 32},
     },
+    "init7": {
+        "title": "workspace 256 B/block + 16 legacy lock slots, init 7 (no known compiler reports it)",
+        "metadata": {"name": "bench_init7 aiv", "mix_mode": "aiv", "workspace_size": 256,
+                     "lock_num": 16, "lock_init_val": 7},
+    },
 }
 
-FULL = {"launches": 10000, "rounds": 10, "warmup": 200, "primitive_calls": 5000}
-QUICK = {"launches": 1000, "rounds": 4, "warmup": 50, "primitive_calls": 1000}
+FULL = {"launches": 10000, "rounds": 5, "warmup": 200}
+QUICK = {"launches": 1000, "rounds": 2, "warmup": 50}
 
 
 # --------------------------------------------------------------------------- loading
 def _load_patchset():
     """The pure-Python modules used here: the plan, the code generator, the simulation's build."""
     from torch_npu._inductor.patchset import launch_codegen, launch_plan
-    from torch_npu._inductor.patchset.tooling import sim_build
+    from torch_npu._inductor.patchset.tooling import launcher_cli, sim_build
 
-    return launch_plan, launch_codegen, sim_build
+    return launch_plan, launch_codegen, sim_build, launcher_cli
 
 
 # --------------------------------------------------------------------------- codegen
+def in_lambda_launcher(cg, plan, site, kargs) -> str:
+    """The launcher in the shape b45157f's launch_codegen wrote it (``git show
+    b45157f:torch_npu/_inductor/patchset/launch_codegen.py``, ``resource_lines``): the block count and
+    lock layout, ``acquire_launch_resources`` and its two pointers, all inside the lambda; nothing
+    before it, no release after it. Made from today's launcher by moving those lines."""
+    src = cg.launcher_source(plan, site, kargs)
+    code = cg.resource_code(plan, site)
+    if not code.before:  # a kernel that needs nothing: the same code in both shapes
+        return src
+    p, g0, g1, g2 = site.prefix, *site.grid
+    setup = [ln for ln in code.before if not ln.startswith("//") and f"{p}memory" not in ln
+             and f"{p}regions" not in ln and not ln.startswith("    ")]
+    workspace = plan.workspace_per_block if plan.needs_workspace else 0
+    old = setup + [
+        f"{cg.HELPER_NAMESPACE}::LaunchResources {p}resources;",
+        f"aclError {p}status = {cg.HELPER_NAMESPACE}::acquire_launch_resources(",
+        f"    {cg.c_string(plan.kernel)}, {site.stream}, {g0}, {g1}, {g2}, {p}block_num,",
+        f"    UINT64_C({workspace}), {p}locks, &{p}resources);",
+        f"if ({p}status != ACL_SUCCESS) return {p}status;  // logged by the helper; nothing stays allocated",
+        f"void* sync_block_lock = {p}resources.locks();",
+        f"void* workspace_addr = {p}resources.workspace();",
+    ]
+    lines = src.splitlines()
+    drop = {"    " + ln for ln in code.before + code.after}
+    out, lambda_lines = [], ["        " + ln for ln in code.in_lambda]
+    i = 0
+    while i < len(lines):
+        if lines[i : i + len(lambda_lines)] == lambda_lines:
+            out += ["        " + ln for ln in old]
+            i += len(lambda_lines)
+            continue
+        if lines[i] not in drop:
+            out.append(lines[i])
+        i += 1
+    text = "\n".join(out) + "\n"
+    assert "LaunchMemory" not in text and "acquire_launch_resources(" in text, text
+    return text
+
+
 def launchers_header(helper_dir: Path | None = None) -> str:
-    """The generated header: null + patchset launchers per layout, from launch_codegen
-    (including the helper of ``helper_dir`` instead of this package's, when given)."""
-    plan_mod, cg, _ = _load_patchset()
+    """The generated header: null + patchset launchers per layout, from launch_codegen (including the
+    helper of ``helper_dir`` instead of this package's, in the shape that helper takes)."""
+    plan_mod, cg, _, lcli = _load_patchset()
     site = cg.LaunchSite(block_clamp=BLOCK_CLAMP)
     kargs = cg.args_from_signature(SIGNATURE)
+    in_lambda = helper_dir is not None and not lcli.helper_has_launch_memory(Path(helper_dir))
+    way = ("memory taken inside the launch lambda (acquire_launch_resources)" if in_lambda else
+           "memory taken on the calling thread (LaunchMemory), raw pointers in the lambda")
     out = [
         "// GENERATED by benchmarks/launch_overhead.py --emit-launchers (launch_codegen); do not edit.",
         "#pragma once",
@@ -107,17 +147,17 @@ def launchers_header(helper_dir: Path | None = None) -> str:
     for key, layout in LAYOUTS.items():
         plan = plan_mod.plan_from_metadata(layout["metadata"])
         out.append(f"// ---- patchset, layout '{key}': {plan.describe()}")
-        out.append(cg.launcher_source(plan, site, kargs))
+        out.append(in_lambda_launcher(cg, plan, site, kargs) if in_lambda else cg.launcher_source(plan, site, kargs))
         specs.append(
             f'    {{"{key}", UINT64_C({plan.workspace_per_block}), UINT64_C({plan.legacy_slots}), '
             f"{plan.ordered_locks}u, {plan.unordered_locks}u, {plan.participant_factor}u, "
             f"{cg.int64_literal(plan.lock_init_value)}, &{cg.launcher_function_name(plan)}}},")
     out += [
         "namespace bench_gen {",
-        "using Launcher = aclError (*)(aclrtFuncHandle, void*, void*, int32_t, uint32_t, uint32_t, uint32_t,"
-        " aclrtStream);",
+        "using Launcher = void (*)(aclrtFuncHandle, void*, void*, int32_t, uint32_t, uint32_t, uint32_t, aclrtStream);",
         f"constexpr size_t kOwnArgsBytes = {cg.own_args_bytes(kargs)};",
         f"constexpr uint32_t kBlockClamp = {BLOCK_CLAMP};",
+        f"constexpr const char* kHelperWay = {cg.c_string(way)};",
         "struct LayoutSpec {",
         "  const char* key;",
         "  uint64_t workspace_per_block;",
@@ -147,7 +187,7 @@ def launchers_header(helper_dir: Path | None = None) -> str:
 
 def build(helper_dir: Path | None = None) -> Path:
     """Compile the benchmark with sim_build (cached by content), against ``helper_dir``'s helper if given."""
-    _, _, sim_build = _load_patchset()
+    _, _, sim_build, _ = _load_patchset()
     header = launchers_header(helper_dir)
     gen = sim_build.build_dir() / f"bench-gen-{hashlib.sha256(header.encode()).hexdigest()[:16]}"
     if not (gen / GENERATED_HEADER).exists():
@@ -168,223 +208,112 @@ def _run_json_lines(cmd: list[str]) -> list[dict]:
     return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
 
 
-def run(exe: Path, layouts, models, kernel_us, strategies, settings, progress=True) -> tuple[list[dict], dict]:
+def run(exe: Path, layouts, kernel_us, strategies, settings) -> list[dict]:
     cells: list[dict] = []
     for layout in layouts:
-        for model in models:
-            t = time.perf_counter()
-            cmd = [str(exe), "--layout", layout, "--model", model, "--kernel-us", ",".join(map(str, kernel_us)),
-                   "--strategies", ",".join(strategies), "--launches", str(settings["launches"]),
-                   "--rounds", str(settings["rounds"]), "--warmup", str(settings["warmup"]), "--grid", str(GRID)]
-            cells += _run_json_lines(cmd)
-            if progress:
-                print(f"  {layout:<9} {model:<9} {time.perf_counter() - t:6.1f} s", file=sys.stderr, flush=True)
-    prims = _run_json_lines([str(exe), "--primitives", "--launches", str(settings["primitive_calls"]),
-                             "--grid", str(GRID)])
-    return cells, (prims[0] if prims else {})
+        cmd = [str(exe), "--layout", layout, "--kernel-us", ",".join(map(str, kernel_us)),
+               "--strategies", ",".join(strategies), "--launches", str(settings["launches"]),
+               "--rounds", str(settings["rounds"]), "--warmup", str(settings["warmup"]), "--grid", str(GRID)]
+        cells += _run_json_lines(cmd)
+    return cells
 
 
-# --------------------------------------------------------------------------- checks
-def checks(cells: list[dict]) -> list[dict]:
-    """Issue 6's must-show claims, evaluated on this run (reported, not asserted)."""
-    by = {(c["layout"], c["memcpy_model"], c["kernel_us"], c["strategy"]): c for c in cells}
-    out = []
-
-    def add(name, ok, detail):
-        out.append({"check": name, "ok": bool(ok), "detail": detail})
-
-    groups: dict = {}
-    for (layout, model, _kus, strat), c in by.items():
-        if strat == "patchset":
-            groups.setdefault((layout, model), []).append(c["launches_per_s"])
-    null_groups: dict = {}
-    for (layout, model, _kus, strat), c in by.items():
-        if strat == "null":
-            null_groups.setdefault((layout, model), []).append(c["launches_per_s"])
-    def spread(v):
-        return max(v) / min(v) if len(v) > 1 and min(v) > 0 else None
-
-    for key, v in sorted(groups.items()):
-        s_p, s_n = spread(v), spread(null_groups.get(key, []))
-        if s_p is None:
-            continue
-        # "Within noise": no more spread over kernel times than 1.5x, or than the floor (null) itself shows
-        # (in the simulation a 0 us kernel's stream thread competes with the host thread for the CPU).
-        add(f"{'/'.join(key)}: patchset launches/s independent of kernel time", s_p <= max(1.5, 1.5 * (s_n or 0)),
-            f"patchset max/min over kernel times {s_p:.2f}x; null's own {s_n:.2f}x" if s_n else f"{s_p:.2f}x")
-    for layout in LAYOUTS:
-        for model in MODELS:
-            p, u = by.get((layout, model, 100, "patchset")), by.get((layout, model, 100, "upstream"))
-            if p and u and u["launches_per_s"] > 0:
-                r = p["launches_per_s"] / u["launches_per_s"]
-                add(f"{layout}/{model}/100us: patchset launches/s vs upstream" + (" >= 10x" if model == "waits" else ""),
-                    r >= 10 if model == "waits" else True,
-                    f"{r:.1f}x ({p['launches_per_s']:.0f} vs {u['launches_per_s']:.0f} launches/s)")
-    ps = [c for c in cells if c["strategy"] == "patchset"]
-    if ps:
-        bad = [c for c in ps if not (abs(c["allocator_calls"] - 1) < 1e-9 and c["sync_copies"] == 0
-                                     and c["host_blocking_calls"] == 0 and c["host_heap_allocs"] == 0)]
-        add("patchset: 1 allocator request, 0 sync copies, 0 host-blocking calls, 0 heap allocs per launch",
-            not bad, "all cells" if not bad else f"{len(bad)} cell(s) differ")
-        dirty = [c for c in ps if c["verdict"] != "clean"]
-        add("patchset: clean verdict everywhere", not dirty,
-            "all cells" if not dirty else "; ".join(f"{c['layout']}/{c['memcpy_model']}/{c['kernel_us']}: "
-                                                    f"{c['verdict']}" for c in dirty))
-    ups = [c for c in cells if c["strategy"] == "upstream"]
-    if ups:
-        no_alias = [c for c in ups if "aliasing" not in c["verdict"].split("+")]
-        add("upstream: aliasing verdict everywhere", not no_alias,
-            "all cells" if not no_alias else f"{len(no_alias)} cell(s) without aliasing")
-    return out
+def _median(v: list[float]) -> float:
+    v = sorted(v)
+    n = len(v)
+    return v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2
 
 
-def null_ratios(cells: list[dict]) -> dict:
-    """patchset / null host time per launch, per cell (median and mean): reported, with no target (the
-    "within 2x of null" target was withdrawn: in the simulation a stream task costs about as much as a
-    launch, so the ratio measures the simulation as much as the helper)."""
-    by = {(c["layout"], c["memcpy_model"], c["kernel_us"], c["strategy"]): c for c in cells}
-    out = {}
-    for key, c in sorted(by.items()):
-        n = by.get(key[:3] + ("null",))
-        if key[3] != "patchset" or not n or n["host_ns_median"] <= 0 or n["host_ns_mean"] <= 0:
-            continue
-        out["/".join(map(str, key[:3]))] = {"median": c["host_ns_median"] / n["host_ns_median"],
-                                           "mean": c["host_ns_mean"] / n["host_ns_mean"]}
-    return out
+MEASURES = ("calling_ns_median", "queue_ns_median")
+COUNTERS = ("allocator_calls", "device_synchronizations", "host_blocking_calls", "page_locked_allocations",
+            "host_heap_allocs", "frees_on_queue_thread")
 
 
-def compare(exe: Path, baseline: Path, layouts, models, kernel_us, settings, repeats: int) -> list[dict]:
-    """null and patchset per launch for two builds, run alternately (current, baseline, current, ...)
-    ``repeats`` times per (layout, model); per cell the median over the repeats of each run's median."""
+def compare(builds: dict[str, Path], layouts, kernel_us, strategies, settings, repeats: int) -> list[dict]:
+    """Every build, alternately (now, base, base, now, ...), ``repeats`` times per layout; per cell
+    and build the median over the repeats of each run's median, the counters, the verdicts."""
     samples: dict = {}
+    tags = list(builds)
     for layout in layouts:
-        for model in models:
-            for rep in range(repeats):
-                for tag, binary in (("current", exe), ("baseline", baseline)) if rep % 2 == 0 else \
-                        (("baseline", baseline), ("current", exe)):
-                    cells, _ = run(binary, [layout], [model], kernel_us, ["null", "patchset"], settings,
-                                   progress=False)
-                    for c in cells:
-                        samples.setdefault((layout, model, c["kernel_us"], c["strategy"], tag), []).append(
-                            c["host_ns_median"])
-            print(f"  compared {layout:<9} {model:<9}", file=sys.stderr, flush=True)
-
-    def med(v):
-        v = sorted(v)
-        return v[len(v) // 2] if len(v) % 2 else (v[len(v) // 2 - 1] + v[len(v) // 2]) / 2
-
+        for rep in range(repeats):
+            for tag in tags if rep % 2 == 0 else tags[::-1]:
+                for c in run(builds[tag], [layout], kernel_us, strategies, settings):
+                    samples.setdefault((layout, c["kernel_us"], c["strategy"], tag), []).append(c)
+            print(f"  {layout:<9} repeat {rep + 1}/{repeats}", file=sys.stderr, flush=True)
     rows = []
     for layout in layouts:
-        for model in models:
-            for kus in kernel_us:
-                row = {"layout": layout, "memcpy_model": model, "kernel_us": kus}
-                for tag in ("current", "baseline"):
-                    for strat in ("null", "patchset"):
-                        v = samples.get((layout, model, kus, strat, tag), [])
-                        row[f"{tag}_{strat}_ns"] = med(v) if v else None
-                        row[f"{tag}_{strat}_ns_runs"] = v
-                c, b = row["current_patchset_ns"], row["baseline_patchset_ns"]
-                row["patchset_current_vs_baseline"] = c / b if c and b else None
-                cn, bn = row["current_null_ns"], row["baseline_null_ns"]
-                row["null_current_vs_baseline"] = cn / bn if cn and bn else None
+        for kus in kernel_us:
+            for strat in strategies:
+                row = {"layout": layout, "kernel_us": kus, "strategy": strat}
+                for tag in tags:
+                    runs = samples.get((layout, kus, strat, tag), [])
+                    if not runs:
+                        continue
+                    for m in MEASURES:
+                        row[f"{tag}_{m}"] = _median([c[m] for c in runs])
+                        row[f"{tag}_{m}_runs"] = [c[m] for c in runs]
+                    row[f"{tag}_total_ns_median"] = row[f"{tag}_calling_ns_median"] + row[f"{tag}_queue_ns_median"]
+                    for k in COUNTERS:
+                        row[f"{tag}_{k}"] = max(c[k] for c in runs)  # per launch; the worst run
+                    verdicts = sorted({c["verdict"] for c in runs})
+                    row[f"{tag}_verdict"] = "+".join(verdicts) if verdicts != ["clean"] else "clean"
+                    row[f"{tag}_helper_way"] = runs[0]["helper_way"]
+                if "baseline" in tags and "current" in tags:
+                    for m in ("calling_ns_median", "queue_ns_median", "total_ns_median"):
+                        b = row.get(f"baseline_{m}")
+                        row[f"{m}_current_vs_baseline"] = row[f"current_{m}"] / b if b else None
                 rows.append(row)
     return rows
 
 
-def medians(cells: list[dict]) -> dict:
-    """{(layout, memcpy_model, kernel_us, strategy): host_ns_median}"""
-    return {(c["layout"], c["memcpy_model"], c["kernel_us"], c["strategy"]): c["host_ns_median"] for c in cells}
-
-
-def decomposition(cells: list[dict]) -> list[dict]:
-    """Per cell: where patchset's host time goes, against the two references (medians, ns)."""
-    by = medians(cells)
-    out = []
-    for (layout, model, kus, strat), p in sorted(by.items()):
-        n, f = by.get((layout, model, kus, "null")), by.get((layout, model, kus, "fill-only"))
-        if strat != "patchset" or not n or not f:
-            continue
-        out.append({"layout": layout, "memcpy_model": model, "kernel_us": kus, "null_ns": n, "fill_only_ns": f,
-                    "patchset_ns": p, "floor_x_null": f / n, "patchset_x_null": p / n,
-                    "fill_task_ns": f - n, "bookkeeping_ns": p - f})
-    return out
-
-
 # --------------------------------------------------------------------------- output
-def _fmt_rate(x: float) -> str:
-    return f"{x / 1e6:.2f}M" if x >= 1e6 else f"{x / 1e3:.1f}k" if x >= 1e3 else f"{x:.0f}"
+def _c(x: float) -> str:
+    return f"{x:g}" if x == int(x) else f"{x:.2f}"
 
 
-VERDICT_ABBREV = {
-    "aliasing": "ALIAS", "locks-overwritten-while-running": "LOCKS-OVERWRITTEN",
-    "overlap-with-running-kernel": "OVERLAP-RUNNING", "wrong-lock-content": "WRONG-CONTENT",
-    "uninitialised-read": "UNINIT-READ", "null-pointers": "null-ptrs",
-}
+def table(rows: list[dict], tags: list[str]) -> str:
+    both = tags == ["current", "baseline"]
+    head = ["layout", "k_us", "strategy"]
+    if both:
+        head += ["call now", "call base", "queue now", "queue base", "total now", "total base", "call n/b",
+                 "queue n/b", "total n/b", "alloc n|b", "dsync n|b", "block n|b", "pinned n|b", "heap n|b",
+                 "verdict now | base"]
+    else:
+        head += ["call ns", "queue ns", "total ns", "alloc", "dsync", "block", "pinned", "heap", "verdict"]
+    out = []
+    for r in rows:
+        line = [r["layout"], str(r["kernel_us"]), r["strategy"]]
+        if both:
+            line += [f"{r[f'{t}_{m}']:.0f}" for m in ("calling_ns_median", "queue_ns_median", "total_ns_median")
+                     for t in tags]
+            line += [f"{r[f'{m}_current_vs_baseline']:.2f}" for m in ("calling_ns_median", "queue_ns_median",
+                                                                       "total_ns_median")]
+            line += [f"{_c(r[f'current_{k}'])}|{_c(r[f'baseline_{k}'])}" for k in
+                     ("allocator_calls", "device_synchronizations", "host_blocking_calls", "page_locked_allocations",
+                      "host_heap_allocs")]
+            line.append(f"{r['current_verdict']} | {r['baseline_verdict']}")
+        else:
+            t = tags[0]
+            line += [f"{r[f'{t}_{m}']:.0f}" for m in ("calling_ns_median", "queue_ns_median", "total_ns_median")]
+            line += [_c(r[f"{t}_{k}"]) for k in ("allocator_calls", "device_synchronizations", "host_blocking_calls",
+                                                   "page_locked_allocations", "host_heap_allocs")]
+            line.append(r[f"{t}_verdict"])
+        out.append(line)
+    widths = [max(len(h), *(len(r[i]) for r in out)) if out else len(h) for i, h in enumerate(head)]
+
+    def fmt(r):
+        return "  ".join(v.rjust(widths[i]) if 1 <= i < len(head) - 1 and i != 2 else v.ljust(widths[i])
+                         for i, v in enumerate(r))
+
+    return "\n".join([fmt(head), fmt(["-" * w for w in widths])] + [fmt(r) for r in out])
 
 
-def short_verdict(v: str) -> str:
-    return "+".join(VERDICT_ABBREV.get(x, x) for x in v.split("+"))
-
-
-def table(cells: list[dict]) -> str:
-    head = ("layout", "model", "k_us", "strategy", "med_ns", "p99_ns", "x_null", "x_fill", "issue/s", "e2e/s",
-            "alloc", "sync", "block", "heap", "verdict")
-    rows = []
-    by = medians(cells)
-    order = {s: i for i, s in enumerate(STRATEGIES)}
-    for c in sorted(cells, key=lambda c: (list(LAYOUTS).index(c["layout"]) if c["layout"] in LAYOUTS else 99,
-                                          MODELS.index(c["memcpy_model"]), c["kernel_us"], order[c["strategy"]])):
-        cell = (c["layout"], c["memcpy_model"], c["kernel_us"])
-        n, f = by.get(cell + ("null",)), by.get(cell + ("fill-only",))
-        rows.append((c["layout"], c["memcpy_model"], str(c["kernel_us"]), c["strategy"],
-                     f"{c['host_ns_median']:.0f}", f"{c['host_ns_p99']:.0f}",
-                     f"{c['host_ns_median'] / n:.2f}" if n else "-",
-                     f"{c['host_ns_median'] / f:.2f}" if f else "-",
-                     _fmt_rate(c["launches_per_s"]), _fmt_rate(c["end_to_end_launches_per_s"]),
-                     f"{c['allocator_calls']:g}", f"{c['sync_copies']:g}", f"{c['host_blocking_calls']:g}",
-                     f"{c['host_heap_allocs']:g}", short_verdict(c["verdict"])))
-    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(head)]
-    right = {4, 5, 6, 7, 8, 9, 10, 11, 12, 13}
-    def line(r):
-        return "  ".join(v.rjust(widths[i]) if i in right else v.ljust(widths[i]) for i, v in enumerate(r))
-
-    return "\n".join([line(head), line(tuple("-" * w for w in widths))] + [line(r) for r in rows])
-
-
-def plot(cells: list[dict], path: str) -> bool:
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print(f"--plot: matplotlib is not installed, no plot written to {path} "
-              "(pip install matplotlib)", file=sys.stderr)
-        return False
-    layouts = [lay for lay in LAYOUTS if any(c["layout"] == lay for c in cells)]
-    fig, axes = plt.subplots(1, len(layouts), figsize=(6.2 * len(layouts), 4.6), squeeze=False, sharey=True)
-    colors = {"null": "tab:gray", "fill-only": "tab:blue", "upstream": "tab:red", "patchset": "tab:green"}
-    styles = {"waits": "-", "immediate": "--"}
-    for ax, layout in zip(axes[0], layouts):
-        for strat in STRATEGIES:
-            for model in MODELS:
-                pts = sorted((c["kernel_us"], c["host_ns_median"] / 1e3, c["host_ns_p99"] / 1e3) for c in cells
-                             if c["layout"] == layout and c["strategy"] == strat and c["memcpy_model"] == model)
-                if not pts:
-                    continue
-                xs, med, p99 = zip(*pts)
-                ax.plot(xs, med, styles[model], color=colors[strat], marker="o", label=f"{strat} ({model})")
-                ax.fill_between(xs, med, p99, color=colors[strat], alpha=0.08)
-        ax.set_yscale("log")
-        ax.set_xlabel("simulated kernel time (us)")
-        ax.set_title(f"{layout}: {LAYOUTS[layout]['title']}", fontsize=8)
-        ax.grid(True, which="both", alpha=0.3)
-    axes[0][0].set_ylabel("host time per launch, median (us; band to p99)")
-    axes[0][-1].legend(fontsize=8)
-    fig.suptitle("Launch overhead of the sync resources in the host ACL simulation", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return True
+LEGEND = ("call: host ns per launch on the calling thread (the call_<kernel> call: memory, the queue call, the "
+          "release); queue: host ns of the launch lambda on torch_npu's queue thread; total = call + queue "
+          "(medians); n/b: now / base. Per launch: alloc = allocator calls (caching + workspace allocator), dsync = "
+          "device synchronisations, block = host-blocking calls, pinned = page-locked allocations, heap = host heap "
+          "allocations by the calling thread (the std::function torch_npu's launchKernel builds included). verdict: "
+          "the probe kernel and the simulation's error reports ('clean', or what they found).")
 
 
 def _machine() -> dict:
@@ -405,21 +334,19 @@ def _machine() -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="same grid, fewer launches (< 1 minute)")
+    ap.add_argument("--quick", action="store_true", help="same grid, fewer launches")
     ap.add_argument("--json", metavar="PATH", help="write every number as JSON")
-    ap.add_argument("--plot", metavar="PATH", help="write a PNG (needs matplotlib)")
-    ap.add_argument("--launches", type=int, help="measured launches per cell (default 10000, --quick 1000)")
+    ap.add_argument("--launches", type=int, help="measured launches per cell and run (default 10000, --quick 1000)")
     ap.add_argument("--rounds", type=int, help="interleaved rounds per cell (launches split across them)")
     ap.add_argument("--warmup", type=int, help="warm-up launches per round")
     ap.add_argument("--layouts", default=",".join(LAYOUTS), help="comma list (default: all)")
-    ap.add_argument("--models", default=",".join(MODELS), help="comma list (default: all)")
     ap.add_argument("--kernel-us", default=",".join(map(str, KERNEL_US)), help="comma list (default 0,20,100)")
-    ap.add_argument("--strategies", default=",".join(STRATEGIES), help="comma list (default: all)")
+    ap.add_argument("--strategies", default=",".join(STRATEGIES), help="comma list (default: null,patchset)")
     ap.add_argument("--binary", metavar="PATH", help="run this prebuilt benchmark (the CMake target) instead")
     ap.add_argument("--emit-launchers", metavar="PATH", help="only write the generated launcher header and exit")
     ap.add_argument("--baseline-helper", metavar="DIR",
-                    help="also build against the helper in DIR and compare null / patchset side by side")
-    ap.add_argument("--repeats", type=int, default=5, help="with --baseline-helper: alternating runs per cell")
+                    help="also build against the helper in DIR and run both alternately, side by side")
+    ap.add_argument("--repeats", type=int, default=5, help="alternating runs per cell and build (default 5)")
     a = ap.parse_args(argv)
 
     if a.emit_launchers:
@@ -435,113 +362,65 @@ def main(argv=None) -> int:
         if getattr(a, k) is not None:
             settings[k] = getattr(a, k)
     layouts = [x for x in a.layouts.split(",") if x]
-    models = [x for x in a.models.split(",") if x]
     strategies = [x for x in a.strategies.split(",") if x]
-    kernel_us = [int(x) for x in a.kernel_us.split(",") if x]
-    for v, allowed, what in ((layouts, LAYOUTS, "layout"), (models, MODELS, "model"),
-                             (strategies, STRATEGIES, "strategy")):
+    try:
+        kernel_us = [int(x) for x in a.kernel_us.split(",") if x]
+    except ValueError:
+        ap.error(f"--kernel-us wants comma-separated integers, got {a.kernel_us!r}")
+    for v, allowed, what in ((layouts, LAYOUTS, "layout"), (strategies, STRATEGIES, "strategy")):
         bad = [x for x in v if x not in allowed]
         if bad:
             ap.error(f"unknown {what}(s) {bad}; choose from {list(allowed)}")
+    if a.baseline_helper and not (Path(a.baseline_helper) / "npu_launch_resources.h").is_file():
+        ap.error(f"--baseline-helper {a.baseline_helper}: no npu_launch_resources.h there")
 
     t_start = time.perf_counter()
     started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-    t = time.perf_counter()
-    exe = Path(a.binary) if a.binary else build()
-    build_s = time.perf_counter() - t
-    print(f"benchmark binary: {exe} ({build_s:.1f} s to build/find)", file=sys.stderr)
+    machine = _machine()
+    builds = {"current": Path(a.binary) if a.binary else build()}
     if a.baseline_helper:
-        return _main_compare(a, exe, layouts, models, kernel_us, settings)
-    cells, prims = run(exe, layouts, models, kernel_us, strategies, settings)
-    results = checks(cells)
+        builds["baseline"] = build(Path(a.baseline_helper))
+    for tag, exe in builds.items():
+        print(f"{tag} benchmark binary: {exe}", file=sys.stderr)
+    repeats = max(1, a.repeats) if a.baseline_helper else 1
+    rows = compare(builds, layouts, kernel_us, strategies, settings, repeats)
+    prims = _run_json_lines([str(builds["current"]), "--primitives", "--launches", str(settings["launches"]),
+                             "--grid", str(GRID)])[0]
     total_s = time.perf_counter() - t_start
+    tags = list(builds)
 
-    print(f"Launch overhead in the host ACL simulation: {settings['launches']} launches per cell "
-          f"({settings['rounds']} interleaved rounds, {settings['warmup']} warm-up launches each), "
-          f"grid {GRID} blocks")
-    print(table(cells))
-    print("med_ns/p99_ns: host time per launch call; x_null, x_fill: median / null's, fill-only's median "
-          "(fill-only: null + the lock fill, nothing else; a reference floor);\nissue/s: launches issued per "
-          "second with the stream kept busy; e2e/s: including the final stream sync; alloc/sync/block/heap: "
-          "allocator requests, sync copies, host-blocking calls, host heap allocations per launch;\nverdict (probe "
-          "kernel): ALIAS = lock and workspace regions overlap, LOCKS-OVERWRITTEN = locks changed while the kernel "
-          "ran,\nOVERLAP-RUNNING = a copy or kernel touched a running kernel's regions, WRONG-CONTENT = locks did "
-          "not hold the init content at kernel start,\nnull-ptrs = the kernel got NULL for resources it needs.")
-    if prims.get("primitives_ns_median"):
-        print("simulation primitives, host ns per call (median): " +
-              ", ".join(f"{k} {v:.0f}" for k, v in prims["primitives_ns_median"].items()))
-    decomp = decomposition(cells)
-    if decomp:
-        print("where patchset's time goes (medians, ns): fill task = fill-only - null; bookkeeping = patchset - "
-              "fill-only (allocator request, stream lock, sizes, pinned-image lookup)")
-        for d in decomp:
-            print(f"  {d['layout']:<9} {d['memcpy_model']:<9} {d['kernel_us']:>4} us: null {d['null_ns']:.0f}, "
-                  f"fill-only {d['fill_only_ns']:.0f} ({d['floor_x_null']:.2f}x), patchset {d['patchset_ns']:.0f} "
-                  f"({d['patchset_x_null']:.2f}x); fill task {d['fill_task_ns']:+.0f}, "
-                  f"bookkeeping {d['bookkeeping_ns']:+.0f}")
-    ratios = null_ratios(cells)
-    if ratios:
-        print("patchset / null host time per launch (median; mean), per cell, reported without a target: "
-              + ", ".join(f"{k} {v['median']:.2f}; {v['mean']:.2f}" for k, v in ratios.items()))
-    for r in results:
-        print(f"[{'ok' if r['ok'] else 'NOT MET'}] {r['check']}: {r['detail']}")
+    print(f"Launch overhead in the host ACL simulation: {settings['launches']} launches per cell and run "
+          f"({settings['rounds']} interleaved rounds, {settings['warmup']} warm-up launches each), grid {GRID} "
+          f"blocks, task queue on" + (f"; {repeats} alternating runs per build, medians of the runs' medians"
+                                      if repeats > 1 else ""))
+    for tag in tags:
+        way = next((r.get(f"{tag}_helper_way") for r in rows if r.get(f"{tag}_helper_way")), "")
+        where = a.baseline_helper if tag == "baseline" else "this package's csrc/"
+        print(f"  {'now ' if tag == 'current' else 'base'}: helper in {where}: {way}")
+    print(table(rows, tags))
+    print(LEGEND)
+    print(f"simulation primitives, host ns per call (median; {prims['bytes']} bytes where memory is asked for): "
+          + ", ".join(f"{k} {v:.0f}" for k, v in prims["primitives_ns_median"].items()))
     print(f"total {total_s:.1f} s")
 
     if a.json:
         doc = {
-            "cells": cells,
-            "checks": results,
-            "patchset_x_null": ratios,
-            "decomposition": decomp,
-            "primitives_ns_median": prims.get("primitives_ns_median", {}),
+            "rows": rows,
             "metadata": {
                 "date": started,
-                "machine": _machine(),
-                "quick": a.quick,
-                "launches_per_cell": settings["launches"],
-                "rounds": settings["rounds"],
-                "warmup_per_round": settings["warmup"],
+                "machine": machine,
+                "settings": settings,
+                "repeats": repeats,
+                "baseline_helper": a.baseline_helper,
                 "grid": [GRID, 1, 1],
                 "layouts": {k: LAYOUTS[k] for k in layouts},
                 "kernel_signature": SIGNATURE,
-                "binary": str(exe),
+                "binaries": {t: str(p) for t, p in builds.items()},
                 "duration_s": round(total_s, 2),
-                "launches_per_s_definition": "median over rounds of (launches in the round / time from the "
-                                             "first launch call to the return of the last), the stream kept busy; "
-                                             "launches_per_s_overall: all launches / summed issue time; "
-                                             "end_to_end_launches_per_s: including each round's final stream sync",
             },
         }
         Path(a.json).parent.mkdir(parents=True, exist_ok=True)
         Path(a.json).write_text(json.dumps(doc, indent=1) + "\n")
-    if a.plot:
-        plot(cells, a.plot)
-    return 0
-
-
-def _main_compare(a, exe: Path, layouts, models, kernel_us, settings) -> int:
-    t = time.perf_counter()
-    baseline = build(Path(a.baseline_helper))
-    print(f"baseline binary: {baseline} ({time.perf_counter() - t:.1f} s to build/find)", file=sys.stderr)
-    rows = compare(exe, baseline, layouts, models, kernel_us, settings, max(1, a.repeats))
-    print(f"Per-launch host time (ns, median over {max(1, a.repeats)} alternating runs of {settings['launches']} "
-          f"launches each), this helper vs the one in {a.baseline_helper}; outside capture:")
-    head = f"{'layout':<10}{'model':<10}{'k_us':>5}{'null now':>10}{'null base':>10}{'patch now':>11}" \
-           f"{'patch base':>11}{'now/base':>10}"
-    print(head)
-    print("-" * len(head))
-    for r in rows:
-        ratio = r["patchset_current_vs_baseline"]
-        print(f"{r['layout']:<10}{r['memcpy_model']:<10}{r['kernel_us']:>5}{r['current_null_ns']:>10.0f}"
-              f"{r['baseline_null_ns']:>10.0f}{r['current_patchset_ns']:>11.0f}{r['baseline_patchset_ns']:>11.0f}"
-              f"{ratio:>10.3f}")
-    spread = [r["null_current_vs_baseline"] for r in rows if r["null_current_vs_baseline"]]
-    if spread:
-        print(f"noise: null (the same code in both builds) now/base ranges {min(spread):.3f}-{max(spread):.3f}")
-    if a.json:
-        Path(a.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(a.json).write_text(json.dumps({"comparison": rows, "baseline_helper": str(a.baseline_helper),
-                                            "settings": settings, "machine": _machine()}, indent=1) + "\n")
     return 0
 
 

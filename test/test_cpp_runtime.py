@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -33,42 +34,63 @@ needs_cmake = pytest.mark.skipif(shutil.which("cmake") is None or shutil.which("
 
 # Test cases that must exist; the list guards against one silently disappearing.
 REQUIRED_CTESTS = {
+    # regions and lock content (issue 22: LaunchMemory / LaunchRegions)
     "test_regions.regions_disjoint_and_aligned_for_every_combination",
-    "test_regions.init_values_seen_by_kernel",
-    "test_regions.packed_layouts_match_domain_rule",
-    "test_ordering.back_to_back_launches_first_still_running",
-    "test_ordering.stream_block_growth_between_launches",
-    "test_errors.workspace_size_overflow_fails_before_allocation",
-    "test_errors.total_over_cap_fails_before_allocation",
-    "test_errors.fault_allocator_throws_becomes_bad_alloc_code",
-    "test_errors.fault_memset",
-    "test_errors.fault_memcpy_async_on_new_content_frees_fresh_pinned_buffer",
-    "test_errors.fault_malloc_host",
-    "test_errors.fault_create_event_at_eviction_keeps_entry_and_launches",
-    "test_errors.fault_record_event_at_eviction_keeps_entry_and_launches",
-    "test_errors.fault_query_event_while_reaping_launches_and_retries",
-    "test_stress.threads_8_streams_4_launches_200",
-    "test_stress.steady_state_one_request_no_sync_no_blocking_no_own_heap",
-    "test_launch_path.allocator_failure_on_queue_thread_returns_code_logs_once_leaks_nothing",
-    "test_launch_path.fill_failure_on_queue_thread_returns_acl_code",
-    "test_launch_path.two_devices_keep_lock_images_and_events_apart",
-    "test_launch_path.capture_replays_after_cache_churn_read_live_images",
-    "test_launch_path.capture_of_zero_fill_and_new_content_needs_no_event_or_eviction",
+    "test_regions.regions_do_not_depend_on_allocator_base_alignment",
+    "test_regions.lock_content_seen_by_kernel_for_every_layout",
+    "test_regions.zero_grid_takes_nothing",
+    "test_regions.no_locks_no_workspace_takes_nothing",
+    "test_regions.ffts_address_and_argument_order_decoded",
+    # ordering: the block back right after the queue call, reused only by the same stream
+    "test_ordering.back_to_back_launches_on_one_stream_reuse_the_block_safely",
+    "test_ordering.block_is_reused_only_by_the_same_stream",
+    "test_ordering.concurrent_streams_do_not_overlap",
+    "test_ordering.paused_queue_n_launches_peak_one_block_freed_on_calling_thread",
+    "test_ordering.release_is_idempotent_and_the_destructor_releases",
+    # errors: on the calling thread (sizes, the allocator), or in the lambda (a fill)
+    "test_errors.workspace_size_overflow_throws_on_calling_thread_naming_the_kernel",
+    "test_errors.lock_size_overflow_throws_on_calling_thread_naming_the_kernel",
+    "test_errors.out_of_memory_is_the_allocators_error_on_the_calling_thread",
+    "test_errors.injected_allocator_failure_is_rethrown_with_its_text",
+    "test_errors.fill_failure_on_queue_thread_returns_its_code_with_one_log_line",
+    "test_errors.a_later_fill_failure_stops_at_that_fill",
+    # the launch path through torch_npu's queue, devices
+    "test_launch_path.queue_thread_launches_run_in_order_and_clean",
+    "test_launch_path.task_queue_off_runs_the_lambda_on_the_calling_thread",
+    "test_launch_path.two_devices_take_memory_of_their_own",
     "test_launch_path.streams_never_wait_on_each_other",
-    "test_pinned_cache.evicted_buffer_lives_until_its_copies_ran",
+    # threads, devices, steady state
+    "test_stress.threads_8_streams_4_launches_200",
+    "test_stress.devices_and_threads_queue_on_and_off",
+    "test_stress.steady_state_one_allocator_call_no_sync_no_blocking_no_pinned",
+    "test_stress.heap_counter_can_fail",
+    # the released upstream fix, for contrast
     "test_contrast_upstream.upstream_locks_and_workspace_alias",
-    # issue 17: capture and threads against torch_npu's allocators as they are
+    "test_contrast_upstream.upstream_growth_leaves_workspace_dangling",
+    "test_contrast_upstream.helper_is_clean_in_the_same_scenarios",
+    # capture, threads and memory pressure against torch_npu's allocators (issues 17, 22)
     "test_capture_threads.scenario_capture_then_grow",
     "test_capture_threads.scenario_capture_then_empty_cache",
     "test_capture_threads.scenario_two_graphs_one_stream",
     "test_capture_threads.scenario_global_capture_other_stream",
     "test_capture_threads.scenario_devices_threads_queue_off",
-    "test_capture_threads.capturing_launch_takes_graph_pool_memory_and_never_syncs",
-    "test_capture_threads.byte_fills_write_exact_lock_content_during_capture",
-    "test_capture_threads.housekeeping_waits_while_another_stream_captures",
-    "test_capture_threads.eviction_skips_a_victim_it_cannot_retire",
-    "test_capture_threads.zero_content_launch_reaps_retired_images",
-    "test_capture_threads.queue_thread_failure_is_readable_by_the_caller",
+    "test_capture_threads.scenario_queue_thread_oom_retry",
+    "test_capture_threads.scenario_torch_npu_op_workspace_concurrent",
+    "test_capture_threads.scenario_empty_cache_other_thread",
+    "test_capture_threads.captured_launch_memory_is_the_graphs_for_every_replay",
+    "test_capture_threads.captures_on_one_stream_use_their_own_pools",
+    "test_capture_threads.out_of_memory_while_capturing_throws_without_synchronising",
+    # the simulation catches what it claims to (its caching allocator, the self-wait, the hooks)
+    "test_sim.caching_allocator_reuses_a_block_only_for_the_same_stream_and_pool",
+    "test_sim.empty_cache_frees_only_free_blocks_after_a_device_synchronise",
+    "test_sim.out_of_memory_retry_synchronises_frees_cached_blocks_and_retries",
+    "test_sim.synchronise_from_a_queue_thread_is_a_self_wait",
+    "test_sim.no_out_of_memory_retry_while_a_capture_is_underway",
+    "test_sim.device_capacity_bounds_every_allocator",
+    "test_sim.paused_queue_holds_tasks_until_resumed",
+    "test_sim.on_call_hook_runs_before_the_nth_call",
+    "test_sim.torch_npu_op_takes_its_workspace_on_the_queue_thread",
+    "test_sim.workspace_allocator_contract",
     "acl_sim_counters",
 }
 
@@ -150,11 +172,14 @@ def test_counters_table(cmake_run):
     out = cmake_run.output("counters")
     print(out)
     rows = {line[:44].strip(): line[44:].split() for line in out.splitlines() if line.startswith(("helper", "upstream"))}
-    helper = rows["helper, init 7 (pinned async copy)"]
+    zero = rows["helper, init 0 (one byte fill)"]
+    seven = rows["helper, init 7 (byte fills: 1 + 1 per slot)"]
     upstream = rows["upstream, init 7, memcpy model 'waits'"]
-    # columns: alloc reqs, sync copy, async copy, memset, block host, pinned alloc, heap alloc, errors
-    assert [float(x) for x in helper] == [1.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0]
-    assert float(upstream[0]) == 2.0 and float(upstream[1]) == 1.0 and float(upstream[7]) > 0
+    # columns: alloc calls, sync copy, async copy, memset, device sync, block host, pinned alloc, heap alloc, errors
+    assert [float(x) for x in zero] == [1.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0]
+    assert [float(x) for x in seven] == [1.0, 0.0, 0.0, 17.0, 0.0, 0.0, 0.0, 0.0, 0.0]
+    assert float(upstream[0]) == 2.0 and float(upstream[1]) == 1.0 and float(upstream[5]) == 1.0
+    assert float(upstream[8]) > 0
 
 
 _PROGRAM = r"""
@@ -176,14 +201,13 @@ int main() {
   l.unordered = 1;
   l.participant_factor = 2;
   l.init_value = -5;
-  uint64_t id;
-  {
-    torch_npu::inductor::LaunchResources r;
-    if (torch_npu::inductor::acquire_launch_resources("triton_py", s, 3, 1, 1, 3, 256, l, &r) != ACL_SUCCESS) return 2;
-    struct { void* lock; void* ws; int32_t g[3]; } args{r.locks(), r.workspace(), {3, 1, 1}};
-    if (aclrtLaunchKernelWithHostArgs(h, 3, s, nullptr, &args, sizeof args, nullptr, 0) != ACL_SUCCESS) return 3;
-    id = acl_sim::last_launch_id();
-  }
+  torch_npu::inductor::LaunchMemory m("triton_py", s, 3, 1, 1, 3, 256, l);
+  const torch_npu::inductor::LaunchRegions r = m.regions();
+  if (r.write_locks("triton_py", s) != ACL_SUCCESS) return 2;
+  struct { void* lock; void* ws; int32_t g[3]; } args{r.locks, r.workspace, {3, 1, 1}};
+  if (aclrtLaunchKernelWithHostArgs(h, 3, s, nullptr, &args, sizeof args, nullptr, 0) != ACL_SUCCESS) return 3;
+  const uint64_t id = acl_sim::last_launch_id();
+  m.release();
   aclrtSynchronizeStream(s);
   acl_sim::ProbeRecord rec;
   if (!acl_sim::probe_record(id, &rec)) return 4;
@@ -233,6 +257,195 @@ def test_build_dir_from_env(monkeypatch, tmp_path):
 def test_no_init_py_in_package_data():
     for d in (PATCHSET / "csrc", PATCHSET / "tooling" / "acl_sim"):
         assert not list(d.rglob("__init__.py")), d
+
+
+# ---- the generated launcher's shape, and the mutations issue 22 must catch ---------------------
+from torch_npu._inductor.patchset import launch_codegen as lc  # noqa: E402
+from torch_npu._inductor.patchset.launch_plan import plan_from_metadata  # noqa: E402
+
+LAUNCHES_IN_WRAPPER = 6
+_META = {"name": "triton_shape", "workspace_size": 512, "lock_num": 8, "lock_init_val": 3}
+_SIGNATURE = "*fp32,i32"
+
+
+def _body(i: int) -> list[str]:
+    """Launch ``i`` of the wrapper: the body of launch_codegen.launcher_source, names made unique."""
+    plan = plan_from_metadata(_META, kernel="triton_shape")
+    src = lc.launcher_source(plan, lc.LaunchSite(prefix=f"npu_sync{i}_"), lc.args_from_signature(_SIGNATURE))
+    lines = src.splitlines()
+    start = next(n for n, ln in enumerate(lines) if ln.endswith(") {")) + 1
+    body = [ln for ln in lines[start:-1] if "return;" not in ln]  # the grid check is the wrapper's
+    assert lines[-1] == "}" and any("launchKernel(launch_call" in ln for ln in body), src
+    return [ln.replace("launch_call", f"launch_call_{i}") for ln in body]
+
+
+def _owner_in_lambda(body: list[str], i: int) -> list[str]:
+    """Mutant: the lambda holds the owning object (a shared_ptr to the LaunchMemory) instead of the raw regions."""
+    p = f"npu_sync{i}_"
+    text = "\n".join(body)
+    text = text.replace(f"torch_npu::inductor::LaunchMemory {p}memory(",
+                        f"auto {p}owner = std::make_shared<torch_npu::inductor::LaunchMemory>(")
+    for field in ("write_locks(", "locks;", "workspace;"):
+        text = text.replace(f"{p}regions.{field}", f"{p}owner->regions().{field}")
+    out = [ln for ln in text.splitlines() if f"{p}memory.release();" not in ln and f"{p}regions = " not in ln]
+    assert f"{p}owner->regions().locks" in "\n".join(out)
+    return out
+
+
+def wrapper_source(variant: str) -> str:
+    """A wrapper function making LAUNCHES_IN_WRAPPER launches of the generated code, one after the other
+    (as a compiled graph's wrapper does), in the generated shape or one of two mutants."""
+    bodies = [_body(i) for i in range(LAUNCHES_IN_WRAPPER)]
+    releases: list[str] = []
+    if variant == "owner-in-lambda":
+        bodies = [_owner_in_lambda(b, i) for i, b in enumerate(bodies)]
+    elif variant == "release-at-end":
+        releases = [ln for b in bodies for ln in b if "memory.release();" in ln]
+        bodies = [[ln for ln in b if "memory.release();" not in ln] for b in bodies]
+        assert len(releases) == LAUNCHES_IN_WRAPPER
+    else:
+        assert variant == "generated"
+    params = ", ".join(["aclrtFuncHandle kernel_handle"] + [f"{a.ctype} {a.value}" for a in
+                                                            lc.args_from_signature(_SIGNATURE)]
+                       + ["uint32_t grid_0", "uint32_t grid_1", "uint32_t grid_2", "aclrtStream stream_"])
+    lines = [f"static void graph_wrapper({params}) {{", "    if (grid_0 == 0 || grid_1 == 0 || grid_2 == 0) return;"]
+    for b in bodies:
+        lines += b
+    lines += releases + ["}"]
+    return "\n".join(lines) + "\n"
+
+
+_SHAPE_MAIN = r"""
+// The task queue paused: the wrapper's launches are all queued before any runs.
+int main() {
+  aclrtStream s = nullptr;
+  if (aclrtCreateStream(&s) != ACL_SUCCESS) return 2;
+  acl_sim::ProbeConfig cfg;
+  cfg.name = "triton_shape";
+  cfg.lock_bytes = 8 * 8;
+  cfg.workspace_bytes = 512 * 4;
+  cfg.sim_time_us = 200;
+  cfg.own_args_bytes = 12;
+  aclrtFuncHandle h = acl_sim::register_probe_kernel(cfg);
+  void* buf = nullptr;
+  if (aclrtMalloc(&buf, 256, ACL_MEM_MALLOC_HUGE_FIRST) != ACL_SUCCESS) return 2;
+  graph_wrapper(h, buf, 7, 4, 1, 1, s);  // warm: the stream's block exists
+  acl_sim::drain_task_queues();
+  aclrtSynchronizeStream(s);
+  acl_sim::set_task_queues_paused(true);
+  acl_sim::reset_counters();
+  const uint64_t first = acl_sim::latest_launch_id();
+  graph_wrapper(h, buf, 7, 4, 1, 1, s);
+  const acl_sim::Counters during = acl_sim::counters();
+  acl_sim::set_task_queues_paused(false);
+  acl_sim::drain_task_queues();
+  aclrtSynchronizeStream(s);
+  const acl_sim::Counters after = acl_sim::counters();
+  int clean = 0;
+  for (const auto& r : acl_sim::probe_records())
+    if (r.launch_id > first && r.lock_slots_at_start == std::vector<int64_t>(8, 3) && r.locks_unchanged &&
+        r.workspace_written && r.access_errors == 0) ++clean;
+  std::printf("{\"peak_live_blocks\": %llu, \"allocator_calls\": %llu, \"frees\": %llu, \"frees_on_queue_thread\": %llu, "
+              "\"frees_while_queued\": %llu, \"clean_kernels\": %d, \"sim_errors\": %llu}\n",
+              (unsigned long long)after.peak_live_caching_allocations, (unsigned long long)after.caching_requests,
+              (unsigned long long)after.caching_frees, (unsigned long long)after.caching_frees_on_queue_threads,
+              (unsigned long long)during.caching_frees, clean, (unsigned long long)after.errors);
+  return 0;
+}
+"""
+
+
+def launch_block_profile(variant: str) -> dict:
+    src = "\n".join(["#include <cstdio>", "#include <memory>", "#include <vector>", lc.includes(),
+                     '#include "acl_sim/control.h"', wrapper_source(variant), _SHAPE_MAIN])
+    exe = sim_build.compile_program(src, f"shape-{variant}")
+    out = _run([exe], timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def one_block_at_a_time_freed_on_the_calling_thread(profile: dict) -> list[str]:
+    """Issue 22: peak memory is one launch's block (released right after the queue call, as upstream's
+    reset() does), and that block goes back on the calling thread, never on torch_npu's queue thread."""
+    problems = []
+    if profile["peak_live_blocks"] != 1:
+        problems.append(f"{profile['peak_live_blocks']} launch blocks live at once for {LAUNCHES_IN_WRAPPER} "
+                        f"queued launches on one stream (want 1)")
+    if profile["frees_on_queue_thread"]:
+        problems.append(f"{profile['frees_on_queue_thread']} launch blocks freed on the queue thread")
+    if profile["frees_while_queued"] != LAUNCHES_IN_WRAPPER:
+        problems.append(f"{profile['frees_while_queued']} of {LAUNCHES_IN_WRAPPER} blocks freed while the "
+                        f"launches were still queued")
+    return problems
+
+
+@needs_cxx
+def test_generated_wrapper_holds_one_block_at_a_time_freed_on_the_calling_thread():
+    profile = launch_block_profile("generated")
+    assert one_block_at_a_time_freed_on_the_calling_thread(profile) == [], profile
+    assert profile["allocator_calls"] == profile["frees"] == LAUNCHES_IN_WRAPPER
+    assert profile["clean_kernels"] == LAUNCHES_IN_WRAPPER and profile["sim_errors"] == 0, profile
+
+
+@needs_cxx
+@pytest.mark.parametrize("mutant,caught_by", [
+    ("owner-in-lambda", "freed on the queue thread"),
+    ("release-at-end", f"{LAUNCHES_IN_WRAPPER} launch blocks live at once"),
+])
+def test_mutant_wrapper_is_caught(mutant, caught_by):
+    profile = launch_block_profile(mutant)
+    problems = one_block_at_a_time_freed_on_the_calling_thread(profile)
+    assert any(caught_by in p for p in problems), (problems, profile)
+    assert profile["clean_kernels"] == LAUNCHES_IN_WRAPPER  # the mutants are correct, only wasteful or unsafe
+
+
+_FILLS_PROGRAM = r"""
+#include <cstdio>
+#include <npu_launch_resources.h>
+int main(int argc, char** argv) {
+  // argv: legacy ordered unordered factor init block_num
+  if (argc != 7) return 2;
+  torch_npu::inductor::LockLayout l;
+  l.legacy_slots = std::strtoull(argv[1], nullptr, 10);
+  l.ordered = uint32_t(std::strtoul(argv[2], nullptr, 10));
+  l.unordered = uint32_t(std::strtoul(argv[3], nullptr, 10));
+  l.participant_factor = uint32_t(std::strtoul(argv[4], nullptr, 10));
+  l.init_value = std::strtoll(argv[5], nullptr, 10);
+  const uint32_t blocks = uint32_t(std::strtoul(argv[6], nullptr, 10));
+  const auto sizes = torch_npu::inductor::launch_sizes("fills", blocks, 1, 1, blocks, 0, l);
+  std::printf("[");
+  bool first = true;
+  torch_npu::inductor::for_each_lock_fill(l, sizes, [&](uint64_t offset, uint8_t byte, uint64_t count) {
+    std::printf("%s[%llu, %u, %llu]", first ? "" : ", ", (unsigned long long)offset, unsigned(byte),
+                (unsigned long long)count);
+    first = false;
+    return ACL_SUCCESS;
+  });
+  std::printf("]\n");
+  return 0;
+}
+"""
+
+
+@needs_cxx
+@pytest.mark.parametrize("meta,blocks", [
+    ({"lock_num": 5, "lock_init_val": 0}, 3),
+    ({"lock_num": 5, "lock_init_val": -1}, 3),
+    ({"lock_num": 3, "lock_init_val": 0x1234}, 1),
+    ({"lock_num": 2, "lock_init_val": -(1 << 63)}, 1),
+    ({"sync_block_lock_layout": 3, "lock_init_val": 7}, 4),
+    ({"sync_block_lock_layout": (2 << 32) | 1, "lock_init_val": 7}, 300),
+    ({"sync_block_lock_layout": 1 << 32, "mix_mode": "mix", "auto_tile_and_bind_subblock": True}, 200),
+])
+def test_helper_fills_are_launch_plans(meta, blocks):
+    """The helper's byte fills (for_each_lock_fill) are exactly launch_plan's lock_fills."""
+    plan = plan_from_metadata(dict(meta, name="k"))
+    exe = sim_build.compile_program(_FILLS_PROGRAM, "lock-fills")
+    args = [plan.legacy_slots, plan.ordered_locks, plan.unordered_locks, plan.participant_factor,
+            plan.lock_init_value, blocks]
+    out = _run([exe, *args], timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert [tuple(f) for f in json.loads(out.stdout)] == plan.lock_fills(blocks)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,13 +1,19 @@
-"""``python -m torch_npu._inductor.patchset launcher``: plan, C++, dry run, samples table."""
+"""``python -m torch_npu._inductor.patchset launcher``: plan, C++, dry run, samples table, scenarios."""
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from torch_npu._inductor.patchset import cli
+from torch_npu._inductor.patchset import launch_codegen as lc
+from torch_npu._inductor.patchset.launch_plan import plan_from_metadata
+from torch_npu._inductor.patchset.tooling import launcher_cli
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def run_cli(*argv, capsys):
@@ -16,12 +22,29 @@ def run_cli(*argv, capsys):
     return code, out, err
 
 
+def run_command(*argv, timeout=600):
+    """The command as a user types it."""
+    return subprocess.run([sys.executable, "-m", "torch_npu._inductor.patchset", "launcher", *argv],
+                          capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+
+
+def assert_one_clear_line(proc, code: int, *words: str):
+    assert proc.returncode == code, (proc.returncode, proc.stdout, proc.stderr)
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert "Traceback" not in proc.stderr and "g++" not in proc.stderr
+    for w in words:
+        assert w in lines[0], (w, lines[0])
+    return lines[0]
+
+
 def test_plan_text(capsys):
     code, out, err = run_cli("--metadata", '{"name": "k mix", "workspace_size": 64, "lock_num": 3, "lock_init_val": 5}',
                              "--grid", "4,2,1", capsys=capsys)
     assert code == 0, err
     assert "workspace of 64 bytes per block" in out and "3 int64 lock slots, each = 5" in out
     assert "lock bytes        24" in out and "workspace bytes   512" in out
+    assert "lock content      3 int64 slots: 5 x 3" in out
 
 
 def test_emit_cpp_and_simulate_json(capsys):
@@ -33,10 +56,8 @@ def test_emit_cpp_and_simulate_json(capsys):
     data = json.loads(out)
     assert data["ok"] is True and len(data["launches"]) == 2
     assert data["plan"]["participant_factor"] == 2 and data["plan"]["block_num"] == 4
-    assert "acquire_launch_resources(" in data["cpp"]
+    assert "LaunchMemory npu_sync_memory(" in data["cpp"] and "npu_sync_memory.release();" in data["cpp"]
     for launch in data["launches"]:
-        assert set(launch) >= {"workspace_bytes", "lock_bytes", "regions_overlap", "lock_values_at_start",
-                               "allocator_calls", "sync_copies", "host_blocking_calls", "ok"}
         # the reference rule: with an unordered lock the whole region is zero, slot 0 of it = P = 4 x 2
         assert launch["lock_values_at_start"] == [0, 8]
         assert launch["lock_content"] == [[0, 8], [8, 1], [0, (1 + 2 * 8) * 8 - 1]]
@@ -44,7 +65,13 @@ def test_emit_cpp_and_simulate_json(capsys):
         assert launch["promised_lock_bytes"] == 64 + (1 + 2 * 8) * 64 and launch["promised_workspace_bytes"] == 32 * 6
         assert launch["lock_bytes"] >= launch["promised_lock_bytes"]
         assert launch["workspace_bytes"] >= launch["promised_workspace_bytes"]
-        assert launch["allocator_calls"] == 1 and launch["sync_copies"] == 0 and not launch["regions_overlap"]
+        assert not launch["regions_overlap"]
+        # what it cost: one caching-allocator call on the calling thread, nothing that waits
+        assert launch["allocator_calls"] == launch["caching_allocator_calls"] == 1
+        assert launch["workspace_allocator_calls"] == 0
+        assert launch["device_synchronizations"] == launch["host_blocking_calls"] == launch["sync_copies"] == 0
+        assert launch["page_locked_allocations"] == 0
+        assert launch["block_freed_on"] == "calling thread"
 
 
 def test_metadata_from_file(tmp_path, capsys):
@@ -64,12 +91,13 @@ def test_metadata_from_file(tmp_path, capsys):
         ('{"name": "k", "lock_num": 9223372036854775808}', "overflows int64"),
         ("{not json", "bad metadata"),
         ("[1, 2]", "must be a JSON object"),
+        ('{"name": "k", "workspace_sise": 64}', "unknown key 'workspace_sise'"),
     ],
 )
 def test_bad_metadata_exits_2_with_error_on_stderr(meta, words, capsys):
     code, out, err = run_cli("--metadata", meta, capsys=capsys)
     assert code == 2 and out == ""
-    assert words in err
+    assert words in err and len(err.strip().splitlines()) == 1
 
 
 def test_bad_grid_is_a_usage_error(capsys):
@@ -78,15 +106,92 @@ def test_bad_grid_is_a_usage_error(capsys):
     assert info.value.code == 2
 
 
+# ---- issue 24, item 10: bad input as a user types it -----------------------------------------
+def test_unknown_metadata_key_lists_the_valid_ones():
+    proc = run_command("--metadata", '{"name": "k", "workspace_sise": 64}', "--simulate")
+    line = assert_one_clear_line(proc, 2, "unknown key 'workspace_sise'", "did you mean 'workspace_size'?",
+                                 "valid keys:")
+    assert all(k in line for k in launcher_cli.METADATA_KEYS)
+    assert proc.stdout == ""
+
+
+@pytest.mark.parametrize("workspace,grid,words", [
+    (1 << 62, "1024,1,1", ("kernel 'k'", "launch sizes overflow 64 bits", "workspace 4611686018427387904 B")),
+    (1 << 40, "4,1,1", ("kernel 'k'", "NPU out of memory. Tried to allocate 4096.00 GiB")),
+])
+def test_huge_workspace_with_simulate_is_one_clear_line(workspace, grid, words):
+    proc = run_command("--metadata", json.dumps({"name": "k", "workspace_size": workspace}), "--grid", grid,
+                       "--simulate")
+    assert_one_clear_line(proc, 1, "fails on the calling thread, before anything is queued", *words)
+    assert proc.stdout == ""
+
+
+def test_too_large_grid_says_so():
+    proc = run_command("--metadata", '{"name": "k", "lock_num": 2}', "--grid", "100000,100000,1", "--simulate")
+    assert_one_clear_line(proc, 2, "--grid 100000,100000,1", "10000000000 programs", "32 bits")
+    proc = run_command("--metadata", '{"name": "k", "lock_num": 2}', "--grid", "4000,1000,1", "--simulate")
+    assert_one_clear_line(proc, 2, "4000000 blocks", "--vector-cores")
+    assert "code 0" not in proc.stderr
+
+
+def test_negative_grid_says_the_grid_is_wrong():
+    proc = run_command("--metadata", '{"name": "k"}', "--grid", "-8,1,1")
+    assert_one_clear_line(proc, 2, "argument --grid", "'-8,1,1'", "1..2**31-1")
+    assert "expected one argument" not in proc.stderr
+
+
+def test_lock_description_and_content_agree():
+    proc = run_command("--metadata", '{"name": "k", "lock_num": 4}', "--grid", "2,1,1", "--simulate")
+    assert proc.returncode == 0, proc.stderr
+    assert "4 int64 lock slots, each = 0" in proc.stdout
+    assert "lock content      4 int64 slots: 0 x 4" in proc.stdout
+    assert "kernel saw lock content 4 int64 slots: 0 x 4" in proc.stdout
+    assert "lock values" not in proc.stdout  # a set of values beside a count of slots read as a contradiction
+
+
+def test_every_counter_in_the_output_is_explained():
+    proc = run_command("--metadata", '{"name": "k", "lock_num": 4, "workspace_size": 64}', "--grid", "2,1,1",
+                       "--simulate")
+    assert proc.returncode == 0, proc.stderr
+    costs = [ln for ln in proc.stdout.splitlines() if ln.strip().startswith("costs:")]
+    assert len(costs) == 2
+    for ln in costs:  # in words, with the values the new launch path must show from the first launch on
+        assert ("1 allocator call, 0 device synchronisations, 0 host-blocking calls, 0 page-locked allocations; "
+                "launch block freed on: calling thread") in ln
+    legend = next(ln for ln in proc.stdout.splitlines() if ln.strip().startswith("(allocator calls:"))
+    for term in ("host-blocking calls:", "page-locked allocations:", "Launch block:"):
+        assert term in legend
+    assert "host_blocking_calls=" not in proc.stdout
+
+
+def test_scenario_text_lists_steps_in_the_order_they_ran():
+    proc = run_command("--scenario", "capture-then-empty-cache")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    at = {name: next(i for i, ln in enumerate(lines) if name in ln)
+          for name in ("aclmdlRICaptureBegin", "aclmdlRICaptureEnd", "torch.npu.empty_cache()", "replay #1",
+                       "replay #2", "aclmdlRIDestroy")}
+    assert (at["aclmdlRICaptureBegin"] < at["aclmdlRICaptureEnd"] < at["torch.npu.empty_cache()"] < at["replay #1"]
+            < at["replay #2"] < at["aclmdlRIDestroy"]), lines
+    assert "kernels seen 1, lock content ok" in lines[at["replay #1"]]
+    assert "(the number before each step: its ACL code, 0 = success)" in proc.stdout
+
+
+def test_helper_without_scenario_is_refused():
+    proc = run_command("--metadata", '{"name": "k"}', "--helper", str(ROOT))
+    assert_one_clear_line(proc, 2, "--helper goes with --scenario")
+
+
+# ---- samples -------------------------------------------------------------------------------
 def test_samples_table_through_python_m():
-    proc = subprocess.run([sys.executable, "-m", "torch_npu._inductor.patchset", "launcher", "--samples"],
-                          capture_output=True, text=True, timeout=600)
+    proc = run_command("--samples")
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     for key in ("none", "workspace", "locks", "both", "packed-mix", "lock-num-2pow32", "simt-only", "ffts"):
         assert f"\n{key} " in out
     assert "all ok: True" in out
     assert "not as a 34359738368-byte request" in out
+    assert "block = host-blocking calls" in out  # the columns say what they count
 
 
 def test_samples_json(capsys):
@@ -98,11 +203,7 @@ def test_samples_json(capsys):
     assert all(launch["ok"] for launch in both["launches"])
 
 
-# ---- issue 12: what the kernel actually got; the launch path as torch_npu runs it ------------
-from torch_npu._inductor.patchset import launch_codegen as lc  # noqa: E402
-from torch_npu._inductor.patchset.launch_plan import plan_from_metadata  # noqa: E402
-from torch_npu._inductor.patchset.tooling import launcher_cli  # noqa: E402
-
+# ---- what the kernel actually got; the launch path as torch_npu runs it ------------------
 MIXED = {"name": "triton_mix mix", "mix_mode": "mix", "sync_block_lock_layout": (2 << 32) | 2,
          "workspace_size": 64, "lock_init_val": 5}
 
@@ -123,16 +224,26 @@ def test_mixed_layout_reference_lock_content(capsys):
         assert launch["workspace_region"]["overrun"] == 0 and launch["acl_code"] == 0
 
 
-@pytest.mark.parametrize("fault", ["alloc", "fill", "launch"])
-def test_inject_fault_returns_code_no_exception_nothing_live(fault, capsys):
+def test_inject_fault_alloc_throws_on_the_calling_thread_nothing_queued(capsys):
+    code, data = _sim_json(capsys, "--inject-fault", "alloc")
+    assert code == 0 and data["ok"], data
+    first, second = data["launches"][0], data["launches"][1]
+    assert first["call_threw"] and first["acl_code"] == 0 and first["live_allocations_after"] == 0
+    assert "kernel 'triton_mix'" in first["call_error"] and "NPU out of memory" in first["call_error"]
+    # nothing reached the queue, so it still runs the next launch
+    assert not second["call_threw"] and second["acl_code"] == 0 and second["ok"]
+
+
+@pytest.mark.parametrize("fault", ["fill", "launch"])
+def test_inject_fault_in_the_lambda_returns_code_no_exception_nothing_live(fault, capsys):
     code, data = _sim_json(capsys, "--inject-fault", fault)
     assert code == 0 and data["ok"], data
     first = data["launches"][0]
-    assert first["acl_code"] != 0 and not first["exception_escaped"] and first["live_allocations_after"] == 0
-    # torch_npu's queue is poisoned now: the next launch call reports it
+    assert first["acl_code"] == launcher_cli.FAULT_CODE and not first["exception_escaped"]
+    assert first["live_allocations_after"] == 0 and not first["call_threw"]
+    assert len([x for x in data["app_logs"] if "triton_mix" in x]) == (1 if fault == "fill" else 0)
+    # torch_npu's queue is stopped now: the next launch call reports it
     assert data["launches"][1]["call_threw"] and "The Inner error" in data["launches"][1]["call_error"]
-    if fault == "alloc":
-        assert first["acl_code"] == 200000  # ACL_ERROR_BAD_ALLOC
 
 
 @pytest.mark.parametrize("extra", [("--capture", "--devices", "2"), ("--queue", "off"), ("--devices", "2")])
@@ -142,6 +253,7 @@ def test_capture_devices_queue_clean(extra, capsys):
     if "--capture" in extra:
         replays = [x for x in data["launches"] if x["phase"] == "replay"]
         assert len(replays) == 6 and {x["device"] for x in replays} == {0, 1}
+        assert len([x for x in data["launches"] if x["phase"] == "eager"]) == 6  # eager work between replays
 
 
 def _mutant(plan, site, kernel_args, old: str, new: str) -> str:
@@ -160,6 +272,11 @@ def _simulate_mutant(launcher_cpp, meta, grid, tag):
 BOTH = {"name": "triton_both", "workspace_size": 1024, "lock_num": 4, "lock_init_val": 7}
 
 
+def test_generated_launcher_is_clean():
+    res = _simulate_mutant(lambda p, s, a: lc.launcher_source(p, s, a), BOTH, (8, 1, 1), "mutant-none")
+    assert res["ok"], res
+
+
 def test_mutation_quarter_workspace_fails_judge():
     # the launcher asks for a quarter of the workspace: the kernel's region runs past its allocation
     res = _simulate_mutant(lambda p, s, a: _mutant(p, s, a, "UINT64_C(1024)", "UINT64_C(256)"), BOTH, (8, 1, 1),
@@ -169,7 +286,8 @@ def test_mutation_quarter_workspace_fails_judge():
 
 
 def test_mutation_aliasing_lock_and_workspace_fails_judge():
-    res = _simulate_mutant(lambda p, s, a: _mutant(p, s, a, "void* workspace_addr = ", "void* workspace_addr = sync_block_lock; (void)"),
+    res = _simulate_mutant(lambda p, s, a: _mutant(p, s, a, "void* workspace_addr = ",
+                                                   "void* workspace_addr = sync_block_lock; (void)"),
                            BOTH, (8, 1, 1), "mutant-alias")
     assert not res["ok"]
     assert any("overlap" in q for x in res["launches"] for q in x["problems"])
@@ -177,77 +295,126 @@ def test_mutation_aliasing_lock_and_workspace_fails_judge():
 
 def test_mutation_wrong_lock_content_fails_judge():
     meta = dict(BOTH, lock_init_val=0)  # the reference wants 0; the mutant fills 1
-    res = _simulate_mutant(lambda p, s, a: _mutant(p, s, a, "void* sync_block_lock = ",
-                                                   "if (aclrtMemsetAsync(npu_sync_resources.locks(), npu_sync_resources.lock_bytes(), 1, "
-                                                   "npu_sync_resources.lock_bytes(), stream_) != ACL_SUCCESS) return 1;\n"
-                                                   "    void* sync_block_lock = "),
-                           meta, (8, 1, 1), "mutant-locks")
+    fill = ("if (aclrtMemsetAsync(npu_sync_regions.locks, npu_sync_regions.sizes.lock_bytes, 1, "
+            "npu_sync_regions.sizes.lock_bytes, stream_) != ACL_SUCCESS) return 1;\n        void* sync_block_lock = ")
+    res = _simulate_mutant(lambda p, s, a: _mutant(p, s, a, "void* sync_block_lock = ", fill), meta, (8, 1, 1),
+                           "mutant-locks")
     assert not res["ok"]
     assert any("lock content" in q for x in res["launches"] for q in x["problems"])
 
 
-# ---- issue 17: graph capture and threads against torch_npu's allocators as they are ----------
-from pathlib import Path  # noqa: E402
+def test_mutation_lambda_owning_the_memory_fails_judge():
+    # The lambda holds the owner (a shared_ptr to LaunchMemory) instead of the raw regions: the block
+    # is freed when torch_npu's queue drops the lambda, on the queue thread.
+    def owner(p, s, a):
+        src = _mutant(p, s, a, "torch_npu::inductor::LaunchMemory npu_sync_memory(",
+                      "auto npu_sync_owner = std::make_shared<torch_npu::inductor::LaunchMemory>(")
+        src = src.replace("npu_sync_regions.write_locks(", "npu_sync_owner->regions().write_locks(")
+        src = src.replace("= npu_sync_regions.locks;", "= npu_sync_owner->regions().locks;")
+        src = src.replace("= npu_sync_regions.workspace;", "= npu_sync_owner->regions().workspace;")
+        dropped = ("npu_sync_memory.release();", "npu_sync_regions = npu_sync_memory.regions();")
+        return "#include <memory>\n" + "\n".join(ln for ln in src.splitlines() if not any(d in ln for d in dropped)) + "\n"
 
-ROOT = Path(__file__).resolve().parents[1]
-#: The last commit before issue 17's fix: its helper is "the old behaviour" each scenario must catch.
-OLD_HELPER_COMMIT = "6876426"
-#: What each scenario reports against that helper (the simulation's error kind, or a replay/capture code).
-OLD_HELPER_FAILS_WITH = {
+    res = _simulate_mutant(owner, BOTH, (8, 1, 1), "mutant-owner")
+    assert not res["ok"]
+    assert any("freed on torch_npu's task-queue thread" in q for x in res["launches"] for q in x["problems"])
+    assert {x["block_freed_on"] for x in res["launches"]} == {"queue thread"}
+
+
+# ---- graph capture, threads, memory pressure and torch_npu's own operators (issues 17, 22) ----
+#: The helper before issue 17's fix, and the one before issue 22's (memory inside the lambda).
+BEFORE_ISSUE_17 = "6876426"
+BEFORE_ISSUE_22 = "b45157f"
+#: What each scenario reports against those helpers (the simulation's error kind, or a failed step's ACL code).
+FAILS_BEFORE_ISSUE_17 = {
     "capture-then-grow": "use-after-free",
     "capture-then-empty-cache": "use-after-free",
     "two-graphs-one-stream": "overlap-with-running-kernel",
     "global-capture-other-stream": "capture-invalidated",
     "devices-threads-queue-off": "allocator-race",
+    "queue-thread-oom-retry": 200000,  # ACL_ERROR_BAD_ALLOC: the workspace allocator, on the queue thread
+    "torch-npu-op-workspace-concurrent": "allocator-race",
+    "empty-cache-other-thread": "use-after-free",
 }
+FAILS_BEFORE_ISSUE_22 = {name: FAILS_BEFORE_ISSUE_17[name] for name in
+                         ("queue-thread-oom-retry", "torch-npu-op-workspace-concurrent", "empty-cache-other-thread")}
 
 
 def test_scenario_names_agree_with_the_program(capsys):
     code, out, err = run_cli("--scenario", "list", "--json", capsys=capsys)
     assert code == 0, err
     assert [r["name"] for r in json.loads(out)["scenarios"]] == list(launcher_cli.SCENARIOS)
-    assert set(OLD_HELPER_FAILS_WITH) == set(launcher_cli.SCENARIOS)
+    assert set(FAILS_BEFORE_ISSUE_17) == set(launcher_cli.SCENARIOS)
 
 
 def test_unknown_scenario_exits_2_naming_the_valid_ones(capsys):
-    code, out, err = run_cli("--scenario", "capture-then-shrink", "--simulate", "--json", capsys=capsys)
+    code, out, err = run_cli("--scenario", "capture-then-shrink", "--json", capsys=capsys)
     assert code == 2 and out == ""
     assert "capture-then-shrink" in err and all(name in err for name in launcher_cli.SCENARIOS)
 
 
 @pytest.mark.parametrize("name", launcher_cli.SCENARIOS)
 def test_scenario_runs_clean(name, capsys):
-    code, out, err = run_cli("--scenario", name, "--simulate", "--json", capsys=capsys)
+    code, out, err = run_cli("--scenario", name, "--json", capsys=capsys)
     data = json.loads(out)
     assert code == 0 and data["ok"], data
     assert data["scenario"] == name and data["sim_errors"] == [] and data["notes"] == []
+    assert "on the calling thread (LaunchMemory)" in data["helper_way"]
     assert all(s["acl_code"] == 0 for s in data["steps"])
-    if name != "devices-threads-queue-off":
-        assert data["replays"] and all(r["acl_code"] == 0 and r["lock_content_ok"] and r["kernels_seen"] > 0
-                                       for r in data["replays"])
+    assert all(r["acl_code"] == 0 and r["lock_content_ok"] and r["kernels_seen"] > 0 for r in data["replays"])
+    if name.startswith(("capture", "two-graphs", "global")):
+        assert data["replays"]
 
 
-def _old_helper(tmp_path: Path) -> Path:
+def _helper_at(commit: str, tmp_path: Path) -> Path:
     rel = "torch_npu/_inductor/patchset/csrc"
     try:
-        names = subprocess.run(["git", "-C", str(ROOT), "ls-tree", "-r", "--name-only", OLD_HELPER_COMMIT, rel],
+        names = subprocess.run(["git", "-C", str(ROOT), "ls-tree", "-r", "--name-only", commit, rel],
                                capture_output=True, text=True, check=True).stdout.split()
     except (OSError, subprocess.CalledProcessError) as exc:
-        pytest.skip(f"commit {OLD_HELPER_COMMIT} (the helper before issue 17) not available: {exc}")
+        pytest.skip(f"commit {commit} (an earlier helper) not available: {exc}")
     if not names:
-        pytest.skip(f"commit {OLD_HELPER_COMMIT} has no {rel}")
-    out = tmp_path / "old_csrc"
+        pytest.skip(f"commit {commit} has no {rel}")
+    out = tmp_path / f"csrc-{commit}"
     for name in names:
         dest = out / name[len(rel) + 1:]
         dest.parent.mkdir(parents=True, exist_ok=True)
-        dest.write_bytes(subprocess.run(["git", "-C", str(ROOT), "show", f"{OLD_HELPER_COMMIT}:{name}"],
+        dest.write_bytes(subprocess.run(["git", "-C", str(ROOT), "show", f"{commit}:{name}"],
                                         capture_output=True, check=True).stdout)
     return out
 
 
-@pytest.mark.parametrize("name", launcher_cli.SCENARIOS)
-def test_scenario_fails_with_the_old_helper(name, tmp_path):
-    data = launcher_cli.run_scenario(name, helper_dir=_old_helper(tmp_path))
+def _assert_fails_with(data: dict, evidence):
     assert not data["ok"], data
-    kind = OLD_HELPER_FAILS_WITH[name]
-    assert any(e.startswith(kind + ":") for e in data["sim_errors"]), data["sim_errors"][:5]
+    if isinstance(evidence, int):
+        assert any(s["acl_code"] == evidence for s in data["steps"]), data["steps"]
+    else:
+        assert any(e.startswith(evidence + ":") for e in data["sim_errors"]), data["sim_errors"][:5]
+
+
+@pytest.mark.parametrize("name", launcher_cli.SCENARIOS)
+def test_scenario_fails_with_the_helper_before_issue_17(name, tmp_path):
+    data = launcher_cli.run_scenario(name, helper_dir=_helper_at(BEFORE_ISSUE_17, tmp_path))
+    assert "inside the launch lambda" in data["helper_way"]
+    _assert_fails_with(data, FAILS_BEFORE_ISSUE_17[name])
+
+
+@pytest.mark.parametrize("name", launcher_cli.SCENARIOS)
+def test_scenario_against_the_helper_before_issue_22(name, tmp_path):
+    """b45157f's helper (memory inside the lambda) fixed issue 17's five scenarios and fails issue 22's three."""
+    data = launcher_cli.run_scenario(name, helper_dir=_helper_at(BEFORE_ISSUE_22, tmp_path))
+    assert "inside the launch lambda" in data["helper_way"]
+    if name in FAILS_BEFORE_ISSUE_22:
+        _assert_fails_with(data, FAILS_BEFORE_ISSUE_22[name])
+    else:
+        assert data["ok"], data
+
+
+def test_scenario_with_helper_dir_through_the_command(tmp_path):
+    helper = _helper_at(BEFORE_ISSUE_22, tmp_path)
+    proc = run_command("--scenario", "empty-cache-other-thread", "--helper", str(helper))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "memory taken inside the launch lambda" in proc.stdout and "use-after-free" in proc.stdout
+    assert "ok: False" in proc.stdout
+    proc = run_command("--scenario", "empty-cache-other-thread", "--helper", str(tmp_path / "nowhere"))
+    assert_one_clear_line(proc, 2, "--helper", "no npu_launch_resources.h there")

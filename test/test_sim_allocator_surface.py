@@ -1,8 +1,9 @@
-"""The simulation's NPUCachingAllocator.h stand-in offers only what the real header and library do (issue 17).
+"""The simulation's NPUCachingAllocator.h stand-in offers only what the real header and library do (issues 17, 22).
 
-The helper takes graph-pool memory while a stream captures through three inline
+The helper takes every launch's memory on the calling thread through two inline
 functions of torch_npu's ``NPUCachingAllocator.h`` (``raw_alloc_with_stream``,
-``raw_delete``, ``hasCapturesUnderway``), which call through the exported
+``raw_delete``); the helper of commit b45157f (kept buildable for comparisons)
+also asks ``hasCapturesUnderway``. They call through the exported
 ``c10_npu::NPUCachingAllocator::allocator`` pointer. For every cached torch_npu
 wheel (``~/.cache/torch-npu-inductor-patches/wheels`` or
 ``$TORCH_NPU_PATCHSET_WHEEL_CACHE``, plus 2.7.1.post10 and 2.14.0, fetched
@@ -29,7 +30,11 @@ STAND_IN = (ROOT / "torch_npu" / "_inductor" / "patchset" / "tooling" / "acl_sim
             / "core" / "npu" / "NPUCachingAllocator.h")
 REAL_HEADER = "torch_npu/include/torch_npu/csrc/core/npu/NPUCachingAllocator.h"
 ALLOCATOR_SYMBOL = "_ZN7c10_npu19NPUCachingAllocator9allocatorE"
-USED_BY_THE_HELPER = {"raw_alloc_with_stream", "raw_delete", "hasCapturesUnderway"}
+USED_BY_THE_HELPER = {"raw_alloc_with_stream", "raw_delete"}
+#: What b45157f's helper (memory inside the launch lambda) uses besides: the stand-in keeps it so that
+#: `launcher --scenario NAME --helper DIR` and the benchmark's --baseline-helper still build that helper.
+USED_BY_THE_HELPER_OF_B45157F = USED_BY_THE_HELPER | {"hasCapturesUnderway"}
+HELPER_DIR = ROOT / "torch_npu" / "_inductor" / "patchset" / "csrc"
 #: Missing from the oldest releases (2.7.1, 2.7.1.post2); the helper falls back where it is absent, and
 #: test_real_artifacts.py builds it against those releases to prove it.
 ABSENT_IN_OLD_RELEASES = {"hasCapturesUnderway"}
@@ -85,8 +90,29 @@ def exports_of(whl: Path) -> set[str]:
     return {line.split()[-1] for line in nm.stdout.splitlines() if line.strip()}
 
 
-def test_stand_in_defines_what_the_helper_uses():
-    assert set(inline_functions(STAND_IN.read_text())) == USED_BY_THE_HELPER
+def test_stand_in_defines_what_the_helpers_use():
+    assert set(inline_functions(STAND_IN.read_text())) == USED_BY_THE_HELPER_OF_B45157F
+
+
+def _caching_allocator_calls(text: str) -> set[str]:
+    return set(re.findall(r"NPUCachingAllocator::(\w+)\s*\(", _COMMENT.sub(" ", text)))
+
+
+def test_the_helper_calls_only_raw_alloc_with_stream_and_raw_delete():
+    text = "".join(p.read_text() for p in sorted(HELPER_DIR.rglob("*.h")))
+    assert _caching_allocator_calls(text) == USED_BY_THE_HELPER
+
+
+def test_the_helper_of_b45157f_calls_what_the_stand_in_keeps_for_it():
+    try:
+        names = subprocess.run(["git", "-C", str(ROOT), "ls-tree", "-r", "--name-only", "b45157f",
+                                "torch_npu/_inductor/patchset/csrc"], capture_output=True, text=True,
+                               check=True).stdout.split()
+    except (OSError, subprocess.CalledProcessError) as exc:
+        pytest.skip(f"commit b45157f not available: {exc}")
+    text = "".join(subprocess.run(["git", "-C", str(ROOT), "show", f"b45157f:{n}"], capture_output=True, text=True,
+                                  check=True).stdout for n in names)
+    assert _caching_allocator_calls(text) == USED_BY_THE_HELPER_OF_B45157F
 
 
 def test_prototype_parser_sees_a_difference():

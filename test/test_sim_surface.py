@@ -349,6 +349,8 @@ def _sim_torch_npu_declarations() -> list[tuple[str, str]]:
 def test_sim_torch_npu_prototypes_match(version):
     w = wheel(version)
     decls = _sim_torch_npu_declarations()
+    # RunOpApiV2: the generated launcher's launchKernel; allocate_workspace: torch_npu's own V2/DVM operators
+    # in the simulation, and the helper of commit b45157f (comparisons)
     assert {d.split("(")[0].split()[-1] for _, d in decls} == {"allocate_workspace", "RunOpApiV2"}, decls
     for rel, decl in decls:
         real_h = w.include / rel

@@ -2,6 +2,8 @@
 // two workspace-allocator requests, a host std::vector, a synchronous
 // aclrtMemcpy) run against the simulation. The simulation must catch its
 // aliasing; the helper must be clean in the very same scenarios.
+#include <torch_npu/csrc/core/npu/NPUWorkspaceAllocator.h>
+
 #include <chrono>
 #include <thread>
 

@@ -1,6 +1,7 @@
-// Size checks (overflow, cap) and ACL/allocator failures: the documented ACL
-// code and message, no exception, and nothing left allocated. Housekeeping
-// failures never fail a launch.
+// Failures of a launch. On the calling thread (sizes, the allocator): an
+// exception naming the kernel, nothing allocated, nothing queued, the task
+// queue still running. Inside the lambda on the queue thread (a lock fill):
+// the ACL code returned, exactly one log line, nothing escapes.
 #include <climits>
 
 #include "test_support.h"
@@ -8,201 +9,145 @@
 using namespace t;
 
 namespace {
-// Live objects that a failed launch must not leave behind. Pinned buffers are
-// compared with what the helper's image cache legitimately owns.
-void check_nothing_leaked(const acl_sim::Counters &before) {
-  auto c = acl_sim::counters();
-  CHECK_EQ(c.live_workspace_dataptrs, 0u);
-  CHECK_EQ(c.live_device_allocs, before.live_device_allocs);
-  auto st = torch_npu::inductor::pinned_cache_stats();
-  CHECK_EQ(c.live_pinned, st.entries + st.retired);
+std::vector<acl_sim::AppLog> error_logs() {
+  std::vector<acl_sim::AppLog> out;
+  for (const auto &l : acl_sim::app_logs())
+    if (l.level == ACL_ERROR) out.push_back(l);
+  return out;
 }
-// After all copies ran, trimming the cache frees everything: no pinned or event leak.
-void check_all_released() {
-  sync_all();
-  CHECK_EQ(torch_npu::inductor::trim_pinned_cache(), 0u);
-  auto c = acl_sim::counters();
-  CHECK_EQ(c.live_pinned, 0u);
-  CHECK_EQ(c.live_events, 0u);
-  CHECK_EQ(c.live_workspace_dataptrs, 0u);
+
+// Runs a generated-shape launch that must throw on the calling thread; returns the message.
+template <class E>
+std::string calling_thread_error(const char *name, aclrtFuncHandle h, aclrtStream s, uint32_t gx, uint32_t block_num,
+                                 uint64_t ws, const LockLayout &l) {
+  try {
+    (void)generated_launch(name, h, s, gx, 1, 1, block_num, ws, l);
+  } catch (const E &e) {
+    return e.what();
+  }
+  throw Failure(std::string(name) + ": the launch did not throw on the calling thread");
+}
+
+// Nothing allocated, nothing queued, and the queue runs the next launch.
+void check_clean_failure_and_queue_alive(aclrtStream s) {
+  acl_sim::drain_task_queues();
+  const auto c = acl_sim::counters();
+  CHECK_EQ(c.live_caching_allocations, 0u);
+  CHECK_EQ(c.live_workspace_tensors, 0u);
+  CHECK_EQ(c.op_tasks, 0u);  // nothing was handed to the queue
+  CHECK_EQ(c.memsets + c.launches, 0u);
+  CHECK(acl_sim::task_queue_status(0) == acl_sim::QueueStatus::kRun);
+  aclrtFuncHandle ok = probe("triton_next", 16, 64);
+  const uint64_t id = helper_launch("triton_next", ok, s, 1, 1, 1, 1, 64, legacy(2, 1));
+  sync(s);
+  CHECK(record(id).lock_slots_at_start == std::vector<int64_t>({1, 1}));
 }
 }  // namespace
 
-TEST_CASE(workspace_size_overflow_fails_before_allocation) {
-  CHECK_FAILS(acquire("triton_big", stream(0), 1u << 20, 1u << 10, 1, 1, uint64_t(1) << 40, LockLayout{}),
-              ACL_ERROR_INVALID_PARAM, "'triton_big'", "workspace", "1099511627776", "1048576 x 1024 x 1");
-  CHECK_EQ(acl_sim::counters().allocator_requests, 0u);
+TEST_CASE(workspace_size_overflow_throws_on_calling_thread_naming_the_kernel) {
+  acl_sim::reset_counters();
+  aclrtFuncHandle h = probe("triton_big", 0, 0);
+  const std::string e = calling_thread_error<std::invalid_argument>("triton_big", h, stream(0), 1u << 20, 1,
+                                                                    uint64_t(1) << 50, LockLayout{});
+  check_message(__FILE__, __LINE__, e,
+                {"npu_launch_resources: kernel 'triton_big'", "overflow", "workspace 1125899906842624 B", "1048576"});
+  CHECK_EQ(acl_sim::counters().caching_requests, 0u);
+  check_clean_failure_and_queue_alive(stream(0));
 }
 
-TEST_CASE(lock_size_overflow_fails_before_allocation) {
-  LockLayout l;
-  l.unordered = 0xFFFFFFFFu;
-  l.participant_factor = 2;
-  CHECK_FAILS(acquire("triton_locks", stream(0), 1, 1, 1, 0xFFFFFFFFu, 0, l), ACL_ERROR_INVALID_PARAM,
-              "'triton_locks'", "lock size", "4294967295 unordered", "4294967295 blocks x 2");
-  CHECK_FAILS(acquire("triton_legacy", stream(0), 1, 1, 1, 1, 0, legacy(uint64_t(1) << 62, 1)), ACL_ERROR_INVALID_PARAM,
-              "'triton_legacy'", "lock_num 4611686018427387904");
-  CHECK_EQ(acl_sim::counters().allocator_requests, 0u);
+TEST_CASE(lock_size_overflow_throws_on_calling_thread_naming_the_kernel) {
+  acl_sim::reset_counters();
+  aclrtFuncHandle h = probe("triton_locks", 0, 0);
+  const std::string e = calling_thread_error<std::invalid_argument>(
+      "triton_locks", h, stream(0), 1, 0xFFFFFFFFu, 0, packed(0, 0xFFFFFFFFu, 2));
+  check_message(__FILE__, __LINE__, e, {"kernel 'triton_locks'", "4294967295 unordered", "4294967295 blocks x 2"});
+  const std::string e2 = calling_thread_error<std::invalid_argument>("triton_legacy", h, stream(0), 1, 1, 0,
+                                                                     legacy(uint64_t(1) << 62, 1));
+  check_message(__FILE__, __LINE__, e2, {"kernel 'triton_legacy'", "lock_num 4611686018427387904"});
+  CHECK_EQ(acl_sim::counters().caching_requests, 0u);
+  check_clean_failure_and_queue_alive(stream(0));
 }
 
-TEST_CASE(total_over_cap_fails_before_allocation) {
-  torch_npu::inductor::set_max_launch_bytes(1 << 20);
-  CHECK_FAILS(acquire("triton_cap", stream(0), 2, 1, 1, 2, 1 << 20, LockLayout{}), ACL_ERROR_INVALID_PARAM,
-              "'triton_cap'", "1048576", "2097152", "TORCH_NPU_LAUNCH_MAX_BYTES");
-  CHECK_EQ(acl_sim::counters().allocator_requests, 0u);
-  // just under the cap works
-  LaunchResources r = acquire("triton_cap", stream(0), 1, 1, 1, 1, (1 << 20) - 1024, LockLayout{});
-  CHECK(r.workspace() != nullptr);
+// Out of device memory even after the allocator's retry: its own error, with
+// the kernel named, on the calling thread.
+TEST_CASE(out_of_memory_is_the_allocators_error_on_the_calling_thread) {
+  aclrtStream s = stream(0);
+  acl_sim::set_device_memory_capacity(0, uint64_t(64) << 20);
+  acl_sim::reset_counters();
+  aclrtFuncHandle h = probe("triton_oom", 0, 0);
+  const std::string e = calling_thread_error<std::runtime_error>("triton_oom", h, s, 1024, 1, uint64_t(1) << 20,
+                                                                 LockLayout{});  // 1 GiB of workspace
+  check_message(__FILE__, __LINE__, e,
+                {"npu_launch_resources: kernel 'triton_oom': ", "bytes for its locks and workspace: ",
+                 "NPU out of memory. Tried to allocate 1.00 GiB (NPU 0; 64.00 MiB total capacity;",
+                 "reserved in total by PyTorch)"});
+  const auto c = acl_sim::counters();
+  CHECK_EQ(c.caching_requests, 1u);
+  CHECK_EQ(c.caching_oom_retries, 1u);  // the allocator tried to make room first
+  CHECK_EQ(c.caching_allocs_on_queue_threads, 0u);
+  CHECK_EQ(acl_sim::error_count(acl_sim::ErrorKind::kSelfWait), 0u);
+  acl_sim::set_device_memory_capacity(0, 0);
+  acl_sim::reset_counters();
+  check_clean_failure_and_queue_alive(s);
 }
 
-TEST_CASE(lock_num_1_shl_32_is_caught_by_default_cap) {
-  // lock_num = 1 << 32 has been reported for unordered locks; * 8 = 32 GiB.
-  CHECK_EQ(torch_npu::inductor::max_launch_bytes(), uint64_t(8) << 30);
-  CHECK_FAILS(acquire("triton_unordered", stream(0), 1, 1, 1, 1, 0, legacy(uint64_t(1) << 32, 0)),
-              ACL_ERROR_INVALID_PARAM, "'triton_unordered'", "34359738368");
-  CHECK_EQ(acl_sim::counters().allocator_requests, 0u);
+TEST_CASE(injected_allocator_failure_is_rethrown_with_its_text) {
+  acl_sim::reset_counters();
+  acl_sim::inject_fault("raw_alloc_with_stream", 1, 12345);
+  aclrtFuncHandle h = probe("triton_a", 16, 64);
+  const std::string e = calling_thread_error<std::runtime_error>("triton_a", h, stream(0), 1, 1, 64, legacy(2, 7));
+  check_message(__FILE__, __LINE__, e, {"kernel 'triton_a'", "NPU out of memory", "code 12345"});
+  check_clean_failure_and_queue_alive(stream(0));
 }
 
-TEST_CASE(env_cap_is_read) {
-  // ctest runs this case with TORCH_NPU_LAUNCH_MAX_BYTES=4096.
-  const char *e = std::getenv("TORCH_NPU_LAUNCH_MAX_BYTES");
-  CHECK(e != nullptr);
-  CHECK_EQ(torch_npu::inductor::max_launch_bytes(), 4096u);
-  CHECK_FAILS(acquire("triton_env", stream(0), 1, 1, 1, 1, 8192, LockLayout{}), ACL_ERROR_INVALID_PARAM,
-              "'triton_env'", "4096");
-}
-
-TEST_CASE(error_message_format_and_code) {
+TEST_CASE(fill_failure_on_queue_thread_returns_its_code_with_one_log_line) {
+  acl_sim::set_task_queue_enabled(true);
+  aclrtStream s = stream(0);
+  aclrtFuncHandle h = probe("triton_f", 16, 64);
+  acl_sim::clear_app_logs();
+  acl_sim::reset_counters();
   acl_sim::inject_fault("aclrtMemsetAsync", 1, 507011);
-  CHECK_FAILS(acquire("triton_foo", stream(0), 1, 1, 1, 1, 0, legacy(2, 0)), 507011,
-              "npu_launch_resources: kernel 'triton_foo': aclrtMemsetAsync of 16 lock bytes failed with error 507011");
+  bool threw = false;
+  Launch L;
+  try {
+    L = generated_launch("triton_f", h, s, 1, 1, 1, 1, 64, legacy(2, 7));
+  } catch (const std::exception &) {
+    threw = true;
+  }
+  acl_sim::drain_task_queues();
+  CHECK(!threw);  // the calling thread saw nothing: the failure is the lambda's
+  auto tasks = acl_sim::op_tasks();
+  CHECK_EQ(tasks.size(), 1u);
+  CHECK(tasks[0].queued && tasks[0].ran);
+  CHECK(!tasks[0].exception_escaped);
+  CHECK_EQ(tasks[0].rc, 507011);
+  CHECK_EQ(L.rc->load(), 507011);
+  CHECK_EQ(L.id->load(), 0u);  // nothing launched
+  auto logs = error_logs();
+  CHECK_EQ(logs.size(), 1u);
+  CHECK_EQ(logs[0].message, std::string("npu_launch_resources: kernel 'triton_f': aclrtMemsetAsync of lock bytes "
+                                        "[0, +16) failed: 507011"));
+  const auto c = acl_sim::counters();
+  CHECK_EQ(c.live_caching_allocations, 0u);
+  CHECK_EQ(c.caching_frees_on_queue_threads, 0u);
+  acl_sim::reset_task_queues();  // the failed task stopped the queue, as in torch_npu
 }
 
-TEST_CASE(fault_allocator_throws_becomes_bad_alloc_code) {
-  auto before = acl_sim::counters();
-  acl_sim::inject_fault("allocate_workspace", 1, 12345);
-  CHECK_FAILS(acquire("triton_a", stream(0), 1, 1, 1, 1, 64, legacy(2, 7)), ACL_ERROR_BAD_ALLOC, "'triton_a'",
-              "allocate_workspace(", "bytes) failed");
-  check_nothing_leaked(before);
-  CHECK_EQ(acl_sim::counters().async_copies + acl_sim::counters().memsets, 0u);
-  // recovers
-  LaunchResources r = acquire("triton_a", stream(0), 1, 1, 1, 1, 64, legacy(2, 7));
-  CHECK(r.locks() != nullptr);
-  r = LaunchResources();
-  check_all_released();
-}
-
-TEST_CASE(fault_allocator_returns_null) {
-  auto before = acl_sim::counters();
-  acl_sim::inject_fault("allocate_workspace", 1, acl_sim::kAllocReturnsNull);
-  CHECK_FAILS(acquire("triton_n", stream(0), 1, 1, 1, 1, 64, legacy(2, 7)), ACL_ERROR_BAD_ALLOC, "'triton_n'",
-              "allocate_workspace(", "no memory");
-  check_nothing_leaked(before);
-  check_all_released();
-}
-
-TEST_CASE(fault_memset) {
-  auto before = acl_sim::counters();
-  acl_sim::inject_fault("aclrtMemsetAsync", 1, 0x1234);
-  CHECK_FAILS(acquire("triton_m", stream(0), 1, 1, 1, 1, 64, legacy(2, 0)), 0x1234, "'triton_m'", "aclrtMemsetAsync");
-  check_nothing_leaked(before);
-  check_all_released();
-}
-
-TEST_CASE(fault_memcpy_async_on_new_content_frees_fresh_pinned_buffer) {
-  auto before = acl_sim::counters();
-  acl_sim::inject_fault("aclrtMemcpyAsync", 1, 0x2222);
-  CHECK_FAILS(acquire("triton_c", stream(0), 1, 1, 1, 1, 64, legacy(2, 7)), 0x2222, "'triton_c'", "aclrtMemcpyAsync");
-  auto c = acl_sim::counters();
-  CHECK_EQ(c.pinned_allocs, 1u);
-  CHECK_EQ(c.pinned_frees, 1u);
-  CHECK_EQ(c.live_pinned, 0u);
-  CHECK_EQ(torch_npu::inductor::pinned_cache_stats().entries, 0u);
-  check_nothing_leaked(before);
-  check_all_released();
-}
-
-TEST_CASE(fault_memcpy_async_on_cached_content_keeps_entry) {
-  { LaunchResources warm = acquire("triton_c", stream(0), 1, 1, 1, 1, 64, legacy(2, 7)); }
-  auto before = acl_sim::counters();
-  acl_sim::inject_fault("aclrtMemcpyAsync", 1, 0x2223);
-  CHECK_FAILS(acquire("triton_c", stream(0), 1, 1, 1, 1, 64, legacy(2, 7)), 0x2223, "'triton_c'", "aclrtMemcpyAsync");
-  CHECK_EQ(torch_npu::inductor::pinned_cache_stats().entries, 1u);
-  check_nothing_leaked(before);
-  check_all_released();
-}
-
-TEST_CASE(fault_malloc_host) {
-  auto before = acl_sim::counters();
-  acl_sim::inject_fault("aclrtMallocHost", 1, 0x3333);
-  CHECK_FAILS(acquire("triton_h", stream(0), 1, 1, 1, 1, 64, legacy(2, 7)), 0x3333, "'triton_h'", "aclrtMallocHost");
-  CHECK_EQ(acl_sim::counters().async_copies, 0u);
-  check_nothing_leaked(before);
-  check_all_released();
-}
-
-namespace {
-// One cache entry at most; content A cached. Returns after A's copy ran.
-void cache_one_entry_with_a() {
-  torch_npu::inductor::set_pinned_cache_limits(1, 1 << 20);
-  LaunchResources r = acquire("triton_e", stream(0), 1, 1, 1, 1, 64, legacy(2, 7));
-  r = LaunchResources();
-  sync_all();
-}
-}  // namespace
-
-// Housekeeping (retiring and freeing images) never fails a launch: it warns and retries.
-TEST_CASE(fault_create_event_at_eviction_keeps_entry_and_launches) {
-  cache_one_entry_with_a();
-  acl_sim::inject_fault("aclrtCreateEvent", 1, 0x4444);
-  { LaunchResources r = acquire("triton_e", stream(0), 1, 1, 1, 1, 64, legacy(2, 8)); }  // B: succeeds
-  auto st = torch_npu::inductor::pinned_cache_stats();
-  CHECK_EQ(st.entries, 2u);  // A kept (over the bound until a later launch), B added
-  CHECK_EQ(st.retired, 0u);
-  CHECK_EQ(acl_sim::counters().live_events, 0u);
-  // recovers: the next new content retires the least recently used
-  { LaunchResources r = acquire("triton_e", stream(0), 1, 1, 1, 1, 64, legacy(2, 9)); }
-  CHECK(torch_npu::inductor::pinned_cache_stats().evictions >= 1u);
-  check_all_released();
-  CHECK_NO_SIM_ERRORS();
-}
-
-TEST_CASE(fault_record_event_at_eviction_keeps_entry_and_launches) {
-  cache_one_entry_with_a();
-  acl_sim::inject_fault("aclrtRecordEvent", 1, 0x5555);
-  { LaunchResources r = acquire("triton_e", stream(0), 1, 1, 1, 1, 64, legacy(2, 8)); }
-  CHECK_EQ(torch_npu::inductor::pinned_cache_stats().entries, 2u);
-  CHECK_EQ(acl_sim::counters().live_events, 0u);  // the created event was destroyed
-  check_all_released();
-  CHECK_NO_SIM_ERRORS();
-}
-
-namespace {
-// A retired: evicted by B, waiting for its (already finished) copy to be confirmed.
-void retire_a() {
-  cache_one_entry_with_a();
-  LaunchResources r = acquire("triton_e", stream(0), 1, 1, 1, 1, 64, legacy(2, 8));
-  r = LaunchResources();
-  CHECK_EQ(torch_npu::inductor::pinned_cache_stats().retired, 1u);
-}
-}  // namespace
-
-TEST_CASE(fault_query_event_while_reaping_launches_and_retries) {
-  retire_a();
-  acl_sim::inject_fault("aclrtQueryEventStatus", 1, 0x6666);
-  { LaunchResources r = acquire("triton_q", stream(0), 1, 1, 1, 1, 64, legacy(2, 8)); }
-  CHECK_EQ(torch_npu::inductor::pinned_cache_stats().retired, 1u);  // kept for a retry
-  { LaunchResources r = acquire("triton_q", stream(0), 1, 1, 1, 1, 64, legacy(2, 8)); }
-  CHECK_EQ(torch_npu::inductor::pinned_cache_stats().retired, 0u);  // retried and freed
-  check_all_released();
-}
-
-TEST_CASE(fault_free_host_while_reaping_launches_and_retries) {
-  retire_a();
-  acl_sim::inject_fault("aclrtFreeHost", 1, 0x8888);
-  { LaunchResources r = acquire("triton_f", stream(0), 1, 1, 1, 1, 64, legacy(2, 8)); }
-  CHECK_EQ(torch_npu::inductor::pinned_cache_stats().retired, 1u);
-  check_all_released();
+TEST_CASE(a_later_fill_failure_stops_at_that_fill) {
+  // legacy(2, 0x1234): a zero fill, then two byte runs per slot; the third fill fails.
+  acl_sim::set_task_queue_enabled(false);
+  aclrtStream s = stream(0);
+  acl_sim::clear_app_logs();
+  acl_sim::reset_counters();
+  acl_sim::inject_fault("aclrtMemsetAsync", 3, 507899);
+  LaunchMemory m("triton_late", s, 1, 1, 1, 1, 0, legacy(2, 0x1234));
+  CHECK_EQ(m.regions().write_locks("triton_late", s), 507899);
+  m.release();
+  CHECK_EQ(acl_sim::counters().memsets, 2u);
+  auto logs = error_logs();
+  CHECK_EQ(logs.size(), 1u);
+  check_message(__FILE__, __LINE__, logs[0].message, {"kernel 'triton_late'", "[1, +1)", "507899"});
+  acl_sim::set_task_queue_enabled(true);
 }
 
 TEST_MAIN()

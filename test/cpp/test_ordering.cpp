@@ -1,5 +1,7 @@
-// Stream ordering: back-to-back launches on one stream, block growth,
-// independent streams and the per-stream mutex.
+// Stream ordering of launch memory: the block goes back to the caching
+// allocator right after the queue call, and only later work on the same
+// stream (queued after the kernel) gets it again. One live launch block per
+// thread at a time, freed on the calling thread, never on the queue thread.
 #include <atomic>
 #include <chrono>
 #include <thread>
@@ -8,64 +10,54 @@
 
 using namespace t;
 
-TEST_CASE(back_to_back_launches_first_still_running) {
+TEST_CASE(back_to_back_launches_on_one_stream_reuse_the_block_safely) {
   aclrtStream s = stream(0);
-  LockLayout la = legacy(8, 7);
-  LockLayout lb;
-  lb.ordered = 2;
-  lb.init_value = 0;
-  aclrtFuncHandle ha = probe("first", 64, 64 * 1024, 300000);  // runs 300 ms
-  aclrtFuncHandle hb = probe("second", 128, 32 * 1024);
-  uint64_t a = helper_launch("first", ha, s, 16, 1, 1, 16, 4096, la);
+  const LockLayout la = legacy(8, 7), lb = packed(2, 0);
+  aclrtFuncHandle ha = probe("first", 64, 16 * 4096, 300000);  // runs 300 ms
+  aclrtFuncHandle hb = probe("second", 128, 8 * 4096);
+  Launch a = generated_launch("first", ha, s, 16, 1, 1, 16, 4096, la);
+  acl_sim::drain_task_queues();
   std::this_thread::sleep_for(std::chrono::milliseconds(10));  // the first kernel is running now
-  LaunchResources rb = acquire("second", s, 8, 1, 1, 8, 4096, lb);
-  int32_t grid[3] = {8, 1, 1};
-  uint64_t b = launch(hb, s, rb.locks(), rb.workspace(), 8, grid);
+  Launch b = generated_launch("second", hb, s, 8, 1, 1, 8, 4096, lb);
+  acl_sim::drain_task_queues();
   acl_sim::ProbeRecord tmp;
-  const bool first_done_when_second_issued = acl_sim::probe_record(a, &tmp);
-  rb = LaunchResources();
+  const bool first_done_when_second_issued = acl_sim::probe_record(a.id->load(), &tmp);
   sync(s);
   CHECK(!first_done_when_second_issued);
-  auto ra = record(a), rbr = record(b);
-  CHECK(ra.locks_unchanged);
-  CHECK(ra.workspace_written);  // intact at its end
+  auto ra = record(a.id->load()), rb = record(b.id->load());
+  CHECK_EQ(ra.lock_ptr, rb.lock_ptr);  // the same block: only stream order keeps them apart
+  CHECK(ra.locks_unchanged);           // the second launch's fills ran after the first kernel
+  CHECK(ra.workspace_written);         // intact at its end
   CHECK(ra.lock_slots_at_start == std::vector<int64_t>(8, 7));
-  CHECK(rbr.lock_slots_at_start == std::vector<int64_t>(16, 0));
-  CHECK_EQ(ra.lock_ptr, rbr.lock_ptr);  // same stream block: only stream order keeps them apart
+  CHECK(rb.lock_slots_at_start == std::vector<int64_t>(16, 0));
   CHECK_NO_SIM_ERRORS();
 }
 
-TEST_CASE(stream_block_growth_between_launches) {
-  aclrtStream s = stream(2);
-  LockLayout l;
-  l.legacy_slots = 4;
-  l.init_value = 11;
-  aclrtFuncHandle small = probe("small", 32, 1024, 30000);
-  aclrtFuncHandle big = probe("big", 32, 3 << 20);
-  uint64_t a = helper_launch("small", small, s, 1, 1, 1, 1, 1024, l);
-  auto c0 = acl_sim::counters();
-  uint64_t b = helper_launch("big", big, s, 3, 1, 1, 3, 1 << 20, l);  // larger than the 2 MiB block
-  auto c1 = acl_sim::counters();
-  CHECK_EQ(c1.allocator_growths - c0.allocator_growths, 1u);
-  uint64_t c = helper_launch("small", small, s, 1, 1, 1, 1, 1024, l);
-  auto c2 = acl_sim::counters();
-  CHECK_EQ(c2.allocator_growths - c1.allocator_growths, 0u);
-  sync(s);
-  auto ra = record(a), rb = record(b), rc = record(c);
-  CHECK(ra.locks_unchanged && ra.workspace_written);
-  CHECK(rb.locks_unchanged && rb.workspace_written);
-  CHECK(rc.locks_unchanged && rc.workspace_written);
-  CHECK(ra.lock_ptr != rb.lock_ptr);  // new block
-  CHECK_EQ(rb.lock_ptr, rc.lock_ptr);
-  CHECK(rb.lock_slots_at_start == std::vector<int64_t>(4, 11));
+TEST_CASE(block_is_reused_only_by_the_same_stream) {
+  aclrtStream s1 = stream(1), s2 = stream(2);
+  const LockLayout l = legacy(4, 11);
+  aclrtFuncHandle slow = probe("slow", 32, 4 * 1024, 200000), fast = probe("fast", 32, 4 * 1024);
+  Launch a = generated_launch("slow", slow, s1, 4, 1, 1, 4, 1024, l);  // released: cached for s1
+  acl_sim::drain_task_queues();
+  Launch b = generated_launch("fast", fast, s2, 4, 1, 1, 4, 1024, l);  // same size, other stream
+  acl_sim::drain_task_queues();
+  const acl_sim::Extent ea = extent_of(a.regions.locks), eb = extent_of(b.regions.locks);
+  CHECK(disjoint(ea.base, ea.size, eb.base, eb.size));  // s2 got a block of its own
+  Launch c = generated_launch("fast", fast, s1, 4, 1, 1, 4, 1024, l);  // s1 again: its own block back
+  acl_sim::drain_task_queues();
+  CHECK_EQ(c.regions.locks, a.regions.locks);
+  sync_all();
+  for (const Launch *x : {&a, &b, &c}) {
+    auto r = record(x->id->load());
+    CHECK(r.locks_unchanged && r.workspace_written);
+    CHECK_EQ(r.overlaps_with_running, 0);
+    CHECK(r.lock_slots_at_start == std::vector<int64_t>(4, 11));
+  }
   CHECK_NO_SIM_ERRORS();
 }
 
 TEST_CASE(concurrent_streams_do_not_overlap) {
-  LockLayout l;
-  l.ordered = 1;
-  l.unordered = 1;
-  l.init_value = 3;
+  const LockLayout l = packed(1, 1, 1, 3);
   aclrtFuncHandle h = probe("par", 64 + (1 + 2 * 4) * 64, 4 * 256, 20000);
   std::vector<uint64_t> ids;
   for (int i = 0; i < 4; ++i) ids.push_back(helper_launch("par", h, stream(i), 4, 1, 1, 4, 256, l));
@@ -78,49 +70,64 @@ TEST_CASE(concurrent_streams_do_not_overlap) {
   CHECK_NO_SIM_ERRORS();
 }
 
-TEST_CASE(second_acquire_on_same_stream_same_thread_fails) {
-  LockLayout l;
-  l.legacy_slots = 1;
-  LaunchResources r = acquire("outer", stream(0), 1, 1, 1, 1, 64, l);
-  CHECK_FAILS(acquire("inner", stream(0), 1, 1, 1, 1, 64, l), ACL_ERROR_INVALID_PARAM, "'inner'",
-              "still holds launch resources for stream");
-  // another stream is fine while the first is held
-  LaunchResources r2 = acquire("other", stream(1), 1, 1, 1, 1, 64, l);
-  CHECK(r2.locks() != nullptr);
-}
-
-TEST_CASE(stream_lock_serialises_threads_on_one_stream) {
-  // Thread B must wait for A's LaunchResources to be released before it gets the same memory.
-  LockLayout l;
-  l.legacy_slots = 2;
-  l.init_value = 1;
+// The task queue paused: N launches from one thread are all queued, none has
+// run. Each block went back right after its queue call, so the next launch
+// (same stream) got it again: one live block at a time, each freed on this
+// thread. (A lambda holding the owner would keep N blocks and free them on
+// the queue thread; releasing at the end of a wrapper function would keep N.)
+TEST_CASE(paused_queue_n_launches_peak_one_block_freed_on_calling_thread) {
   aclrtStream s = stream(0);
-  LaunchResources a = acquire("A", s, 1, 1, 1, 1, 64, l);
-  std::atomic<bool> b_done{false};
-  std::thread tb([&] {
-    LaunchResources b = acquire("B", s, 1, 1, 1, 1, 64, l);
-    b_done = true;
-  });
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  const bool b_done_while_a_held = b_done.load();
-  a = LaunchResources();
-  tb.join();
-  CHECK(!b_done_while_a_held);
-  CHECK(b_done.load());
+  const LockLayout l = legacy(16, 0);
+  aclrtFuncHandle h = probe("paused", 128, 8 * 512, 50);
+  (void)helper_launch("paused", h, s, 8, 1, 1, 8, 512, l);  // warm: the stream's block exists
+  sync(s);
+  constexpr int N = 8;
+  acl_sim::set_task_queues_paused(true);
+  acl_sim::reset_counters();
+  std::vector<Launch> ls;
+  for (int i = 0; i < N; ++i) ls.push_back(generated_launch("paused", h, s, 8, 1, 1, 8, 512, l));
+  const auto c = acl_sim::counters();
+  bool none_ran = true;
+  for (const Launch &L : ls) none_ran = none_ran && L.rc->load() == -1;
+  acl_sim::set_task_queues_paused(false);
+  acl_sim::drain_task_queues();
+  sync(s);
+  CHECK(none_ran);  // precondition: the queue really held them
+  CHECK_EQ(c.op_tasks, uint64_t(N));
+  CHECK_EQ(c.peak_live_caching_allocations, 1u);
+  CHECK_EQ(c.caching_requests, uint64_t(N));
+  CHECK_EQ(c.caching_frees, uint64_t(N));
+  CHECK_EQ(c.caching_frees_on_queue_threads, 0u);
+  CHECK_EQ(c.caching_allocs_on_queue_threads, 0u);
+  CHECK_EQ(c.live_caching_allocations, 0u);
+  for (const Launch &L : ls) {
+    CHECK_EQ(L.regions.locks, ls[0].regions.locks);
+    CHECK_EQ(L.rc->load(), ACL_SUCCESS);
+    auto r = record(L.id->load());
+    CHECK(r.locks_unchanged && r.workspace_written);
+    CHECK(r.lock_slots_at_start == std::vector<int64_t>(16, 0));
+  }
+  CHECK_EQ(acl_sim::counters().caching_frees_on_queue_threads, 0u);
+  CHECK_NO_SIM_ERRORS();
 }
 
-TEST_CASE(resources_are_move_only_owners) {
-  LockLayout l;
-  l.legacy_slots = 2;
-  auto c0 = acl_sim::counters();
-  LaunchResources a = acquire("m", stream(0), 1, 1, 1, 1, 64, l);
-  CHECK_EQ(acl_sim::counters().live_workspace_dataptrs, c0.live_workspace_dataptrs + 1);
-  LaunchResources b(std::move(a));
-  CHECK(a.locks() == nullptr && a.total_bytes() == 0);
-  CHECK(b.locks() != nullptr);
-  CHECK_EQ(acl_sim::counters().live_workspace_dataptrs, c0.live_workspace_dataptrs + 1);
-  b = LaunchResources();
-  CHECK_EQ(acl_sim::counters().live_workspace_dataptrs, c0.live_workspace_dataptrs);
+TEST_CASE(release_is_idempotent_and_the_destructor_releases) {
+  const LockLayout l = legacy(2, 1);
+  acl_sim::reset_counters();
+  {
+    LaunchMemory m("m", stream(0), 1, 1, 1, 1, 64, l);
+    CHECK_EQ(acl_sim::counters().live_caching_allocations, 1u);
+    m.release();
+    m.release();
+    CHECK_EQ(acl_sim::counters().live_caching_allocations, 0u);
+    CHECK(m.regions().locks != nullptr);  // the values stay; the block is the allocator's again
+  }
+  {
+    LaunchMemory m("m", stream(0), 1, 1, 1, 1, 64, l);  // never released explicitly
+  }
+  auto c = acl_sim::counters();
+  CHECK_EQ(c.live_caching_allocations, 0u);
+  CHECK_EQ(c.caching_frees, 2u);
 }
 
 TEST_MAIN()

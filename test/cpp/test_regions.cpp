@@ -1,5 +1,6 @@
-// Region carving, lock content and argument decoding of the launch helper,
-// checked by the probe kernel in the host ACL simulation.
+// Region carving and lock content of the launch helper, checked by the probe
+// kernel in the host ACL simulation: every combination of workspace and lock
+// layout, every layout's content as the kernel sees it, byte fills only.
 #include <climits>
 
 #include "test_support.h"
@@ -14,22 +15,54 @@ struct Combo {
   LockLayout locks;
 };
 std::vector<Combo> combos() {
-  std::vector<Combo> v;
-  LockLayout none;
-  LockLayout legacy;
-  legacy.legacy_slots = 3;
-  legacy.init_value = 7;
-  LockLayout packed;
-  packed.ordered = 2;
-  packed.unordered = 1;
-  packed.init_value = 0;
-  v.push_back({"none", 0, none});
-  v.push_back({"workspace_only", 100, none});
-  v.push_back({"legacy_locks_only", 0, legacy});
-  v.push_back({"packed_locks_only", 0, packed});
-  v.push_back({"workspace_and_legacy_locks", 100, legacy});
-  v.push_back({"workspace_and_packed_locks", 4096, packed});
+  return {{"none", 0, LockLayout{}},
+          {"workspace_only", 100, LockLayout{}},
+          {"legacy_locks_only", 0, legacy(3, 7)},
+          {"packed_locks_only", 0, packed(2, 1)},
+          {"ordered_locks_only", 0, packed(3, 0, 1, -2)},
+          {"workspace_and_legacy_locks", 100, legacy(3, 7)},
+          {"workspace_and_packed_locks", 4096, packed(2, 1)},
+          {"workspace_and_mix_locks", 520, packed(1, 2, 2)},
+          {"odd_workspace_and_one_slot", 1, legacy(1, 0)}};
+}
+
+// Every layout the compilers report, and a few they never do (the helper handles them all).
+std::vector<LockLayout> layouts() {
+  std::vector<LockLayout> v;
+  for (int64_t init : {int64_t(0), int64_t(-1), int64_t(7), int64_t(0x0101010101010101), int64_t(0x1234),
+                       int64_t(INT64_MIN), int64_t(INT64_MAX), int64_t(-256)}) {
+    v.push_back(legacy(5, init));
+    v.push_back(packed(3, 0, 1, init));
+  }
+  for (uint32_t factor : {1u, 2u})
+    for (uint32_t ordered : {0u, 1u, 3u})
+      for (uint32_t unordered : {1u, 2u}) v.push_back(packed(ordered, unordered, factor, 9));  // init ignored: zeroed
   return v;
+}
+
+// Fills for_each_lock_fill issues for a layout (counted independently: one
+// over the region, plus one per run of equal non-zero bytes of every slot
+// written with a value that is not one repeated byte).
+uint64_t runs_of_nonzero_bytes(uint64_t v) {
+  uint64_t n = 0;
+  for (int b = 0; b < 8;) {
+    const uint8_t byte = uint8_t(v >> (8 * b));
+    int e = b + 1;
+    while (e < 8 && uint8_t(v >> (8 * e)) == byte) ++e;
+    n += byte != 0;
+    b = e;
+  }
+  return n;
+}
+uint64_t expected_fills(const LockLayout &l, uint32_t block_num) {
+  const std::vector<int64_t> content = expected_locks(l, block_num);
+  if (content.empty()) return 0;
+  const uint64_t common = l.unordered != 0 ? 0 : uint64_t(l.init_value);
+  const bool one_byte = common == (common & 0xff) * UINT64_C(0x0101010101010101);
+  uint64_t n = 1;
+  if (!one_byte) n += content.size() * runs_of_nonzero_bytes(common);
+  n += l.unordered * runs_of_nonzero_bytes(uint64_t(block_num) * l.participant_factor);
+  return n;
 }
 }  // namespace
 
@@ -38,184 +71,126 @@ TEST_CASE(regions_disjoint_and_aligned_for_every_combination) {
   for (size_t base_offset : {size_t(0), size_t(32), size_t(100)}) {
     for (const Combo &c : combos()) {
       acl_sim::set_device_base_offset(base_offset);
-      // Fresh stream block with this base offset: force growth with a big request first.
+      aclrtStream own = nullptr;  // a fresh stream: its first request is a new block at this offset
+      CHECK_EQ(aclrtCreateStream(&own), ACL_SUCCESS);
       acl_sim::reset_counters();
       const uint32_t gx = 3, gy = 2, gz = 1, blocks = 6;
-      auto want = t::sizes(c.name, gx, gy, gz, blocks, c.ws_per_block, c.locks);
-      LaunchResources r = acquire(c.name, s, gx, gy, gz, blocks, c.ws_per_block, c.locks);
-      CHECK_EQ(r.lock_bytes(), want.lock_bytes);
-      CHECK_EQ(r.workspace_bytes(), want.workspace_bytes);
-      CHECK_EQ(r.workspace_bytes(), c.ws_per_block * gx * gy * gz);
-      CHECK_EQ((r.locks() == nullptr), (r.lock_bytes() == 0));
-      CHECK_EQ((r.workspace() == nullptr), (r.workspace_bytes() == 0));
-      auto l = reinterpret_cast<uintptr_t>(r.locks());
-      auto w = reinterpret_cast<uintptr_t>(r.workspace());
+      const LaunchSizes want = sizes(c.name, gx, gy, gz, blocks, c.ws_per_block, c.locks);
+      aclrtFuncHandle h = probe(c.name, want.lock_bytes, want.workspace_bytes);
+      Launch L = generated_launch(c.name, h, own, gx, gy, gz, blocks, c.ws_per_block, c.locks);
+      acl_sim::drain_task_queues();
+      const LaunchRegions &r = L.regions;
+      CHECK_EQ(r.sizes.lock_bytes, want.lock_bytes);
+      CHECK_EQ(r.sizes.workspace_bytes, c.ws_per_block * gx * gy * gz);
+      CHECK_EQ((r.locks == nullptr), (want.lock_bytes == 0));
+      CHECK_EQ((r.workspace == nullptr), (want.workspace_bytes == 0));
+      const auto l = reinterpret_cast<uintptr_t>(r.locks), w = reinterpret_cast<uintptr_t>(r.workspace);
       CHECK_EQ(l % kRegionAlignment, 0u);
       CHECK_EQ(w % kRegionAlignment, 0u);
-      CHECK(disjoint(l, r.lock_bytes(), w, r.workspace_bytes()));
-      const bool any = r.lock_bytes() + r.workspace_bytes() != 0;
-      CHECK_EQ(acl_sim::counters().allocator_requests, uint64_t(any ? 1 : 0));
-      int32_t grid[3] = {int32_t(gx), int32_t(gy), int32_t(gz)};
-      aclrtFuncHandle h = probe(c.name, r.lock_bytes(), r.workspace_bytes());
-      uint64_t id = launch(h, s, r.locks(), r.workspace(), blocks, grid);
-      r = LaunchResources();
-      sync(s);
-      auto rec = record(id);
+      CHECK(disjoint(l, want.lock_bytes, w, want.workspace_bytes));
+      const bool any = want.total_bytes != 0;
+      auto cn = acl_sim::counters();
+      CHECK_EQ(cn.caching_requests, uint64_t(any ? 1 : 0));
+      CHECK_EQ(cn.allocator_requests, 0u);  // never the workspace allocator
+      if (any) {  // both regions inside the ONE block, whatever its base
+        const acl_sim::Extent e = extent_of(l ? r.locks : r.workspace);
+        CHECK_EQ(e.base % 512, base_offset % 512);
+        CHECK(e.size >= want.total_bytes - 511);
+        if (l) CHECK(l + want.lock_bytes <= e.base + e.size);
+        if (w) {
+          CHECK(w + want.workspace_bytes <= e.base + e.size);
+          CHECK_EQ(extent_of(r.workspace).base, e.base);
+        }
+      }
+      CHECK_EQ(cn.live_caching_allocations, 0u);  // released right after the queue call
+      CHECK_EQ(L.rc->load(), ACL_SUCCESS);
+      sync(own);
+      auto rec = record(L.id->load());
       CHECK(rec.decoded);
       CHECK(!rec.regions_overlap);
       CHECK(rec.workspace_written);
       CHECK(rec.locks_unchanged);
       CHECK(rec.lock_slots_at_start == expected_locks(c.locks, blocks));
+      CHECK_EQ(rec.lock_overrun + rec.workspace_overrun, 0u);
       CHECK_EQ(rec.grid[0], 3);
-      CHECK_EQ(rec.grid[2], 1);
+      CHECK_EQ(rec.grid[1], 2);
       CHECK_NO_SIM_ERRORS();
     }
   }
+  (void)s;
 }
 
 TEST_CASE(regions_do_not_depend_on_allocator_base_alignment) {
-  // Make the stream block start 32 bytes past a 512-byte boundary.
-  acl_sim::set_device_base_offset(32);
-  {
-    at::Tensor probe_block = at_npu::native::allocate_workspace(1, stream(3));
-    CHECK_EQ(reinterpret_cast<uintptr_t>(probe_block.data_ptr()) % 512, 32u);  // precondition: misaligned base
-  }
+  acl_sim::set_device_base_offset(32);  // every new block starts 32 bytes past a 512-byte boundary
   aclrtStream s = stream(1);
-  LockLayout l;
-  l.legacy_slots = 4;
-  l.init_value = 7;
-  LaunchResources r = acquire("k", s, 1, 1, 1, 1, 1 << 20, l);  // new block (growth)
-  CHECK_EQ(reinterpret_cast<uintptr_t>(r.locks()) % 512, 0u);
-  CHECK_EQ(reinterpret_cast<uintptr_t>(r.workspace()) % 512, 0u);
-  aclrtFuncHandle h = probe("k", r.lock_bytes(), r.workspace_bytes());
-  int32_t grid[3] = {1, 1, 1};
-  uint64_t id = launch(h, s, r.locks(), r.workspace(), 1, grid);
-  r = LaunchResources();
+  const LockLayout l = legacy(4, 7);
+  aclrtFuncHandle h = probe("k", 32, 1 << 20);
+  Launch L = generated_launch("k", h, s, 1, 1, 1, 1, 1 << 20, l);
+  acl_sim::drain_task_queues();
+  CHECK_EQ(extent_of(L.regions.locks).base % 512, 32u);  // precondition: a misaligned block
+  CHECK_EQ(reinterpret_cast<uintptr_t>(L.regions.locks) % 512, 0u);
+  CHECK_EQ(reinterpret_cast<uintptr_t>(L.regions.workspace) % 512, 0u);
   sync(s);
-  CHECK(record(id).workspace_written);  // the whole workspace was inside the allocation
+  auto rec = record(L.id->load());
+  CHECK(rec.workspace_written);  // the whole workspace was inside the block
+  CHECK_EQ(rec.workspace_overrun, 0u);
   CHECK_NO_SIM_ERRORS();
 }
 
-TEST_CASE(init_values_seen_by_kernel) {
+TEST_CASE(lock_content_seen_by_kernel_for_every_layout) {
   aclrtStream s = stream(0);
-  const int64_t values[] = {0, -1, 7, INT64_MIN, INT64_MAX};
-  for (int64_t v : values) {
-    for (int packed = 0; packed < 2; ++packed) {
-      LockLayout l;
-      if (packed)
-        l.ordered = 3;
-      else
-        l.legacy_slots = 5;
-      l.init_value = v;
+  for (uint32_t block_num : {1u, 5u, 300u}) {  // P = 300 x 2 = 600 needs two byte runs
+    for (const LockLayout &l : layouts()) {
+      const LaunchSizes want = sizes("layout", block_num, 1, 1, block_num, 64, l);
+      aclrtFuncHandle h = probe("layout", want.lock_bytes, want.workspace_bytes);
       acl_sim::reset_counters();
-      aclrtFuncHandle h = probe("init", packed ? 3 * 64 : 5 * 8, 256);
-      uint64_t id = helper_launch("init", h, s, 2, 1, 1, 2, 128, l);
+      const uint64_t id = helper_launch("layout", h, s, block_num, 1, 1, block_num, 64, l);
+      const auto c = acl_sim::counters();
       sync(s);
-      auto rec = record(id);
-      CHECK_EQ(rec.distinct_lock_values.size(), 1u);
-      CHECK_EQ(rec.distinct_lock_values[0], v);
-      CHECK_EQ(rec.lock_slots_at_start.size(), size_t(packed ? 24 : 5));
-      const bool uniform = v == 0;  // a byte fill only for zero
-      auto c = acl_sim::counters();
-      CHECK_EQ(c.memsets, uint64_t(uniform ? 1 : 0));
-      CHECK_EQ(c.async_copies, uint64_t(uniform ? 0 : 1));
-      CHECK_EQ(c.sync_copies, 0u);
-      CHECK_EQ(c.allocator_requests, 1u);
+      const auto rec = record(id);
+      const std::vector<int64_t> content = expected_locks(l, block_num);
+      CHECK_MSG(rec.lock_slots_at_start == content, "legacy " << l.legacy_slots << " ordered " << l.ordered
+                                                              << " unordered " << l.unordered << " factor "
+                                                              << l.participant_factor << " init " << l.init_value
+                                                              << " blocks " << block_num);
+      // byte fills only, as many as the content needs; nothing page-locked, no host copy
+      CHECK_EQ(c.memsets, expected_fills(l, block_num));
+      CHECK_EQ(c.async_copies + c.sync_copies + c.pinned_allocs + c.events_created, 0u);
+      CHECK_EQ(c.caching_requests, 1u);
       CHECK_NO_SIM_ERRORS();
     }
   }
 }
 
-TEST_CASE(packed_layouts_match_domain_rule) {
-  aclrtStream s = stream(0);
-  struct P {
-    uint32_t ordered, unordered, factor;
-  };
-  const P cases[] = {{3, 0, 1}, {0, 2, 1}, {0, 2, 2}, {2, 3, 1}, {2, 3, 2}, {1, 1, 2}};
-  const uint32_t block_num = 5;
-  for (const P &p : cases) {
-    LockLayout l;
-    l.ordered = p.ordered;
-    l.unordered = p.unordered;
-    l.participant_factor = p.factor;
-    l.init_value = 9;
-    const uint64_t P_ = uint64_t(block_num) * p.factor;
-    const uint64_t want_bytes = p.ordered * 64ull + p.unordered * (1 + 2 * P_) * 64ull;
-    // grid larger than block_num: auto-blockify clamped the launch to 5 blocks
-    LaunchResources r = acquire("packed", s, 8, 1, 1, block_num, 64, l);
-    CHECK_EQ(r.lock_bytes(), want_bytes);
-    CHECK_EQ(r.workspace_bytes(), 8u * 64u);  // per program grid, not per launched block
-    aclrtFuncHandle h = probe("packed", want_bytes, r.workspace_bytes());
-    int32_t grid[3] = {8, 1, 1};
-    uint64_t id = launch(h, s, r.locks(), r.workspace(), block_num, grid);
-    r = LaunchResources();
-    sync(s);
-    auto rec = record(id);
-    auto want = expected_locks(l, block_num);
-    CHECK_EQ(rec.lock_slots_at_start.size(), want.size());
-    CHECK(rec.lock_slots_at_start == want);
-    // spot checks of the rule itself
-    if (p.unordered) {
-      size_t first_unordered = p.ordered * 8;
-      CHECK_EQ(rec.lock_slots_at_start[first_unordered], int64_t(P_));
-      CHECK_EQ(rec.lock_slots_at_start[first_unordered + 1], 0);
-      CHECK_EQ(rec.lock_slots_at_start.back(), 0);
-    }
-    if (p.ordered) CHECK_EQ(rec.lock_slots_at_start[0], p.unordered ? 0 : 9);  // zeroed beside unordered locks
-    CHECK_NO_SIM_ERRORS();
-  }
-}
-
-TEST_CASE(zero_grid_makes_no_acl_call) {
-  LockLayout l;
-  l.legacy_slots = 4;
-  l.init_value = 3;
+TEST_CASE(zero_grid_takes_nothing) {
   acl_sim::reset_counters();
   for (int d = 0; d < 3; ++d) {
     uint32_t g[3] = {4, 4, 4};
     g[d] = 0;
-    LaunchResources r = acquire("zero", stream(0), g[0], g[1], g[2], 1, 128, l);
-    CHECK(r.locks() == nullptr);
-    CHECK(r.workspace() == nullptr);
-    CHECK_EQ(r.total_bytes(), 0u);
+    LaunchMemory m("zero", stream(0), g[0], g[1], g[2], 1, 128, legacy(4, 3));
+    CHECK(m.regions().locks == nullptr);
+    CHECK(m.regions().workspace == nullptr);
+    CHECK_EQ(m.regions().sizes.total_bytes, 0u);
+    m.release();
   }
   auto c = acl_sim::counters();
-  CHECK_EQ(c.allocator_requests + c.memsets + c.async_copies + c.sync_copies + c.pinned_allocs, 0u);
+  CHECK_EQ(c.caching_requests + c.allocator_requests + c.memsets + c.async_copies + c.pinned_allocs, 0u);
 }
 
-TEST_CASE(no_locks_no_workspace_makes_no_allocator_request) {
+TEST_CASE(no_locks_no_workspace_takes_nothing) {
   acl_sim::reset_counters();
-  LaunchResources r = acquire("plain", stream(0), 4, 2, 1, 8, 0, LockLayout{});
-  CHECK(r.locks() == nullptr && r.workspace() == nullptr);
-  CHECK_EQ(acl_sim::counters().allocator_requests, 0u);
-}
-
-TEST_CASE(legacy_and_packed_together_rejected) {
-  LockLayout l;
-  l.legacy_slots = 2;
-  l.ordered = 1;
-  CHECK_FAILS(acquire("triton_mixed", stream(0), 1, 1, 1, 1, 0, l), ACL_ERROR_INVALID_PARAM,
-              "'triton_mixed'", "lock_num 2", "sync_block_lock_layout (1 ordered, 0 unordered)");
-  CHECK_EQ(acl_sim::counters().allocator_requests, 0u);
-}
-
-TEST_CASE(unordered_locks_need_participants) {
-  LockLayout l;
-  l.unordered = 1;
-  CHECK_FAILS(acquire("triton_u", stream(0), 1, 1, 1, 0, 0, l), ACL_ERROR_INVALID_PARAM, "'triton_u'",
-              "block_num 0");
-  l.participant_factor = 0;
-  CHECK_FAILS(acquire("triton_u", stream(0), 1, 1, 1, 4, 0, l), ACL_ERROR_INVALID_PARAM, "'triton_u'",
-              "participant_factor 0");
+  LaunchMemory m("plain", stream(0), 4, 2, 1, 8, 0, LockLayout{});
+  CHECK(m.regions().locks == nullptr && m.regions().workspace == nullptr);
+  CHECK_EQ(m.regions().write_locks("plain", stream(0)), ACL_SUCCESS);  // nothing to write
+  m.release();
+  auto c = acl_sim::counters();
+  CHECK_EQ(c.caching_requests + c.memsets, 0u);
 }
 
 TEST_CASE(ffts_address_and_argument_order_decoded) {
   aclrtStream s = stream(0);
-  LockLayout l;
-  l.legacy_slots = 2;
-  l.init_value = 5;
   aclrtFuncHandle h = probe("ffts", 16, 64, 0, true);
-  uint64_t id = helper_launch("ffts", h, s, 1, 1, 1, 1, 64, l, true);
+  uint64_t id = helper_launch("ffts", h, s, 1, 1, 1, 1, 64, legacy(2, 5), true);
   sync(s);
   auto rec = record(id);
   CHECK(rec.ffts_ok);

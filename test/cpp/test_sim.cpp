@@ -9,6 +9,7 @@
 #include <mutex>
 #include <thread>
 
+#include <torch_npu/csrc/core/npu/NPUCachingAllocator.h>
 #include <torch_npu/csrc/core/npu/NPUWorkspaceAllocator.h>
 #include <torch_npu/csrc/framework/OpCommand.h>
 
@@ -559,6 +560,220 @@ TEST_CASE(queue_off_runs_on_the_caller_thread_and_throws_on_failure) {
   CHECK(tasks[1].rc == 100000 && tasks[1].threw_at_call && !tasks[1].exception_escaped);
   CHECK(tasks[2].exception_escaped);
   acl_sim::set_task_queue_enabled(true);
+}
+
+// ---------------------------------------------------------------- torch_npu's caching allocator
+namespace ca = c10_npu::NPUCachingAllocator;
+
+TEST_CASE(caching_allocator_reuses_a_block_only_for_the_same_stream_and_pool) {
+  aclrtStream s1 = stream(7), s2 = stream(8);
+  acl_sim::reset_counters();
+  void *a = ca::raw_alloc_with_stream(1000, s1);
+  ca::raw_delete(a);
+  void *b = ca::raw_alloc_with_stream(900, s2);  // free block of s1 fits, but another stream
+  CHECK(b != a);
+  void *c = ca::raw_alloc_with_stream(1000, s1);  // s1 again: its block
+  CHECK_EQ(c, a);
+  void *d = ca::raw_alloc_with_stream(1000, s1);  // held: a new one
+  CHECK(d != a);
+  CHECK_EQ(ca::raw_alloc_with_stream(0, s1), nullptr);
+  auto cn = acl_sim::counters();
+  CHECK_EQ(cn.caching_requests, 4u);  // the 0-byte request is not one
+  CHECK_EQ(cn.live_caching_allocations, 3u);
+  CHECK_EQ(cn.peak_live_caching_allocations, 3u);
+  for (void *p : {b, c, d}) ca::raw_delete(p);
+  CHECK_THROWS(ca::raw_delete(c), std::runtime_error, "invalid device pointer");  // twice
+  int host = 0;
+  CHECK_THROWS(ca::raw_delete(&host), std::runtime_error, "invalid device pointer");
+  // a capture's pool is its own: eager blocks of the stream are not handed to it, nor back
+  CHECK_EQ(aclmdlRICaptureBegin(s1, ACL_MODEL_RI_CAPTURE_MODE_GLOBAL), ACL_SUCCESS);
+  void *g = ca::raw_alloc_with_stream(1000, s1);
+  CHECK(g != a && g != d);
+  CHECK(ca::hasCapturesUnderway(0));
+  ca::raw_delete(g);
+  aclmdlRI m = nullptr;
+  CHECK_EQ(aclmdlRICaptureEnd(s1, &m), ACL_SUCCESS);
+  CHECK(!ca::hasCapturesUnderway(0));
+  void *e = ca::raw_alloc_with_stream(1000, s1);
+  CHECK(e != g);
+  ca::raw_delete(e);
+  CHECK_EQ(acl_sim::counters().graph_pool_requests, 1u);
+  acl_sim::Extent x;
+  CHECK(acl_sim::allocation_extent(g, &x) && !x.freed);
+  CHECK_EQ(aclmdlRIDestroy(m), ACL_SUCCESS);
+  CHECK(acl_sim::allocation_extent(g, &x) && x.freed);
+}
+
+TEST_CASE(empty_cache_frees_only_free_blocks_after_a_device_synchronise) {
+  aclrtStream s = stream(0);
+  void *held = ca::raw_alloc_with_stream(4096, s);
+  void *freed = ca::raw_alloc_with_stream(8192, s);
+  ca::raw_delete(freed);
+  at::Tensor ws = at_npu::native::allocate_workspace(4096, s);  // the workspace allocator's block: freed anyway
+  void *ws_ptr = ws.data_ptr();
+  acl_sim::reset_counters();
+  acl_sim::empty_cache();
+  auto c = acl_sim::counters();
+  CHECK(c.device_synchronizations >= 1);
+  CHECK_EQ(c.workspace_empty_caches, 1u);
+  acl_sim::Extent e;
+  CHECK(acl_sim::allocation_extent(held, &e) && !e.freed);
+  CHECK(acl_sim::allocation_extent(freed, &e) && e.freed);
+  CHECK(acl_sim::allocation_extent(ws_ptr, &e) && e.freed);  // NPUWorkspaceAllocator: live tensor or not
+  CHECK_EQ(acl_sim::caching_cached_blocks(0), 0u);
+  ca::raw_delete(held);
+}
+
+TEST_CASE(out_of_memory_retry_synchronises_frees_cached_blocks_and_retries) {
+  aclrtStream s = stream(0), other = stream(1);
+  acl_sim::set_device_memory_capacity(0, acl_sim::device_memory_in_use(0) + (uint64_t(16) << 20));
+  void *x = ca::raw_alloc_with_stream(uint64_t(12) << 20, other);
+  ca::raw_delete(x);  // cached for `other`
+  acl_sim::reset_counters();
+  void *y = ca::raw_alloc_with_stream(uint64_t(8) << 20, s);  // 4 MiB free: only the retry makes room
+  auto c = acl_sim::counters();
+  CHECK(y != nullptr);
+  CHECK_EQ(c.caching_oom_retries, 1u);
+  CHECK_EQ(c.device_synchronizations, 1u);
+  acl_sim::Extent e;
+  CHECK(acl_sim::allocation_extent(x, &e) && e.freed);
+  // still too much after the retry: torch_npu's error
+  CHECK_THROWS(ca::raw_alloc_with_stream(uint64_t(12) << 20, s), acl_sim::OutOfMemoryError,
+               "NPU out of memory. Tried to allocate 12.00 MiB (NPU 0; ", " total capacity; 8.00 MiB already allocated;",
+               "reserved in total by PyTorch).If reserved memory is >> allocated memory try setting max_split_size_mb");
+  CHECK_EQ(acl_sim::counters().caching_oom_retries, 2u);
+  ca::raw_delete(y);
+  CHECK_NO_SIM_ERRORS();
+}
+
+TEST_CASE(synchronise_from_a_queue_thread_is_a_self_wait) {
+  acl_sim::set_task_queue_enabled(true);
+  aclrtStream s = stream(0), other = stream(1);
+  // npuSynchronizeDevice itself, from a task the queue runs
+  OpCommand::RunOpApiV2("syncs", []() -> int {
+    acl_sim::npu_synchronize_device();
+    return 0;
+  });
+  acl_sim::drain_task_queues();
+  CHECK_EQ(acl_sim::error_count(acl_sim::ErrorKind::kSelfWait), 1u);
+  // the out-of-memory retry of an allocation made on the queue thread (b45157f's capture path did)
+  acl_sim::set_device_memory_capacity(0, acl_sim::device_memory_in_use(0) + (uint64_t(16) << 20));
+  void *x = ca::raw_alloc_with_stream(uint64_t(12) << 20, other);
+  ca::raw_delete(x);
+  OpCommand::RunOpApiV2("allocates", [s]() -> int {
+    void *p = ca::raw_alloc_with_stream(uint64_t(8) << 20, s);
+    ca::raw_delete(p);
+    return 0;
+  });
+  acl_sim::drain_task_queues();
+  CHECK_EQ(acl_sim::error_count(acl_sim::ErrorKind::kSelfWait), 2u);
+  bool named = false;
+  for (const auto &e : acl_sim::errors())
+    named = named || e.message.find("out-of-memory retry") != std::string::npos;
+  CHECK(named);
+  const auto c = acl_sim::counters();
+  CHECK_EQ(c.caching_allocs_on_queue_threads, 1u);
+  CHECK_EQ(c.caching_frees_on_queue_threads, 1u);
+  // from the calling thread the same retry is fine
+  acl_sim::clear_errors();
+  void *z = ca::raw_alloc_with_stream(uint64_t(12) << 20, other);
+  void *w = ca::raw_alloc_with_stream(uint64_t(1) << 20, s);
+  ca::raw_delete(z);
+  ca::raw_delete(w);
+  void *v = ca::raw_alloc_with_stream(uint64_t(8) << 20, s);
+  ca::raw_delete(v);
+  CHECK_EQ(acl_sim::error_count(acl_sim::ErrorKind::kSelfWait), 0u);
+}
+
+TEST_CASE(no_out_of_memory_retry_while_a_capture_is_underway) {
+  aclrtStream s = stream(0), other = stream(1), cs = stream(2);
+  acl_sim::set_device_memory_capacity(0, acl_sim::device_memory_in_use(0) + (uint64_t(16) << 20));
+  void *x = ca::raw_alloc_with_stream(uint64_t(12) << 20, other);  // cached for another stream
+  ca::raw_delete(x);
+  CHECK_EQ(aclmdlRICaptureBegin(cs, ACL_MODEL_RI_CAPTURE_MODE_GLOBAL), ACL_SUCCESS);
+  acl_sim::reset_counters();
+  CHECK_THROWS(ca::raw_alloc_with_stream(uint64_t(8) << 20, s), acl_sim::OutOfMemoryError, "NPU out of memory");
+  CHECK_EQ(acl_sim::counters().caching_oom_retries, 0u);
+  CHECK_EQ(acl_sim::counters().captures_invalidated, 0u);
+  aclmdlRI m = nullptr;
+  CHECK_EQ(aclmdlRICaptureEnd(cs, &m), ACL_SUCCESS);
+  CHECK_EQ(aclmdlRIDestroy(m), ACL_SUCCESS);
+}
+
+TEST_CASE(device_capacity_bounds_every_allocator) {
+  acl_sim::set_device_memory_capacity(1, uint64_t(4) << 20);
+  CHECK_EQ(aclrtSetDevice(1), ACL_SUCCESS);
+  aclrtStream s = nullptr;
+  CHECK_EQ(aclrtCreateStream(&s), ACL_SUCCESS);
+  void *p = nullptr;
+  CHECK_EQ(aclrtMalloc(&p, uint64_t(8) << 20, ACL_MEM_MALLOC_HUGE_FIRST), ACL_ERROR_BAD_ALLOC);
+  CHECK_THROWS(at_npu::native::allocate_workspace(uint64_t(6) << 20, s), acl_sim::OutOfMemoryError,
+               "NPUWorkspaceAllocator tried to allocate");
+  CHECK_EQ(aclrtMalloc(&p, uint64_t(1) << 20, ACL_MEM_MALLOC_HUGE_FIRST), ACL_SUCCESS);
+  CHECK_EQ(acl_sim::device_memory_in_use(1), uint64_t(1) << 20);
+  CHECK_EQ(aclrtFree(p), ACL_SUCCESS);
+  CHECK_EQ(aclrtSetDevice(0), ACL_SUCCESS);
+}
+
+// ---------------------------------------------------------------- test controls
+TEST_CASE(paused_queue_holds_tasks_until_resumed) {
+  acl_sim::set_task_queue_enabled(true);
+  static std::atomic<int> ran{0};
+  acl_sim::set_task_queues_paused(true);
+  for (int i = 0; i < 3; ++i)
+    OpCommand::RunOpApiV2("held", []() -> int {
+      ran++;
+      return 0;
+    });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  CHECK_EQ(ran.load(), 0);
+  acl_sim::set_task_queues_paused(false);
+  acl_sim::drain_task_queues();
+  CHECK_EQ(ran.load(), 3);
+}
+
+TEST_CASE(on_call_hook_runs_before_the_nth_call) {
+  aclrtStream s = stream(0);
+  void *p = nullptr;
+  CHECK_EQ(aclrtMalloc(&p, 64, ACL_MEM_MALLOC_HUGE_FIRST), ACL_SUCCESS);
+  static std::atomic<uint64_t> memsets_seen{0};
+  memsets_seen = 0;
+  acl_sim::reset_counters();
+  acl_sim::on_call("aclrtMemsetAsync", 2, [] { memsets_seen = acl_sim::counters().memsets; });
+  for (int i = 0; i < 3; ++i) CHECK_EQ(aclrtMemsetAsync(p, 64, 0, 64, s), ACL_SUCCESS);
+  CHECK_EQ(memsets_seen.load(), 1u);  // ran before the second call counted
+  sync(s);
+  CHECK_EQ(aclrtFree(p), ACL_SUCCESS);
+}
+
+// ---------------------------------------------------------------- torch_npu's own operators
+TEST_CASE(torch_npu_op_takes_its_workspace_on_the_queue_thread) {
+  acl_sim::set_task_queue_enabled(true);
+  aclrtStream s = stream(0);
+  static std::atomic<int> hook_device{-2};
+  acl_sim::TorchNpuOp op;
+  op.stream = s;
+  op.workspace_bytes = 4096;
+  op.inside_workspace_allocator = [] { hook_device = acl_sim::task_queue_device_of_this_thread(); };
+  acl_sim::reset_counters();
+  acl_sim::run_torch_npu_op(op);
+  acl_sim::drain_task_queues();
+  sync(s);
+  CHECK_EQ(hook_device.load(), 0);  // inside allocate_workspace, on device 0's queue thread
+  auto c = acl_sim::counters();
+  CHECK_EQ(c.allocator_requests, 1u);
+  CHECK_EQ(c.launches, 1u);
+  CHECK_EQ(c.live_workspace_tensors, 0u);  // dropped when the lambda returned
+  CHECK(acl_sim::op_tasks().back().queued && acl_sim::op_tasks().back().rc == 0);
+  // a thread entering the map meanwhile is a race
+  acl_sim::TorchNpuOp racing = op;
+  aclrtStream s1 = stream(1);
+  racing.inside_workspace_allocator = [s1] {
+    std::thread([s1] { (void)at_npu::native::allocate_workspace(64, s1); }).join();
+  };
+  acl_sim::run_torch_npu_op(racing);
+  acl_sim::drain_task_queues();
+  CHECK(acl_sim::error_count(acl_sim::ErrorKind::kAllocatorRace) >= 1);
 }
 
 TEST_MAIN()

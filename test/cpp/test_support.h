@@ -1,59 +1,36 @@
 // Test support for the C++ tests of the launch helper: sim_support.h (the
 // TEST_CASE / CHECK framework and probe helpers over the host ACL simulation)
-// plus acquire() / CHECK_FAILS / helper_launch() for the helper's API.
+// plus the launch the generated launcher makes (launch_codegen.launcher_source
+// written by hand in the same shape): LaunchMemory on the calling thread, only
+// the LaunchRegions copied into the lambda handed to OpCommand::RunOpApiV2,
+// release() right after that call returns.
 #pragma once
 #include <npu_launch_resources.h>
+#include <torch_npu/csrc/framework/OpCommand.h>
 
-#include <initializer_list>
+#include <atomic>
+#include <memory>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "sim_support.h"
 
-// Checks that `expr` fails with t::AcquireFailed of ACL code `want_code` whose text contains every string.
-#define CHECK_FAILS(expr, want_code, ...)                                                                       \
-  do {                                                                                                          \
-    bool failed_ = false;                                                                                       \
-    try {                                                                                                       \
-      (void)(expr);                                                                                             \
-    } catch (const ::t::AcquireFailed &e_) {                                                                    \
-      failed_ = true;                                                                                           \
-      if (e_.code != static_cast<aclError>(want_code))                                                          \
-        ::t::fail(__FILE__, __LINE__, "code " + std::to_string(e_.code) + " != " #want_code + ": " + e_.what()); \
-      ::t::check_message(__FILE__, __LINE__, e_.what(), {__VA_ARGS__});                                        \
-    }                                                                                                           \
-    if (!failed_) ::t::fail(__FILE__, __LINE__, #expr " did not fail");                                         \
-  } while (0)
-
 namespace t {
 
-using torch_npu::inductor::LaunchResources;
+using torch_npu::inductor::LaunchMemory;
+using torch_npu::inductor::LaunchRegions;
+using torch_npu::inductor::LaunchSizes;
 using torch_npu::inductor::LockLayout;
 
-// A failed acquire_launch_resources: its code and this thread's last_error_message().
-struct AcquireFailed : std::runtime_error {
-  aclError code;
-  AcquireFailed(aclError c, const char *text) : std::runtime_error(text), code(c) {}
-};
+static_assert(!std::is_copy_constructible<LaunchMemory>::value && !std::is_copy_assignable<LaunchMemory>::value,
+              "LaunchMemory owns a block: never copied into a lambda");
+static_assert(std::is_trivially_copyable<LaunchRegions>::value, "LaunchRegions is what the lambda copies");
 
-// acquire_launch_resources, with a failure turned into AcquireFailed for CHECK_FAILS.
-inline LaunchResources acquire(const char *name, aclrtStream s, uint32_t gx, uint32_t gy, uint32_t gz,
-                               uint32_t block_num, uint64_t ws_per_block, const LockLayout &l) {
-  LaunchResources r;
-  const aclError rc = torch_npu::inductor::acquire_launch_resources(name, s, gx, gy, gz, block_num, ws_per_block, l, &r);
-  if (rc != ACL_SUCCESS) {
-    CHECK(r.locks() == nullptr && r.workspace() == nullptr && r.total_bytes() == 0);  // nothing half-made
-    throw AcquireFailed(rc, torch_npu::inductor::last_error_message());
-  }
-  return r;
-}
-inline torch_npu::inductor::LaunchSizes sizes(const char *name, uint32_t gx, uint32_t gy, uint32_t gz,
-                                             uint32_t block_num, uint64_t ws_per_block, const LockLayout &l) {
-  torch_npu::inductor::LaunchSizes out;
-  const aclError rc = torch_npu::inductor::compute_launch_sizes(name, gx, gy, gz, block_num, ws_per_block, l, &out);
-  if (rc != ACL_SUCCESS) throw AcquireFailed(rc, torch_npu::inductor::last_error_message());
-  return out;
+inline LaunchSizes sizes(const char *name, uint32_t gx, uint32_t gy, uint32_t gz, uint32_t block_num,
+                         uint64_t ws_per_block, const LockLayout &l) {
+  return torch_npu::inductor::launch_sizes(name, gx, gy, gz, block_num, ws_per_block, l);
 }
 
 // A legacy lock layout: n int64 slots, each = v.
@@ -61,6 +38,14 @@ inline LockLayout legacy(uint64_t n, int64_t v) {
   LockLayout l;
   l.legacy_slots = n;
   l.init_value = v;
+  return l;
+}
+inline LockLayout packed(uint32_t ordered, uint32_t unordered, uint32_t factor = 1, int64_t init = 0) {
+  LockLayout l;
+  l.ordered = ordered;
+  l.unordered = unordered;
+  l.participant_factor = factor;
+  l.init_value = init;
   return l;
 }
 
@@ -80,14 +65,56 @@ inline std::vector<int64_t> expected_locks(const LockLayout &l, uint32_t block_n
   return v;
 }
 
-// acquire + launch + release, like one generated launch lambda.
-inline uint64_t helper_launch(const char *name, aclrtFuncHandle h, aclrtStream s, uint32_t gx, uint32_t gy, uint32_t gz,
-                              uint32_t block_num, uint64_t ws_per_block, const LockLayout &l, bool ffts = false) {
-  LaunchResources r = acquire(name, s, gx, gy, gz, block_num, ws_per_block, l);
-  int32_t grid[3] = {int32_t(gx), int32_t(gy), int32_t(gz)};
-  return launch(h, s, r.locks(), r.workspace(), block_num, grid, ffts);
+// One launch of the generated shape, through torch_npu's launchKernel (RunOpApiV2).
+struct Launch {
+  LaunchRegions regions;  // what the lambda got (nullptr regions if the calling thread threw)
+  std::shared_ptr<std::atomic<int>> rc = std::make_shared<std::atomic<int>>(-1);  // the lambda's result
+  std::shared_ptr<std::atomic<uint64_t>> id = std::make_shared<std::atomic<uint64_t>>(0);  // its kernel launch
+};
+inline Launch generated_launch(const char *name, aclrtFuncHandle h, aclrtStream s, uint32_t gx, uint32_t gy,
+                               uint32_t gz, uint32_t block_num, uint64_t ws_per_block, const LockLayout &l,
+                               bool ffts = false) {
+  Launch out;
+  if (gx == 0 || gy == 0 || gz == 0) return out;
+  LaunchMemory memory(name, s, gx, gy, gz, block_num, ws_per_block, l);
+  const LaunchRegions regions = memory.regions();
+  out.regions = regions;
+  auto rc = out.rc;
+  auto id = out.id;
+  const std::string kernel = name;
+  at_npu::native::OpCommand::RunOpApiV2(kernel, [=]() -> int {
+    aclError r = regions.write_locks(kernel.c_str(), s);
+    if (r != ACL_SUCCESS) {
+      rc->store(r);
+      return r;
+    }
+    const int32_t grid[3] = {int32_t(gx), int32_t(gy), int32_t(gz)};
+    r = launch_rc(h, s, regions.locks, regions.workspace, block_num, grid, ffts);
+    if (r == ACL_SUCCESS) id->store(acl_sim::last_launch_id());
+    rc->store(r);
+    return r;
+  });
+  memory.release();  // queued: later work on s runs after this kernel
+  return out;
+}
+
+// generated_launch, waited for: the task queues drained; returns the kernel's launch id.
+inline uint64_t helper_launch(const char *name, aclrtFuncHandle h, aclrtStream s, uint32_t gx, uint32_t gy,
+                              uint32_t gz, uint32_t block_num, uint64_t ws_per_block, const LockLayout &l,
+                              bool ffts = false) {
+  Launch L = generated_launch(name, h, s, gx, gy, gz, block_num, ws_per_block, l, ffts);
+  acl_sim::drain_task_queues();
+  if (L.rc->load() != ACL_SUCCESS) throw Failure(std::string(name) + ": the launch returned " + std::to_string(L.rc->load()));
+  return L.id->load();
 }
 
 inline bool disjoint(uintptr_t a, uint64_t an, uintptr_t b, uint64_t bn) { return an == 0 || bn == 0 || a + an <= b || b + bn <= a; }
+
+// The caching-allocator block a region lies in (the simulation's bookkeeping).
+inline acl_sim::Extent extent_of(const void *p) {
+  acl_sim::Extent e;
+  if (!acl_sim::allocation_extent(p, &e)) throw Failure("pointer in no device allocation");
+  return e;
+}
 
 }  // namespace t

@@ -3,37 +3,57 @@
     python -m torch_npu._inductor.patchset launcher --metadata JSON --grid X,Y,Z
         [--signature '*fp32,i32'] [--vector-cores N] [--ffts] [--emit-cpp] [--simulate] [--json]
     python -m torch_npu._inductor.patchset launcher --samples [--json]
-    python -m torch_npu._inductor.patchset launcher --scenario NAME|list [--simulate] [--json] [--helper DIR]
+    python -m torch_npu._inductor.patchset launcher --scenario NAME|list [--json] [--helper DIR]
 
-``--metadata`` takes a JSON object (or ``@file``) shaped like triton-ascend's
-kernel metadata. ``--simulate`` compiles the launcher this patch set
-generates, with the simulation's probe kernel, against the host ACL
-simulation (no NPU), runs it twice back to back on one stream and reports
-per launch what the kernel saw. Bad metadata exits 2 with the error on stderr.
+``--metadata`` takes a JSON object (or ``@file``) with triton-ascend's kernel
+metadata fields this patch set reads (an unknown key is an error naming the
+valid ones). ``--simulate`` compiles the launcher this patch set generates,
+with the simulation's probe kernel, against the host ACL simulation (no NPU):
+the launch memory is taken on the calling thread, the lambda goes through
+torch_npu's task queue; it runs twice back to back on one stream and reports
+per launch what the kernel saw and what the launch cost. Bad input exits 2
+with one line on stderr.
 
-``--scenario`` runs one of the graph-capture / thread scenarios
-(``acl_sim/scenarios/scenarios.h``; ``--scenario list`` names them) in the
-simulation and reports each step's and each replay's ACL code, the
-simulation's error reports and ``ok``. ``--helper DIR`` builds it against
-another copy of the helper (e.g. an older version, to see a scenario fail).
+``--scenario`` runs one of the graph-capture / thread / memory-pressure
+scenarios (``acl_sim/scenarios/scenarios.h``; ``--scenario list`` names them)
+in the simulation and reports each step's ACL code in the order they ran
+(replays included), the simulation's error reports and ``ok``. ``--helper
+DIR`` builds it against another copy of the helper; one without
+``LaunchMemory`` (the helper of commit b45157f) runs the scenarios its own
+way, with the memory taken inside the launch lambda.
 
-The simulation harness (:func:`harness_source`, :func:`simulate`) is also what
-the golden tests run.
+The simulation harness (:func:`harness_source`, :func:`judge`) is also what
+the golden tests, the release matrix and the demo run.
 """
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
 from typing import Sequence
 
 from .. import launch_codegen as lc
-from ..launch_plan import SyncPlan, plan_from_metadata
+from ..launch_plan import SIMT_FLAGS, SyncPlan, plan_from_metadata
 
 LAUNCHES = 2
 PROBE_TIME_US = 3000  # each simulated kernel runs this long: launch 2 is issued while launch 1 runs
+#: The simulated device's memory in the harness (host memory backs it: the probe writes the whole workspace).
+DEVICE_MEMORY = 1 << 30
+#: The launcher computes the block count in 32 bits (``uint32_t block_num = grid_0 * grid_1 * grid_2``).
+MAX_BLOCKS = (1 << 32) - 1
+#: With --simulate the probe kernel runs every launched block on the host.
+MAX_SIMULATED_BLOCKS = 1 << 20
+#: The metadata fields plan_from_metadata reads (``launch_plan``).
+METADATA_KEYS = ("name", "mix_mode", "workspace_size", "lock_num", "lock_init_val", "lock_init_value",
+                 "sync_block_lock_layout", "auto_tile_and_bind_subblock", *SIMT_FLAGS)
+
+
+class UsageError(ValueError):
+    """Bad input to the command: one line, exit 2."""
 
 
 # ---- simulation harness ---------------------------------------------------------
@@ -82,6 +102,15 @@ def rle(values: Sequence[int]) -> list[list[int]]:
     return out
 
 
+def content_text(runs: Sequence[Sequence[int]]) -> str:
+    """Lock content in words, from [[value, count], ...]: ``4 slots: 0 x 4`` or ``none``."""
+    if not runs:
+        return "none"
+    slots = sum(n for _, n in runs)
+    shown = ", ".join(f"{v} x {n}" if n > 1 else str(v) for v, n in runs[:8])
+    return f"{slots} int64 slot{'s' if slots != 1 else ''}: {shown}" + (", ..." if len(runs) > 8 else "")
+
+
 def _demo_value(a: lc.KernelArg, buffers: dict) -> str:
     if a.ctype == "void*":
         return buffers[a.value]
@@ -89,28 +118,24 @@ def _demo_value(a: lc.KernelArg, buffers: dict) -> str:
 
 
 FAULT_APIS = {  # --inject-fault: which simulated calls fail (the first one made by the launch)
-    "alloc": ["allocate_workspace"],
+    "alloc": ["raw_alloc_with_stream"],
     "fill": ["aclrtMemsetAsync", "aclrtMemcpyAsync"],
     "launch": ["aclrtLaunchKernelWithHostArgs"],
 }
 FAULT_CODE = 507899  # an ACL runtime code the fill / launch fault returns
-
+_U64_MAX = (1 << 64) - 1
 
 _HARNESS = r"""
-// ---- torch_npu's wrapper prologue (behaviour, written for this harness) -------------
-static void launchKernel(std::function<int()> launch_call, const char* kernel_name) {
-  at_npu::native::OpCommand::RunOpApiV2(kernel_name, launch_call);
-}
+// ---- the harness (HOST ACL SIMULATION): launches as the wrapper makes them, a JSON report -------
 static std::string json_str(const std::string& s) {
   std::string o = "\"";
   for (char c : s) { if (c == '"' || c == '\\') o += '\\'; if (c == '\n') { o += "\\n"; continue; } if (static_cast<unsigned char>(c) < 0x20) continue; o += c; }
   return o + "\"";
 }
-static std::atomic<uint64_t> g_launch_id{0};
 struct Launch {
   std::string phase; int device = 0; bool found = false; uint64_t id = 0;
   int rc = 0; bool ran = false; bool exception_escaped = false; bool call_threw = false; bool dropped = false;
-  std::string call_error; uint64_t live_tensors_after = 0; acl_sim::Counters d; acl_sim::ProbeRecord r;
+  std::string call_error; uint64_t live_blocks_after = 0; acl_sim::Counters d; acl_sim::ProbeRecord r;
 };
 static std::vector<Launch> g_launches;
 static std::string g_notes;
@@ -125,27 +150,37 @@ static void ext_json(std::string& o, const char* key, const acl_sim::Extent& e, 
   o += b;
 }
 
+// One launch, made on this (the calling) thread as the wrapper makes it; the task queue drained.
 static Launch one(const char* phase, int device, aclrtStream stream, void** bufs, const std::vector<std::string>& fault_apis) {
   (void)bufs;
   Launch L; L.phase = phase; L.device = device;
   for (const auto& api : fault_apis) acl_sim::inject_fault(api.c_str(), 1, @FAULT_CODE@);
   const size_t n0 = acl_sim::op_tasks().size();
+  const uint64_t id0 = acl_sim::latest_launch_id();
   acl_sim::Counters c0 = acl_sim::counters();
-  g_launch_id = 0;
   const uint32_t grid_0 = @G0@, grid_1 = @G1@, grid_2 = @G2@;
   aclrtFuncHandle kernel_handle = g_kernel;
+  int call_rc = 0;
   try {
-    launchKernel([=]() -> int { int rc_ = @CALL@; if (rc_ == ACL_SUCCESS) g_launch_id = acl_sim::last_launch_id(); return rc_; }, @NAME@);
+    call_rc = @CALL@;
   } catch (const std::exception& e) { L.call_threw = true; L.call_error = e.what(); }
   acl_sim::drain_task_queues();
   acl_sim::clear_faults();
   acl_sim::Counters c1 = acl_sim::counters();
   std::vector<acl_sim::OpTask> tasks = acl_sim::op_tasks();
-  if (tasks.size() > n0) { const auto& t = tasks.back(); L.rc = t.rc; L.ran = t.ran; L.exception_escaped = t.exception_escaped; L.dropped = t.dropped; }
-  L.id = g_launch_id;
-  L.live_tensors_after = c1.live_workspace_tensors;
+  if (tasks.size() > n0) {
+    const auto& t = tasks.back(); L.rc = t.rc; L.ran = t.ran; L.exception_escaped = t.exception_escaped; L.dropped = t.dropped;
+    if (t.threw_at_call && !L.call_threw) { L.call_threw = true; L.call_error = "RunOpApiV2 threw"; }
+  } else {
+    L.rc = L.call_threw ? 0 : call_rc; L.ran = !L.call_threw;
+  }
+  const uint64_t id1 = acl_sim::latest_launch_id();
+  L.id = id1 > id0 ? id1 : 0;
+  L.live_blocks_after = c1.live_caching_allocations + c1.live_workspace_tensors;
 #define D(f) L.d.f = c1.f - c0.f;
-  D(allocator_requests) D(allocator_growths) D(sync_copies) D(async_copies) D(memsets) D(launches) D(host_blocking)
+  D(allocator_requests) D(allocator_growths) D(caching_requests) D(caching_frees) D(caching_frees_on_queue_threads)
+  D(caching_allocs_on_queue_threads) D(device_synchronizations) D(sync_copies) D(async_copies) D(memsets) D(launches)
+  D(host_blocking) D(pinned_allocs)
 #undef D
   return L;
 }
@@ -168,15 +203,16 @@ def harness_source(
 ) -> str:
     """One C++ TU: the launcher, the probe kernel, the launches, a JSON report.
 
-    Each launch goes the way torch_npu runs it: the launch lambda is handed to
-    ``launchKernel`` -> ``OpCommand::RunOpApiV2`` (simulated task queue,
-    ``queue``), on each of ``devices`` devices. ``launcher_cpp`` defaults to
-    :func:`launch_codegen.launcher_source`; ``call`` is the C++ expression
-    (an aclError) performing one launch (in scope: ``kernel_handle``,
-    ``stream``, ``bufs[i]``, ``grid_0..2``). With ``capture``: one warm-up
-    launch, one captured launch, then ``replays`` replays with pinned-cache
-    churn between (the helper's ``trim_pinned_cache()`` and page-locked
-    buffers allocated and freed).
+    Each launch is made the way torch_npu's wrapper makes it: ``call`` (a C++
+    expression yielding an int, 0 for fine) runs on the calling thread; the
+    launcher takes its memory there and hands its lambda to ``launchKernel``
+    -> ``OpCommand::RunOpApiV2`` (simulated task queue, ``queue``), on each of
+    ``devices`` devices. ``launcher_cpp`` defaults to
+    :func:`launch_codegen.launcher_source`; ``call`` to ``(call_<k>(...), 0)``
+    (in scope: ``kernel_handle``, ``stream``, ``bufs[i]``, ``grid_0..2``). With
+    ``capture``: one warm-up launch, one captured launch, then ``replays``
+    replays with an eager launch and ``torch.npu.empty_cache()`` between them.
+    The simulated devices have :data:`DEVICE_MEMORY` bytes each.
     """
     exp = expected(plan, site, grid)
     ptrs = [a.value for a in kernel_args if a.ctype == "void*"]
@@ -186,13 +222,14 @@ def harness_source(
     if call is None:
         actuals = ["kernel_handle"] + [_demo_value(a, buffers) for a in kernel_args]
         actuals += ["grid_0", "grid_1", "grid_2", "stream"]
-        call = f"{lc.launcher_function_name(plan)}({', '.join(actuals)})"
+        call = f"({lc.launcher_function_name(plan)}({', '.join(actuals)}), 0)"
     faults = FAULT_APIS[inject_fault] if inject_fault else []
     fault_list = "{" + ", ".join(lc.c_string(a) for a in faults) + "}"
     harness = (_HARNESS.replace("@FAULT_CODE@", str(FAULT_CODE)).replace("@G0@", str(grid[0]))
                .replace("@G1@", str(grid[1])).replace("@G2@", str(grid[2])).replace("@CALL@", call)
                .replace("@NAME@", lc.c_string(plan.kernel)))
     nbuf = max(1, len(ptrs))
+    lock_bytes, ws_bytes = min(exp["lock_bytes"], _U64_MAX), min(exp["workspace_bytes"], _U64_MAX)
     return f"""// generated by torch_npu._inductor.patchset.tooling.launcher_cli (HOST ACL SIMULATION harness: a test double)
 #include <atomic>
 #include <cinttypes>
@@ -201,6 +238,7 @@ def harness_source(
 #include <string>
 #include <vector>
 {lc.includes()}#include "acl_sim/control.h"
+#include "torch_npu/csrc/core/npu/NPUWorkspaceAllocator.h"  // what torch_npu's own (upstream) launchers call
 #include "torch_npu/csrc/framework/OpCommand.h"
 
 static void check(aclError rc, const char* what) {{ if (rc != ACL_SUCCESS) {{ std::fprintf(stderr, "%s: ACL error %d\\n", what, rc); std::exit(3); }} }}
@@ -214,13 +252,14 @@ int main() {{
   cfg.name = {lc.c_string(plan.kernel)};
   cfg.has_ffts = {str(site.has_ffts).lower()};
   cfg.simt_only = {str(site.simt(plan)).lower()};
-  cfg.lock_bytes = UINT64_C({exp["lock_bytes"]});
-  cfg.workspace_bytes = UINT64_C({exp["workspace_bytes"]});
+  cfg.lock_bytes = UINT64_C({lock_bytes});
+  cfg.workspace_bytes = UINT64_C({ws_bytes});
   cfg.sim_time_us = {PROBE_TIME_US};
   cfg.own_args_bytes = {lc.own_args_bytes(kernel_args)};
   g_kernel = acl_sim::register_probe_kernel(cfg);
   const std::vector<std::string> fault_apis = {fault_list};
   for (int dev = 0; dev < {devices}; ++dev) {{
+    acl_sim::set_device_memory_capacity(dev, UINT64_C({DEVICE_MEMORY}));
     check(aclrtSetDevice(dev), "aclrtSetDevice");
     aclrtStream stream = nullptr;
     check(aclrtCreateStream(&stream), "aclrtCreateStream");
@@ -240,10 +279,10 @@ int main() {{
     g_launches.push_back(cap);
     if (end_rc != ACL_SUCCESS) {{ g_notes += "device " + std::to_string(dev) + ": aclmdlRICaptureEnd returned " + std::to_string(end_rc) + "; "; continue; }}
     for (int r = 0; r < {replays}; ++r) {{
-      torch_npu::inductor::trim_pinned_cache();  // churn: the helper's page-locked lock images
-      void* h = nullptr;
-      check(aclrtMallocHost(&h, 4096), "aclrtMallocHost");
-      check(aclrtFreeHost(h), "aclrtFreeHost");
+      // Between replays: eager work on the capture stream, and torch.npu.empty_cache().
+      g_launches.push_back(one("eager", dev, stream, bufs, {{}}));
+      check(aclrtSynchronizeStream(stream), "aclrtSynchronizeStream");
+      acl_sim::empty_cache();
       check(aclmdlRIExecuteAsync(model, stream), "aclmdlRIExecuteAsync");
       check(aclrtSynchronizeStream(stream), "aclrtSynchronizeStream");
     }}
@@ -257,21 +296,25 @@ int main() {{
   for (size_t i = 0; i < g_launches.size(); ++i) {{
     const Launch& L = g_launches[i];
     const acl_sim::ProbeRecord& r = L.r;
-    char b[1400];
+    const acl_sim::Counters& d = L.d;
+    char b[2000];
     std::snprintf(b, sizeof b, "%s{{\\"phase\\": \\"%s\\", \\"device\\": %d, \\"acl_code\\": %d, \\"ran\\": %s, \\"exception_escaped\\": %s, "
                   "\\"call_threw\\": %s, \\"dropped\\": %s, \\"live_allocations_after\\": %" PRIu64 ", \\"found\\": %s, \\"decoded\\": %s, "
                   "\\"kernel_device\\": %d, \\"block_dim\\": %u, \\"grid\\": [%d, %d, %d], \\"lock_ptr_null\\": %s, \\"workspace_ptr_null\\": %s, "
                   "\\"regions_overlap\\": %s, \\"overlaps_with_running\\": %d, \\"locks_unchanged\\": %s, \\"workspace_written\\": %s, "
-                  "\\"access_errors\\": %d, \\"ffts_ok\\": %s, \\"allocator_calls\\": %" PRIu64 ", \\"allocator_growths\\": %" PRIu64
-                  ", \\"sync_copies\\": %" PRIu64 ", \\"async_copies\\": %" PRIu64 ", \\"memsets\\": %" PRIu64 ", \\"kernel_launches\\": %" PRIu64
-                  ", \\"host_blocking_calls\\": %" PRIu64 ", ",
+                  "\\"access_errors\\": %d, \\"ffts_ok\\": %s, \\"caching_allocator_calls\\": %" PRIu64 ", \\"workspace_allocator_calls\\": %" PRIu64
+                  ", \\"allocator_growths\\": %" PRIu64 ", \\"block_frees\\": %" PRIu64 ", \\"block_frees_on_queue_thread\\": %" PRIu64
+                  ", \\"allocations_on_queue_thread\\": %" PRIu64 ", \\"device_synchronizations\\": %" PRIu64 ", \\"sync_copies\\": %" PRIu64
+                  ", \\"async_copies\\": %" PRIu64 ", \\"memsets\\": %" PRIu64 ", \\"kernel_launches\\": %" PRIu64
+                  ", \\"host_blocking_calls\\": %" PRIu64 ", \\"page_locked_allocations\\": %" PRIu64 ", ",
                   i ? ", " : "", L.phase.c_str(), L.device, L.rc, L.ran ? "true" : "false", L.exception_escaped ? "true" : "false",
-                  L.call_threw ? "true" : "false", L.dropped ? "true" : "false", L.live_tensors_after, L.found ? "true" : "false",
+                  L.call_threw ? "true" : "false", L.dropped ? "true" : "false", L.live_blocks_after, L.found ? "true" : "false",
                   r.decoded ? "true" : "false", r.device, r.block_dim, r.grid[0], r.grid[1], r.grid[2],
                   r.lock_ptr ? "false" : "true", r.workspace_ptr ? "false" : "true", r.regions_overlap ? "true" : "false",
                   r.overlaps_with_running, r.locks_unchanged ? "true" : "false", r.workspace_written ? "true" : "false",
-                  r.access_errors, r.ffts_ok ? "true" : "false", L.d.allocator_requests, L.d.allocator_growths, L.d.sync_copies,
-                  L.d.async_copies, L.d.memsets, L.d.launches, L.d.host_blocking);
+                  r.access_errors, r.ffts_ok ? "true" : "false", d.caching_requests, d.allocator_requests, d.allocator_growths,
+                  d.caching_frees, d.caching_frees_on_queue_threads, d.caching_allocs_on_queue_threads, d.device_synchronizations,
+                  d.sync_copies, d.async_copies, d.memsets, d.launches, d.host_blocking, d.pinned_allocs);
     o += b;
     o += "\\"call_error\\": " + json_str(L.call_error) + ", ";
     ext_json(o, "lock_region", r.lock_extent, r.lock_ptr, r.lock_available, r.lock_overrun);
@@ -293,7 +336,8 @@ int main() {{
   o += "], \\"app_logs\\": [";
   std::vector<acl_sim::AppLog> logs = acl_sim::app_logs();
   for (size_t i = 0; i < logs.size(); ++i) o += (i ? ", " : "") + json_str(logs[i].message);
-  o += "], \\"notes\\": " + json_str(g_notes) + ", \\"live_allocations_end\\": " + std::to_string(acl_sim::counters().live_workspace_tensors) + "}}";
+  const acl_sim::Counters end = acl_sim::counters();
+  o += "], \\"notes\\": " + json_str(g_notes) + ", \\"live_allocations_end\\": " + std::to_string(end.live_caching_allocations + end.live_workspace_tensors) + "}}";
   std::printf("%s\\n", o.c_str());
   return 0;
 }}
@@ -302,31 +346,40 @@ int main() {{
 
 def judge(plan: SyncPlan, site: lc.LaunchSite, grid: Sequence[int], raw: dict, inject_fault: str | None = None) -> dict:
     """Per-launch report with ``ok`` plus the evidence: what the kernel actually got (measured by
-    the simulation's allocation bookkeeping), never the plan's expectations copied over."""
+    the simulation's allocation bookkeeping), never the plan's expectations copied over, and what
+    the launch cost (allocator calls, synchronisations, host-blocking calls, page-locked memory)."""
     exp = expected(plan, site, grid)
     want_locks = rle(expected_lock_content(plan, exp["block_num"])) if not site.simt(plan) else []
     launches = []
+    stopped = False  # a failed lambda stopped torch_npu's task queue: later launches are not judged
     for r in raw["launches"]:
         problems = []
         faulted = inject_fault is not None and r["phase"] in ("launch", "warmup") and r is raw["launches"][0]
         if faulted:
+            stopped = r["acl_code"] != 0 and not r["call_threw"]
             # the first launch of the run had a fault injected: it must fail cleanly
             if r["acl_code"] == 0 and not r["call_threw"]:
                 problems.append("the injected fault did not make the launch fail")
             if r["exception_escaped"]:
                 problems.append("an exception escaped the launch lambda")
             if r["live_allocations_after"] != 0:
-                problems.append(f"{r['live_allocations_after']} workspace allocations still live after the failed launch")
+                problems.append(f"{r['live_allocations_after']} launch blocks still held after the failed launch")
             launches.append(_launch_report(r, exp, problems))
             continue
-        if inject_fault is not None:
-            launches.append(_launch_report(r, exp, problems))  # after a failure torch_npu runs nothing more
+        if stopped:
+            launches.append(_launch_report(r, exp, problems))  # after a failed lambda torch_npu runs nothing more
             continue
-        if r["acl_code"] != 0 or r["exception_escaped"] or r["call_threw"] or r["dropped"]:
-            problems.append(f"the launch failed: code {r['acl_code']}, exception {r['exception_escaped']}, "
-                            f"call error {r['call_error']!r}")
-        if r["phase"] == "capture":
-            pass  # recorded, not run: its kernels run as the replays
+        if r["call_threw"]:
+            problems.append(f"the launch threw on the calling thread: {r['call_error']}")
+        elif r["dropped"]:
+            problems.append("torch_npu's task queue dropped the launch (an earlier task failed)")
+        elif r["exception_escaped"]:
+            problems.append(f"an exception escaped the launch lambda (ACL code {r['acl_code']} on the queue thread)")
+        elif r["acl_code"] != 0:
+            problems.append(f"the launch lambda returned ACL error {r['acl_code']}")
+        failed = bool(problems)
+        if r["phase"] == "capture" or failed:
+            pass  # recorded, not run (its kernels run as the replays), or never launched
         elif not (r["found"] and r["decoded"]):
             problems.append("the probe kernel did not run or could not decode its arguments")
         else:
@@ -355,11 +408,19 @@ def judge(plan: SyncPlan, site: lc.LaunchSite, grid: Sequence[int], raw: dict, i
                 problems.append(f"lock content at start {r['lock_content']} != {want_locks} (runs of [value, count])")
             if not (r["locks_unchanged"] and r["workspace_written"]) or r["access_errors"] or not r["ffts_ok"]:
                 problems.append("the kernel's locks or workspace were disturbed, or an access failed")
-        if r["phase"] != "replay":
-            if r["sync_copies"] or r["allocator_calls"] > 1 or r["kernel_launches"] != 1:
-                problems.append("more than one allocator request, a synchronous copy, or not exactly one launch")
-            if r["host_blocking_calls"] > r["allocator_growths"]:
-                problems.append("host-blocking calls other than the allocator's growth")
+        if r["phase"] != "replay" and not failed:
+            calls = r["caching_allocator_calls"] + r["workspace_allocator_calls"]
+            if r["sync_copies"] or calls > 1 or r["kernel_launches"] != 1:
+                problems.append(f"{calls} allocator requests, {r['sync_copies']} synchronous copies and "
+                                f"{r['kernel_launches']} launches (at most one allocator request, no synchronous copy, "
+                                f"exactly one launch)")
+            if r["host_blocking_calls"]:
+                problems.append(f"{r['host_blocking_calls']} host-blocking calls (a synchronous copy, a stream or "
+                                f"device synchronise, or the workspace allocator growing its block)")
+            if r["page_locked_allocations"]:
+                problems.append(f"{r['page_locked_allocations']} page-locked allocations")
+            if r["block_frees_on_queue_thread"] or r["allocations_on_queue_thread"]:
+                problems.append("launch memory taken or freed on torch_npu's task-queue thread (the lambda owned it)")
         launches.append(_launch_report(r, exp, problems))
     errors = list(raw.get("errors", []))
     notes = raw.get("notes", "")
@@ -388,12 +449,19 @@ def _launch_report(r: dict, exp: dict, problems: list[str]) -> dict:
         "regions_overlap": bool(r["regions_overlap"] or r["overlaps_with_running"]),
         "lock_content": r["lock_content"],
         "lock_values_at_start": sorted({v for v, _ in r["lock_content"]}),
-        "allocator_calls": r["allocator_calls"],
+        # what the launch cost: allocator calls (caching + workspace allocator), ...
+        "allocator_calls": r["caching_allocator_calls"] + r["workspace_allocator_calls"],
+        "caching_allocator_calls": r["caching_allocator_calls"],
+        "workspace_allocator_calls": r["workspace_allocator_calls"],
         "allocator_growths": r["allocator_growths"],
+        "device_synchronizations": r["device_synchronizations"],
         "sync_copies": r["sync_copies"],
         "async_copies": r["async_copies"],
         "memsets": r["memsets"],
         "host_blocking_calls": r["host_blocking_calls"],
+        "page_locked_allocations": r["page_locked_allocations"],
+        "block_freed_on": ("queue thread" if r["block_frees_on_queue_thread"] else
+                           "calling thread" if r["block_frees"] else "-"),
         "ok": not problems,
         "problems": problems,
     }
@@ -423,20 +491,33 @@ def simulate(plan: SyncPlan, site: lc.LaunchSite, kernel_args, grid, launcher_cp
 # ---- command line -------------------------------------------------------------
 def _parse_grid(text: str) -> tuple[int, int, int]:
     parts = [p.strip() for p in text.split(",")]
-    if len(parts) > 3 or not all(p.isdigit() for p in parts):
-        raise argparse.ArgumentTypeError(f"--grid wants up to three non-negative integers X,Y,Z, got {text!r}")
+    if len(parts) > 3 or not all(re.fullmatch(r"-?\d+", p) for p in parts):
+        raise argparse.ArgumentTypeError(f"wants up to three positive integers X,Y,Z, got {text!r}")
     vals = [int(p) for p in parts] + [1] * (3 - len(parts))
-    if any(v == 0 or v >= 1 << 31 for v in vals):
-        raise argparse.ArgumentTypeError(f"--grid values must be in 1..2**31-1, got {text!r}")
+    if any(v <= 0 or v >= 1 << 31 for v in vals):
+        raise argparse.ArgumentTypeError(f"each of X,Y,Z must be in 1..2**31-1 (the argument struct's int32), "
+                                         f"got {text!r}")
     return vals[0], vals[1], vals[2]
 
 
 def _load_metadata(text: str) -> dict:
     if text.startswith("@"):
-        text = Path(text[1:]).read_text()
-    data = json.loads(text)
+        try:
+            text = Path(text[1:]).read_text()
+        except OSError as exc:
+            raise UsageError(f"--metadata {text}: cannot read the file: {exc.strerror or exc}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"bad metadata: not JSON ({exc})") from None
     if not isinstance(data, dict):
-        raise ValueError(f"--metadata must be a JSON object, got {type(data).__name__}")
+        raise UsageError(f"bad metadata: --metadata must be a JSON object, got {type(data).__name__}")
+    unknown = [k for k in data if k not in METADATA_KEYS]
+    if unknown:
+        hints = [f"{k!r} (did you mean {difflib.get_close_matches(k, METADATA_KEYS, 1)[0]!r}?)"
+                 if difflib.get_close_matches(k, METADATA_KEYS, 1) else repr(k) for k in unknown]
+        raise UsageError(f"bad metadata: unknown key{'s' if len(unknown) > 1 else ''} {', '.join(hints)}; "
+                         f"valid keys: {', '.join(METADATA_KEYS)}")
     return data
 
 
@@ -445,23 +526,60 @@ def plan_summary(plan: SyncPlan, site: lc.LaunchSite, grid) -> dict:
     return {**plan.to_dict(), "description": plan.describe(), "grid": list(grid), **exp}
 
 
+def _check_grid(grid, site: lc.LaunchSite, simulate_it: bool) -> None:
+    programs = grid[0] * grid[1] * grid[2]
+    if programs > MAX_BLOCKS:
+        raise UsageError(f"--grid {','.join(map(str, grid))}: {programs} programs; the launcher counts blocks in "
+                         f"32 bits (uint32_t block_num = grid_0 * grid_1 * grid_2), at most {MAX_BLOCKS}")
+    blocks = block_count(grid, site.block_clamp)
+    if simulate_it and blocks > MAX_SIMULATED_BLOCKS:
+        raise UsageError(f"--grid {','.join(map(str, grid))}: {blocks} blocks; --simulate runs every block on the "
+                         f"host, at most {MAX_SIMULATED_BLOCKS} (--vector-cores N clamps them as auto-blockify does)")
+
+
+def _costs_text(x: dict) -> str:
+    return (f"{x['allocator_calls']} allocator call{'s' if x['allocator_calls'] != 1 else ''}, "
+            f"{x['device_synchronizations']} device synchronisations, {x['host_blocking_calls']} host-blocking calls, "
+            f"{x['page_locked_allocations']} page-locked allocations; launch block freed on: {x['block_freed_on']}")
+
+
+COUNTERS_LEGEND = ("allocator calls: requests to torch_npu's caching or workspace allocator; host-blocking calls: "
+                   "synchronous copies, stream or device synchronisations, the workspace allocator growing its block; "
+                   "page-locked allocations: aclrtMallocHost. Launch block: the memory a launch takes for its locks "
+                   "and workspace.")
+
+
 def _one(args) -> int:
     try:
         metadata = _load_metadata(args.metadata)
         name = args.kernel or metadata.get("name")
-        plan = plan_from_metadata(metadata, kernel=str(name).split()[0] if isinstance(name, str) and name else None)
-        kernel_args = lc.args_from_signature(args.signature)
-    except (ValueError, OSError) as exc:  # json.JSONDecodeError is a ValueError
-        print(f"launcher: bad metadata: {exc}", file=sys.stderr)
+        try:
+            plan = plan_from_metadata(metadata, kernel=str(name).split()[0] if isinstance(name, str) and name else None)
+        except ValueError as exc:
+            raise UsageError(f"bad metadata: {exc}") from None
+        try:
+            kernel_args = lc.args_from_signature(args.signature)
+        except ValueError as exc:
+            raise UsageError(f"--signature {args.signature!r}: {exc}") from None
+        if args.vector_cores < 0:
+            raise UsageError(f"--vector-cores {args.vector_cores}: must be 0 (no clamp) or a positive count")
+        site = lc.LaunchSite(block_clamp=args.vector_cores or None, has_ffts=args.ffts)
+        _check_grid(args.grid, site, args.simulate)
+    except UsageError as exc:
+        print(f"launcher: {exc}", file=sys.stderr)
         return 2
-    site = lc.LaunchSite(block_clamp=args.vector_cores or None, has_ffts=args.ffts)
     out: dict = {"plan": plan_summary(plan, site, args.grid)}
     if args.emit_cpp:
         out["cpp"] = lc.launcher_source(plan, site, kernel_args)
     ok = True
     if args.simulate:
-        sim = simulate(plan, site, kernel_args, args.grid, devices=args.devices, capture=args.capture,
-                       queue=args.queue == "on", inject_fault=args.inject_fault)
+        try:
+            sim = simulate(plan, site, kernel_args, args.grid, devices=args.devices, capture=args.capture,
+                           queue=args.queue == "on", inject_fault=args.inject_fault)
+        except (RuntimeError, subprocess.TimeoutExpired) as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            print(f"launcher: the simulation could not run: {first}", file=sys.stderr)
+            return 1
         out["launches"], out["errors"] = sim["launches"], sim["errors"]
         out["app_logs"], out["notes"] = sim["app_logs"], sim["notes"]
         out["live_allocations_end"] = sim["live_allocations_end"]
@@ -470,15 +588,22 @@ def _one(args) -> int:
     if args.json:
         print(json.dumps(out, indent=2))
         return 0 if ok else 1
+    if args.simulate and not args.inject_fault:
+        threw = [x for x in out["launches"] if x["phase"] != "replay" and x["call_threw"]]
+        if threw and len(threw) == len([x for x in out["launches"] if x["phase"] != "replay"]):
+            print(f"launcher: kernel {plan.kernel!r}: every launch fails on the calling thread, before anything is "
+                  f"queued: {threw[0]['call_error']}", file=sys.stderr)
+            return 1
     p = out["plan"]
+    content = rle(expected_lock_content(plan, p["block_num"])) if not site.simt(plan) else []
     lines = [plan.describe(), ""]
     lines.append(f"  grid              {','.join(map(str, args.grid))}  (block_num {p['block_num']}"
                  + (f", clamped to {site.block_clamp} vector cores)" if site.block_clamp else ")"))
     lines.append(f"  lock layout       {plan.lock_layout}" + (f", init {plan.lock_init_value}" if plan.needs_locks else ""))
     lines.append(f"  lock bytes        {p['lock_bytes']}")
     lines.append(f"  workspace bytes   {p['workspace_bytes']}")
-    lines.append(f"  lock values       {p['lock_values_at_start']}")
-    lines.append(f"  helper call       {'yes, one per launch' if plan.needs_resources and not site.simt(plan) else 'none'}")
+    lines.append(f"  lock content      {content_text(content)}")
+    lines.append(f"  launch memory     {'one caching-allocator block per launch, on the calling thread' if plan.needs_resources and not site.simt(plan) else 'none'}")
     if args.emit_cpp:
         lines += ["", out["cpp"].rstrip()]
     if args.simulate:
@@ -486,18 +611,27 @@ def _one(args) -> int:
                       f"task queue {args.queue}, {args.devices} device(s){', capture + replays' if args.capture else ''}"
                       f"{', fault ' + args.inject_fault if args.inject_fault else ''}):"]
         for i, launch in enumerate(out["launches"], 1):
-            lines.append(
-                f"  launch {i} ({launch['phase']}, device {launch['device']}): acl_code={launch['acl_code']} "
-                f"exception_escaped={launch['exception_escaped']} live_allocations_after={launch['live_allocations_after']} "
-                f"workspace_bytes={launch['workspace_bytes']} lock_bytes={launch['lock_bytes']} "
-                f"regions_overlap={launch['regions_overlap']} lock_values_at_start={launch['lock_values_at_start']} "
-                f"allocator_calls={launch['allocator_calls']} sync_copies={launch['sync_copies']} "
-                f"host_blocking_calls={launch['host_blocking_calls']} ok={launch['ok']}"
-            )
+            head = f"  launch {i} ({launch['phase']}, device {launch['device']}): {'ok' if launch['ok'] else 'NOT OK'}"
+            if args.inject_fault and i == 1:
+                head += " (the injected fault must make it fail cleanly)"
+            error = " ".join(launch["call_error"].split())
+            if launch["call_threw"]:
+                lines.append(f"{head}; threw on the calling thread: {error}")
+            elif launch["acl_code"]:
+                lines.append(f"{head}; the lambda returned ACL error {launch['acl_code']}")
+            elif launch["phase"] == "capture":
+                lines.append(f"{head}; recorded into the graph (its kernel runs in the replays)")
+            else:
+                lines.append(f"{head}; kernel saw lock content {content_text(launch['lock_content'])}, "
+                             f"{launch['workspace_bytes']} workspace bytes reachable, "
+                             f"regions {'OVERLAP' if launch['regions_overlap'] else 'disjoint'}")
+            if launch["phase"] != "replay":
+                lines.append(f"    costs: {_costs_text(launch)}")
             for prob in launch["problems"]:
                 lines.append(f"    problem: {prob}")
         for err in out["errors"]:
             lines.append(f"  simulation error: {err}")
+        lines.append(f"  ({COUNTERS_LEGEND})")
         lines.append(f"  ok: {ok}")
     print("\n".join(lines))
     return 0 if ok else 1
@@ -524,16 +658,17 @@ def _samples(args) -> int:
     if args.json:
         print(json.dumps({"samples": rows, "ok": ok}, indent=2))
         return 0 if ok else 1
-    head = f"{'sample':<16}{'grid':<9}{'blocks':>6}{'lock B':>8}{'workspace B':>12}  {'lock values at start':<22}{'alloc':>6}{'sync cp':>8}{'blocking':>9}  ok"
+    head = (f"{'sample':<16}{'grid':<9}{'blocks':>6}{'lock B':>8}{'workspace B':>12}  {'lock values at start':<22}"
+            f"{'alloc':>6}{'sync':>6}{'block':>6}{'pinned':>7}  ok")
     out = [head, "-" * len(head)]
     for r in rows:
         p = r["plan"]
         grid = "x".join(map(str, p["grid"]))
         if "launches" in r:
-            # launch 2 is the steady state: launch 1 also grows the stream's block
             last = r["launches"][-1]
             vals = ",".join(map(str, last["lock_values_at_start"])) or "-"
-            tail = f"{vals:<22}{last['allocator_calls']:>6}{last['sync_copies']:>8}{last['host_blocking_calls']:>9}  {'yes' if r['ok'] else 'NO'}"
+            tail = (f"{vals:<22}{last['allocator_calls']:>6}{last['device_synchronizations']:>6}"
+                    f"{last['host_blocking_calls']:>6}{last['page_locked_allocations']:>7}  {'yes' if r['ok'] else 'NO'}")
         else:
             tail = f"{','.join(map(str, p['lock_values_at_start'])) or '-':<22}"
         out.append(f"{r['sample']:<16}{grid:<9}{p['block_num']:>6}{p['lock_bytes']:>8}{p['workspace_bytes']:>12}  {tail}")
@@ -541,8 +676,9 @@ def _samples(args) -> int:
     out += [f"  {r['sample']}: {r['plan']['description']}" for r in rows]
     if any("launches" in r for r in rows):
         out.append("")
-        out.append("Each kernel ran twice back to back on one stream in the host ACL simulation (probe kernel);")
-        out.append("the columns show launch 2 (launch 1 also grows the stream's workspace block once).")
+        out.append("Each kernel ran twice back to back on one stream in the host ACL simulation (probe kernel); the")
+        out.append("columns show launch 2, per launch: alloc = allocator calls, sync = device synchronisations,")
+        out.append("block = host-blocking calls, pinned = page-locked allocations.")
         for r in rows:
             for i, launch in enumerate(r.get("launches", []), 1):
                 for prob in launch["problems"]:
@@ -554,16 +690,24 @@ def _samples(args) -> int:
     return 0 if ok else 1
 
 
-# ---- capture / thread scenarios ------------------------------------------------------
+# ---- capture / thread / memory scenarios ------------------------------------------------
 SCENARIO_DIR = Path(__file__).resolve().parent / "acl_sim" / "scenarios"
 #: The scenarios' names, as acl_sim/scenarios/scenarios.h lists them (a test checks both agree).
 SCENARIOS = ("capture-then-grow", "capture-then-empty-cache", "two-graphs-one-stream",
-             "global-capture-other-stream", "devices-threads-queue-off")
+             "global-capture-other-stream", "devices-threads-queue-off", "queue-thread-oom-retry",
+             "torch-npu-op-workspace-concurrent", "empty-cache-other-thread")
+
+
+def helper_has_launch_memory(helper_dir: Path) -> bool:
+    """Whether the helper in ``helper_dir`` takes launch memory on the calling thread (``LaunchMemory``)."""
+    return any(re.search(r"\bclass\s+LaunchMemory\b", p.read_text()) for p in lc.helper_sources(helper_dir)
+               if p.is_file())
 
 
 def scenario_program(helper_dir: Path | None = None) -> Path:
     """The scenario runner, built against the simulation and the helper in ``helper_dir``
-    (default: this package's ``csrc/``)."""
+    (default: this package's ``csrc/``). A helper without ``LaunchMemory`` (b45157f's) runs the
+    scenarios its own way: ``ACL_SIM_SCENARIO_IN_LAMBDA``."""
     from . import sim_build
 
     lines = ["// generated by torch_npu._inductor.patchset.tooling.launcher_cli (HOST ACL SIMULATION scenarios)"]
@@ -574,6 +718,8 @@ def scenario_program(helper_dir: Path | None = None) -> Path:
         header = helper_dir / lc.HELPER_HEADER
         if not header.is_file():
             raise FileNotFoundError(f"--helper {helper_dir}: no {lc.HELPER_HEADER} there")
+        if not helper_has_launch_memory(helper_dir):
+            lines.append("#define ACL_SIM_SCENARIO_IN_LAMBDA 1  // this helper has no LaunchMemory")
         lines.append(f'#define ACL_SIM_SCENARIO_HELPER "{header.as_posix()}"')
         extra.append(helper_dir)
         tag = "scenarios-other-helper"
@@ -583,7 +729,8 @@ def scenario_program(helper_dir: Path | None = None) -> Path:
 
 
 def run_scenario(name: str, helper_dir: Path | None = None, timeout: float = 300) -> dict:
-    """Runs one scenario; its JSON report (``ok``, ``steps``, ``replays``, ``sim_errors``, ``notes``)."""
+    """Runs one scenario; its JSON report (``ok``, ``steps`` in the order they ran, ``replays``,
+    ``sim_errors``, ``notes``)."""
     if name not in SCENARIOS:
         raise ValueError(f"unknown scenario {name!r}; valid: {', '.join(SCENARIOS)}")
     exe = scenario_program(helper_dir)
@@ -599,13 +746,33 @@ def scenario_list(helper_dir: Path | None = None) -> list[dict]:
     return json.loads(proc.stdout)["scenarios"]
 
 
+def scenario_text(out: dict) -> str:
+    """The scenario's report in words, steps in the order they ran."""
+    lines = [f"scenario {out['scenario']} (HOST ACL SIMULATION, a test double; {out['helper_way']})"]
+    for s in out["steps"]:
+        if s["replay"] >= 0:
+            r = out["replays"][s["replay"]]
+            lines.append(f"  {s['acl_code']:>7}  {s['step']}: kernels seen {r['kernels_seen']}, "
+                         f"lock content {'ok' if r['lock_content_ok'] else 'WRONG'}")
+        else:
+            lines.append(f"  {s['acl_code']:>7}  {s['step']}" + (f": {s['detail']}" if s["detail"] else ""))
+    lines += [f"  simulation error: {e}" for e in out["sim_errors"]]
+    lines += [f"  note: {n}" for n in out["notes"]]
+    lines.append("  (the number before each step: its ACL code, 0 = success)")
+    lines.append(f"  ok: {out['ok']}")
+    return "\n".join(lines)
+
+
 def _scenario(args) -> int:
+    if args.helper is not None and not (args.helper / lc.HELPER_HEADER).is_file():
+        print(f"launcher: --helper {args.helper}: no {lc.HELPER_HEADER} there", file=sys.stderr)
+        return 2
     if args.scenario == "list":
         rows = scenario_list(args.helper)
         if args.json:
             print(json.dumps({"scenarios": rows}, indent=2))
         else:
-            print("\n".join(f"{r['name']:<30}{r['what']}" for r in rows))
+            print("\n".join(f"{r['name']:<36}{r['what']}" for r in rows))
         return 0
     if args.scenario not in SCENARIOS:
         print(f"launcher: unknown scenario {args.scenario!r}; valid: {', '.join(SCENARIOS)} (or list)",
@@ -614,29 +781,25 @@ def _scenario(args) -> int:
     try:
         out = run_scenario(args.scenario, args.helper)
     except (FileNotFoundError, RuntimeError) as exc:
-        print(f"launcher: {exc}", file=sys.stderr)
+        print(f"launcher: {str(exc).strip().splitlines()[0]}", file=sys.stderr)
         return 2
     if args.json:
         print(json.dumps(out, indent=2))
-        return 0 if out["ok"] else 1
-    lines = [f"scenario {out['scenario']} (HOST ACL SIMULATION, a test double)"]
-    lines += [f"  step   {s['acl_code']:>7}  {s['step']}" for s in out["steps"]]
-    lines += [f"  replay {r['acl_code']:>7}  {r['graph']} #{r['replay']}: kernels seen {r['kernels_seen']}, "
-              f"lock content {'ok' if r['lock_content_ok'] else 'WRONG'}" for r in out["replays"]]
-    lines += [f"  simulation error: {e}" for e in out["sim_errors"]]
-    lines += [f"  note: {n}" for n in out["notes"]]
-    lines.append(f"  ok: {out['ok']}")
-    print("\n".join(lines))
+    else:
+        print(scenario_text(out))
     return 0 if out["ok"] else 1
 
 
 def run(args) -> int:
+    if args.helper is not None and args.scenario is None:
+        print("launcher: --helper goes with --scenario", file=sys.stderr)
+        return 2
     if args.scenario is not None:
         return _scenario(args)
     if args.samples:
         return _samples(args)
     if args.metadata is None:
-        print("launcher: --metadata is required (or use --samples)", file=sys.stderr)
+        print("launcher: --metadata is required (or use --samples or --scenario)", file=sys.stderr)
         return 2
     return _one(args)
 
@@ -647,7 +810,15 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         help="show the sync plan / generated C++ for a kernel's metadata; dry-run it in the ACL simulation",
         description=__doc__.split("\n\n")[0],
     )
-    p.add_argument("--metadata", help="kernel metadata as a JSON object, or @FILE")
+    # "-8,1,1" is a value (a wrong grid), not an option: argparse would take it for one.
+    p._negative_number_matcher = re.compile(r"^-\d[\d,]*$")
+
+    def one_line_error(message: str):  # a usage error is one line, not the usage dump
+        print(f"launcher: {message}", file=sys.stderr)
+        sys.exit(2)
+
+    p.error = one_line_error
+    p.add_argument("--metadata", help="kernel metadata as a JSON object, or @FILE; keys: " + ", ".join(METADATA_KEYS))
     p.add_argument("--kernel", help="kernel name for messages (default: the metadata's name)")
     p.add_argument("--grid", type=_parse_grid, default=(1, 1, 1), help="X,Y,Z (default 1,1,1)")
     p.add_argument("--signature", default="*fp32,i32", help="Triton signature of the kernel's own arguments")
@@ -655,12 +826,14 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="clamp the block count to N (auto-blockify); default: no clamp")
     p.add_argument("--ffts", action="store_true", help="the target has FFTS (ffts_addr field)")
     p.add_argument("--emit-cpp", action="store_true", help="print the generated launcher C++")
-    p.add_argument("--simulate", action="store_true", help="compile and run it twice in the host ACL simulation")
+    p.add_argument("--simulate", action="store_true",
+                   help=f"compile and run it twice in the host ACL simulation ({DEVICE_MEMORY >> 30} GiB per device)")
     p.add_argument("--json", action="store_true", help="one JSON object")
     p.add_argument("--devices", type=int, default=1, choices=range(1, 9), metavar="N",
                    help="with --simulate: launch on each of N simulated devices (default 1)")
     p.add_argument("--capture", action="store_true",
-                   help="with --simulate: warm up, capture one launch, replay it 3 times with pinned-cache churn between")
+                   help="with --simulate: warm up, capture one launch, replay it 3 times with an eager launch and "
+                        "torch.npu.empty_cache() between replays")
     p.add_argument("--queue", choices=("on", "off"), default="on",
                    help="with --simulate: torch_npu's task queue on (default) or off")
     p.add_argument("--inject-fault", choices=sorted(FAULT_APIS), default=None,
@@ -668,8 +841,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--samples", action="store_true", help="run the bundled sample kernels and print a table")
     p.add_argument("--no-simulate", action="store_true", help="with --samples: plans only")
     p.add_argument("--scenario", metavar="NAME",
-                   help="run a graph-capture / thread scenario in the simulation ('list' names them)")
+                   help="run a graph-capture / thread / memory scenario in the simulation ('list' names them)")
     p.add_argument("--helper", type=Path, default=None, metavar="DIR",
-                   help="with --scenario: build against the helper in DIR instead of this package's csrc/")
+                   help="with --scenario: build against the helper in DIR instead of this package's csrc/ "
+                        "(one without LaunchMemory runs the scenarios its own way)")
     p.set_defaults(func=run)
     return p

@@ -1,8 +1,9 @@
 """Compile C++ against the host ACL simulation with g++ directly (no CMake).
 
 The simulation (``acl_sim/``) is a test double and dry-run tool: a host-only
-stand-in for the subset of the ACL runtime and torch_npu's workspace allocator
-that the launch helper (``csrc/npu_launch_resources.h``) uses. This module
+stand-in for the subset of the ACL runtime and of torch_npu (its caching and
+workspace allocators, its task queue) that the launch helper
+(``csrc/npu_launch_resources.h``) and the code around it use. This module
 builds it into a static library once and compiles small programs against it,
 caching every result by a hash of its inputs so repeated and concurrent test
 runs (several pytest processes) share work safely: outputs are produced in a

@@ -1,14 +1,20 @@
-// HOST SIMULATION scenarios (test double; not torch_npu): graph capture and
-// threads against the simulated torch_npu allocators (issue 17). Each runs
-// launches the way a generated launcher does (acquire_launch_resources inside
-// the launch lambda, handed to OpCommand::RunOpApiV2) with the probe kernel,
-// and reports the ACL code of every step and replay, the simulation's error
-// reports and whether the kernels saw the lock content they need.
+// HOST SIMULATION scenarios (test double; not torch_npu): graph capture,
+// threads, memory pressure and torch_npu's own operators against the
+// simulated torch_npu allocators (issues 17 and 22). Each runs launches the
+// way the generated launcher does and reports the ACL code of every step (in
+// the order they ran, replays included), the simulation's error reports and
+// whether the kernels saw the lock content they need.
+//
+// Launches as launch_codegen.launcher_source writes them: LaunchMemory on the
+// calling thread, only its LaunchRegions copied into the lambda handed to
+// OpCommand::RunOpApiV2, release() right after that call returns. Built
+// against a helper without LaunchMemory (the one of commit b45157f), the
+// tooling defines ACL_SIM_SCENARIO_IN_LAMBDA and the same scenarios run that
+// helper's own way: acquire_launch_resources inside the lambda.
 //
 // Used by `python -m torch_npu._inductor.patchset launcher --scenario NAME`
-// (tooling/launcher_cli.py) and by test/cpp/test_capture_threads.cpp. Only
-// the helper API every version has is used, so the same scenarios build
-// against an older helper: define ACL_SIM_SCENARIO_HELPER to its header path.
+// (tooling/launcher_cli.py) and by test/cpp/test_capture_threads.cpp. Define
+// ACL_SIM_SCENARIO_HELPER to another helper's header path to build against it.
 #pragma once
 
 #ifdef ACL_SIM_SCENARIO_HELPER
@@ -19,6 +25,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
@@ -28,27 +35,30 @@
 #include <vector>
 
 #include "acl_sim/control.h"
+#include "torch_npu/csrc/core/npu/NPUCachingAllocator.h"
 #include "torch_npu/csrc/framework/OpCommand.h"
 
 namespace acl_sim_scenarios {
 
-using torch_npu::inductor::LaunchResources;
 using torch_npu::inductor::LockLayout;
 
 struct Step {
   std::string what;
   int acl_code = 0;
+  std::string detail;  // the exception text of a call that threw
+  int replay = -1;     // a replay: its index in Result::replays
 };
 struct Replay {
   std::string graph;
   int index = 0;
-  int acl_code = 0;        // aclmdlRIExecuteAsync, then the stream's synchronise
-  int kernels_seen = 0;    // probe records of this replay (1: its kernel ran)
+  int acl_code = 0;      // aclmdlRIExecuteAsync, then the stream's synchronise
+  int kernels_seen = 0;  // probe records of this replay (1: its kernel ran)
   bool lock_content_ok = true;
 };
 struct Result {
   std::string name;
-  std::vector<Step> steps;
+  std::string helper_way;  // how launches take their memory
+  std::vector<Step> steps;  // in the order they ran
   std::vector<Replay> replays;
   std::vector<std::string> sim_errors;
   std::vector<std::string> notes;
@@ -107,59 +117,93 @@ inline Kernel kernel(const std::string &name, uint32_t blocks, uint64_t workspac
   return k;
 }
 
-// The launch lambda's body as a generated launcher has it: acquire, pack the
-// argument struct [locks, workspace, grid], launch, release.
-inline int launch_body(const Kernel &k, aclrtStream stream, uint64_t *launch_id) {
-  LaunchResources res;
-  aclError rc = torch_npu::inductor::acquire_launch_resources(k.name.c_str(), stream, k.blocks, 1, 1, k.blocks,
-                                                              k.workspace_per_block, k.locks, &res);
-  if (rc != ACL_SUCCESS) return rc;
+// The packed argument struct [locks, workspace, grid] and the launch.
+inline int launch_kernel(aclrtFuncHandle h, uint32_t blocks, aclrtStream stream, void *locks, void *workspace,
+                         std::atomic<uint64_t> *launch_id) {
   uint8_t args[28];
-  void *locks = res.locks(), *ws = res.workspace();
-  const int32_t grid[3] = {int32_t(k.blocks), 1, 1};
+  const int32_t grid[3] = {int32_t(blocks), 1, 1};
   std::memcpy(args, &locks, 8);
-  std::memcpy(args + 8, &ws, 8);
+  std::memcpy(args + 8, &workspace, 8);
   std::memcpy(args + 16, grid, 12);
-  rc = aclrtLaunchKernelWithHostArgs(k.handle, k.blocks, stream, nullptr, args, sizeof args, nullptr, 0);
-  if (rc == ACL_SUCCESS) *launch_id = acl_sim::last_launch_id();
+  const aclError rc = aclrtLaunchKernelWithHostArgs(h, blocks, stream, nullptr, args, sizeof args, nullptr, 0);
+  if (rc == ACL_SUCCESS) launch_id->store(acl_sim::last_launch_id());
   return rc;
 }
 
 struct Pending {  // one launch handed to torch_npu's task queue
   std::shared_ptr<std::atomic<int>> rc = std::make_shared<std::atomic<int>>(-1);
   std::shared_ptr<std::atomic<uint64_t>> id = std::make_shared<std::atomic<uint64_t>>(0);
-  bool threw = false;
+  bool threw = false;  // on the calling thread (sizes, the allocator, a poisoned queue)
+  std::string error;
 };
 
-// launchKernel(...) of the generated wrapper: RunOpApiV2 with the lambda.
+#ifdef ACL_SIM_SCENARIO_IN_LAMBDA
+inline const char *helper_way() { return "memory taken inside the launch lambda (acquire_launch_resources)"; }
+// The launcher of commit b45157f: everything inside the lambda.
 inline Pending submit(const Kernel &k, aclrtStream stream) {
   Pending p;
   auto rc = p.rc;
   auto id = p.id;
   try {
     at_npu::native::OpCommand::RunOpApiV2(k.name, [k, stream, rc, id]() -> int {
-      uint64_t launch_id = 0;
-      const int r = launch_body(k, stream, &launch_id);
-      id->store(launch_id);
+      torch_npu::inductor::LaunchResources res;
+      aclError r = torch_npu::inductor::acquire_launch_resources(k.name.c_str(), stream, k.blocks, 1, 1, k.blocks,
+                                                                 k.workspace_per_block, k.locks, &res);
+      if (r == ACL_SUCCESS) r = launch_kernel(k.handle, k.blocks, stream, res.locks(), res.workspace(), id.get());
       rc->store(r);
       return r;
     });
-  } catch (const std::exception &) {
+  } catch (const std::exception &e) {
     p.threw = true;
+    p.error = e.what();
   }
   return p;
 }
-inline int code_of(const Pending &p) { return p.threw && p.rc->load() == 0 ? ACL_ERROR_INTERNAL_ERROR : p.rc->load(); }
+#else
+inline const char *helper_way() { return "memory taken on the calling thread (LaunchMemory), raw pointers in the lambda"; }
+// The generated launcher: memory on this thread, the regions into the lambda, release once queued.
+inline Pending submit(const Kernel &k, aclrtStream stream) {
+  Pending p;
+  auto rc = p.rc;
+  auto id = p.id;
+  try {
+    torch_npu::inductor::LaunchMemory memory(k.name.c_str(), stream, k.blocks, 1, 1, k.blocks, k.workspace_per_block,
+                                             k.locks);
+    const torch_npu::inductor::LaunchRegions regions = memory.regions();
+    const std::string name = k.name;
+    const aclrtFuncHandle h = k.handle;
+    const uint32_t blocks = k.blocks;
+    at_npu::native::OpCommand::RunOpApiV2(k.name, [regions, name, h, blocks, stream, rc, id]() -> int {
+      aclError r = regions.write_locks(name.c_str(), stream);
+      if (r == ACL_SUCCESS) r = launch_kernel(h, blocks, stream, regions.locks, regions.workspace, id.get());
+      rc->store(r);
+      return r;
+    });
+    memory.release();
+  } catch (const std::exception &e) {
+    p.threw = true;
+    p.error = e.what();
+  }
+  return p;
+}
+#endif
 
-// One launch, waited for (the queue drained) and recorded as a step.
+inline int code_of(const Pending &p) {
+  if (p.threw) return ACL_ERROR_INTERNAL_ERROR;
+  return p.rc->load();
+}
+
+// One launch, waited for (the queues drained) and recorded as a step.
 inline uint64_t launch(Result &out, const std::string &what, const Kernel &k, aclrtStream stream) {
   Pending p = submit(k, stream);
   acl_sim::drain_task_queues();
-  out.steps.push_back({what, code_of(p)});
+  out.steps.push_back({what, code_of(p), p.error});
   return p.id->load();
 }
 
-inline void step(Result &out, const std::string &what, aclError rc) { out.steps.push_back({what, rc}); }
+inline void step(Result &out, const std::string &what, aclError rc, const std::string &detail = "") {
+  out.steps.push_back({what, rc, detail});
+}
 
 inline void replay(Result &out, const std::string &graph, int index, aclmdlRI model, aclrtStream stream) {
   Replay r;
@@ -168,6 +212,11 @@ inline void replay(Result &out, const std::string &graph, int index, aclmdlRI mo
   r.acl_code = aclmdlRIExecuteAsync(model, stream);
   if (r.acl_code == ACL_SUCCESS) r.acl_code = aclrtSynchronizeStream(stream);
   out.replays.push_back(r);
+  Step s;
+  s.what = graph + ": replay #" + std::to_string(index);
+  s.acl_code = r.acl_code;
+  s.replay = int(out.replays.size()) - 1;
+  out.steps.push_back(s);
 }
 
 // Checks every replay's kernel (captured launch `captured`) against the content it needs: the
@@ -197,6 +246,17 @@ inline void check_replays(Result &out, const std::string &graph, uint64_t captur
                         " replays");
 }
 
+// An eager launch's kernel got the content it needs.
+inline void check_eager(Result &out, const std::string &what, uint64_t id, const Kernel &k) {
+  acl_sim::ProbeRecord rec;
+  if (id == 0 || !acl_sim::probe_record(id, &rec)) {
+    out.notes.push_back(what + ": its kernel did not run");
+  } else if (rec.lock_slots_at_start != expected_locks(k.locks, k.blocks) || !rec.locks_unchanged ||
+             rec.access_errors != 0) {
+    out.notes.push_back(what + ": its kernel got the wrong lock content or a bad region");
+  }
+}
+
 inline aclrtStream new_stream(Result &out) {
   aclrtStream s = nullptr;
   step(out, "aclrtCreateStream", aclrtCreateStream(&s));
@@ -215,10 +275,26 @@ inline uint64_t capture_one(Result &out, const std::string &graph, const Kernel 
   return id;
 }
 
+inline void empty_cache_step(Result &out, const std::string &what) {
+  try {
+    acl_sim::empty_cache();
+    step(out, what, ACL_SUCCESS);
+  } catch (const std::exception &e) {
+    step(out, what, ACL_ERROR_INTERNAL_ERROR, e.what());
+  }
+}
+
+// Waits (up to 10 s) for `flag`; false on timeout.
+inline bool wait_for(const std::atomic<bool> &flag) {
+  for (int i = 0; i < 10000 && !flag.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  return flag.load();
+}
+
 // ---- the scenarios --------------------------------------------------------------------
-// Warm the capture stream's block, capture one launch, run one bigger eager
-// launch on the same stream (torch_npu's workspace allocator syncs the device
-// and frees the block), replay: the graph must not use the freed block.
+// Capture one launch, then a bigger eager launch and a torch_npu operator
+// whose bigger workspace grows the stream's workspace block (torch_npu syncs
+// the device and frees the old block), replay: the graph must not use memory
+// that was freed or handed to someone else.
 inline void capture_then_grow(Result &out) {
   aclrtStream s = new_stream(out);
   Kernel small = kernel("triton_small", 4, 1024, packed(1, 1));
@@ -226,25 +302,29 @@ inline void capture_then_grow(Result &out) {
   launch(out, "warm-up (eager)", small, s);
   aclmdlRI g = nullptr;
   const uint64_t id = capture_one(out, "graph", small, s, &g);
-  launch(out, "bigger eager launch (the stream's block grows)", big, s);
+  launch(out, "bigger eager launch on the capture stream", big, s);
+  acl_sim::TorchNpuOp op;
+  op.name = "torch_npu operator (workspace 8 MiB)";
+  op.stream = s;
+  op.workspace_bytes = uint64_t(8) << 20;
+  acl_sim::run_torch_npu_op(op);
+  acl_sim::drain_task_queues();
+  step(out, "torch_npu operator with an 8 MiB workspace on the capture stream (its workspace block grows)",
+       aclrtSynchronizeStream(s));
   for (int i = 0; i < 2; ++i) replay(out, "graph", i + 1, g, s);
   check_replays(out, "graph", id, small);
   if (g != nullptr) step(out, "aclmdlRIDestroy", aclmdlRIDestroy(g));
 }
 
-// Capture, then torch.npu.empty_cache() (frees every workspace block), replay.
+// Capture, then torch.npu.empty_cache() (frees every workspace block and the cached blocks), replay.
 inline void capture_then_empty_cache(Result &out) {
   aclrtStream s = new_stream(out);
   Kernel k = kernel("triton_k", 4, 4096, legacy(4, 0));
   launch(out, "warm-up (eager)", k, s);
   aclmdlRI g = nullptr;
   const uint64_t id = capture_one(out, "graph", k, s, &g);
-  try {
-    acl_sim::workspace_empty_cache(0);
-    step(out, "torch.npu.empty_cache()", ACL_SUCCESS);
-  } catch (const std::exception &e) {
-    step(out, std::string("torch.npu.empty_cache(): ") + e.what(), ACL_ERROR_INTERNAL_ERROR);
-  }
+  launch(out, "eager launch after the capture", k, s);
+  empty_cache_step(out, "torch.npu.empty_cache()");
   for (int i = 0; i < 2; ++i) replay(out, "graph", i + 1, g, s);
   check_replays(out, "graph", id, k);
   if (g != nullptr) step(out, "aclmdlRIDestroy", aclmdlRIDestroy(g));
@@ -268,8 +348,14 @@ inline void two_graphs_one_stream(Result &out) {
     rb.acl_code = aclmdlRIExecuteAsync(gb, r2);
     if (ra.acl_code == ACL_SUCCESS) ra.acl_code = aclrtSynchronizeStream(r1);
     if (rb.acl_code == ACL_SUCCESS) rb.acl_code = aclrtSynchronizeStream(r2);
-    out.replays.push_back(ra);
-    out.replays.push_back(rb);
+    for (const Replay &r : {ra, rb}) {
+      out.replays.push_back(r);
+      Step s;
+      s.what = r.graph + ": replay #" + std::to_string(r.index) + " (A and B at once, on two streams)";
+      s.acl_code = r.acl_code;
+      s.replay = int(out.replays.size()) - 1;
+      out.steps.push_back(s);
+    }
   }
   check_replays(out, "graph A", ida, a);
   check_replays(out, "graph B", idb, b);
@@ -277,47 +363,50 @@ inline void two_graphs_one_stream(Result &out) {
   if (gb != nullptr) step(out, "aclmdlRIDestroy B", aclmdlRIDestroy(gb));
 }
 
-// One stream captures in global mode while eager launches on another stream
-// of the same device need new lock images and push old ones out (a cache of
-// one entry): no event query or record, page-locked allocation or free may
-// happen until the capture ends; the eager kernels still get their content.
+// One stream captures in global mode while eager launches with non-zero
+// lock content run on another stream of the same device: nothing may query
+// or record an event, or allocate or free page-locked memory, until the
+// capture ends (it would invalidate it); the eager kernels still get their
+// content. (b45157f's helper keeps a cache of page-locked lock images: a
+// cache of one entry makes it want to evict during the capture.)
 inline void global_capture_other_stream(Result &out) {
+#ifdef ACL_SIM_SCENARIO_IN_LAMBDA
   torch_npu::inductor::set_pinned_cache_limits(1, uint64_t(1) << 20);
+#endif
   aclrtStream cs = new_stream(out), eager = new_stream(out);
   Kernel captured = kernel("triton_captured", 2, 512, legacy(4, 0));
   std::vector<Kernel> eager_kernels;
   for (int v = 1; v <= 4; ++v) eager_kernels.push_back(kernel("triton_eager_" + std::to_string(v), 2, 0, legacy(4, v)));
-  launch(out, "eager launch before the capture (caches an image)", eager_kernels[0], eager);
-  launch(out, "eager launch before the capture (retires the first image)", eager_kernels[1], eager);
+  launch(out, "eager launch before the capture (lock content 1)", eager_kernels[0], eager);
+  launch(out, "eager launch before the capture (lock content 2)", eager_kernels[1], eager);
   launch(out, "warm-up of the captured kernel", captured, cs);
   aclmdlRI g = nullptr;
   step(out, "graph: aclmdlRICaptureBegin", aclmdlRICaptureBegin(cs, ACL_MODEL_RI_CAPTURE_MODE_GLOBAL));
   const uint64_t id = launch(out, "graph: captured launch", captured, cs);
   std::vector<uint64_t> eager_ids;
   for (int i = 0; i < 4; ++i)
-    eager_ids.push_back(launch(out, "eager launch on another stream during the capture", eager_kernels[i], eager));
+    eager_ids.push_back(launch(out, "eager launch on another stream during the capture (lock content " +
+                                        std::to_string(i + 1) + ")",
+                               eager_kernels[i], eager));
   step(out, "graph: aclmdlRICaptureEnd", aclmdlRICaptureEnd(cs, &g));
   step(out, "aclrtSynchronizeStream (eager)", aclrtSynchronizeStream(eager));
-  for (size_t i = 0; i < eager_ids.size(); ++i) {
-    acl_sim::ProbeRecord rec;
-    if (!acl_sim::probe_record(eager_ids[i], &rec) ||
-        rec.lock_slots_at_start != expected_locks(eager_kernels[i].locks, eager_kernels[i].blocks))
-      out.notes.push_back("eager launch " + std::to_string(i + 1) + " during the capture got the wrong lock content");
-  }
+  for (size_t i = 0; i < eager_ids.size(); ++i)
+    check_eager(out, "eager launch " + std::to_string(i + 1) + " during the capture", eager_ids[i], eager_kernels[i]);
   for (int i = 0; i < 2; ++i) replay(out, "graph", i + 1, g, cs);
   check_replays(out, "graph", id, captured);
-  // After the capture, deferred housekeeping catches up: nothing page-locked stays behind.
   launch(out, "eager launch after the capture", eager_kernels[0], eager);
   step(out, "aclrtSynchronizeStream (eager)", aclrtSynchronizeStream(eager));
-  (void)torch_npu::inductor::trim_pinned_cache();
+#ifdef ACL_SIM_SCENARIO_IN_LAMBDA
+  (void)torch_npu::inductor::trim_pinned_cache();  // deferred housekeeping catches up
   if (torch_npu::inductor::trim_pinned_cache() != 0) out.notes.push_back("retired lock images still wait after trim");
+#endif
   if (g != nullptr) step(out, "aclmdlRIDestroy", aclmdlRIDestroy(g));
 }
 
 // Two devices' queue threads, then four threads with the task queue off
-// (two devices, two streams each), allocate and release at once; sizes vary
-// so that blocks grow. The workspace allocator's pointer map has no lock: the
-// helper's requests and releases must never overlap.
+// (two devices, two streams each), launch at once; sizes vary. The
+// workspace allocator's pointer map has no lock: launches must never be in
+// it at once.
 inline void devices_threads_queue_off(Result &out) {
   acl_sim::set_allocator_race_window_us(50);
   std::vector<Kernel> ks;
@@ -363,6 +452,133 @@ inline void devices_threads_queue_off(Result &out) {
   aclrtSetDevice(0);
 }
 
+// Device memory is full of blocks cached for another stream when a launch
+// needs memory: only the caching allocator's out-of-memory retry
+// (npuSynchronizeDevice, which drains the task queue, then the cached blocks
+// freed) makes room, and only a thread that is not the queue's may run it.
+// Taken inside the lambda, the memory is asked for on the queue thread: from
+// the workspace allocator, which has no retry, or (while capturing) from the
+// caching allocator, whose retry would wait for its own thread.
+inline void queue_thread_oom_retry(Result &out) {
+  constexpr uint64_t kMiB = uint64_t(1) << 20;
+  acl_sim::set_device_memory_capacity(0, 48 * kMiB);
+  aclrtStream s = new_stream(out), other = new_stream(out);
+  std::vector<void *> tensors;
+  std::string detail;
+  try {
+    for (int i = 0; i < 4; ++i) tensors.push_back(c10_npu::NPUCachingAllocator::raw_alloc_with_stream(10 * kMiB, other));
+  } catch (const std::exception &e) {
+    detail = e.what();
+  }
+  for (void *t : tensors) c10_npu::NPUCachingAllocator::raw_delete(t);
+  step(out, "40 MiB of tensors on another stream, freed (the caching allocator keeps them cached)",
+       tensors.size() == 4 ? ACL_SUCCESS : ACL_ERROR_BAD_ALLOC, detail);
+  Kernel big = kernel("triton_big", 8, 2 * kMiB, legacy(4, 0));
+  const uint64_t first = launch(out, "launch needing 16 MiB on a 48 MiB device with 40 MiB cached for another stream",
+                                big, s);
+  const uint64_t second = launch(out, "the same launch again", big, s);
+  step(out, "aclrtSynchronizeStream", aclrtSynchronizeStream(s));
+  check_eager(out, "the first launch", first, big);
+  check_eager(out, "the second launch", second, big);
+  acl_sim::set_device_memory_capacity(0, 0);
+}
+
+// torch_npu's own operator (op-plugin's V2 path / DVM) takes its workspace
+// with allocate_workspace inside its queued lambda on device 0's queue
+// thread, while Triton launches run on device 1's queue thread. The
+// workspace allocator's pointer map is one for all devices and has no lock,
+// so no launch may be inside it then. Then operators and launches share
+// device 0's queue and stream while the operators' workspace block grows.
+inline void torch_npu_op_workspace_concurrent(Result &out) {
+  aclrtStream s[2] = {};
+  for (int d = 0; d < 2; ++d) {
+    step(out, "aclrtSetDevice", aclrtSetDevice(d));
+    s[d] = new_stream(out);
+  }
+  Kernel k = kernel("triton_w", 4, 4096, legacy(2, 0), 100);
+  std::atomic<bool> inside{false}, go{false};
+  acl_sim::TorchNpuOp op;
+  op.name = "torch_npu operator (V2 path)";
+  op.stream = s[0];
+  op.workspace_bytes = uint64_t(1) << 20;
+  op.run_us = 200;
+  op.inside_workspace_allocator = [&] {
+    inside = true;
+    wait_for(go);
+  };
+  aclrtSetDevice(0);
+  acl_sim::run_torch_npu_op(op);
+  const bool entered = wait_for(inside);
+  step(out, "device 0: torch_npu operator queued; its queue thread is inside the workspace allocator",
+       entered ? ACL_SUCCESS : ACL_ERROR_INTERNAL_ERROR);
+  aclrtSetDevice(1);
+  std::vector<Pending> pending;
+  for (int i = 0; i < 4; ++i) pending.push_back(submit(k, s[1]));
+  acl_sim::drain_task_queue(1);
+  int failed = 0;
+  for (const Pending &p : pending) failed += code_of(p) != ACL_SUCCESS;
+  step(out, "device 1: 4 launches run on its queue thread meanwhile (" + std::to_string(failed) + " failed)",
+       failed ? ACL_ERROR_INTERNAL_ERROR : ACL_SUCCESS);
+  go = true;
+  acl_sim::drain_task_queues();
+  step(out, "aclrtSynchronizeStream (device 1)", aclrtSynchronizeStream(s[1]));
+  for (size_t i = 0; i < pending.size(); ++i)
+    check_eager(out, "device 1 launch " + std::to_string(i + 1), pending[i].id->load(), k);
+  aclrtSetDevice(0);
+  pending.clear();
+  for (int i = 0; i < 3; ++i) {
+    acl_sim::TorchNpuOp grow;
+    grow.name = "torch_npu operator (V2 path)";
+    grow.stream = s[0];
+    grow.workspace_bytes = (uint64_t(2) << 20) << i;  // each one grows the stream's workspace block
+    grow.run_us = 100;
+    acl_sim::run_torch_npu_op(grow);
+    pending.push_back(submit(k, s[0]));
+  }
+  acl_sim::drain_task_queues();
+  failed = 0;
+  for (const Pending &p : pending) failed += code_of(p) != ACL_SUCCESS;
+  step(out, "device 0: 3 operators with growing workspaces and 3 launches on one queue and stream (" +
+                std::to_string(failed) + " failed)",
+       failed ? ACL_ERROR_INTERNAL_ERROR : ACL_SUCCESS);
+  step(out, "aclrtSynchronizeStream", aclrtSynchronizeStream(s[0]));
+  for (size_t i = 0; i < pending.size(); ++i)
+    check_eager(out, "device 0 launch " + std::to_string(i + 1), pending[i].id->load(), k);
+}
+
+// Task queue off: a thread launches; between its memory and its kernel
+// (inside the launch) another thread calls torch.npu.empty_cache(), which
+// synchronises the device and frees every workspace block and every cached
+// block. Memory a launch holds must not be among them.
+inline void empty_cache_other_thread(Result &out) {
+  acl_sim::set_task_queue_enabled(false);
+  aclrtStream s = new_stream(out);
+  Kernel k = kernel("triton_e", 4, 8192, legacy(4, 3), 500);
+  const uint64_t warm = launch(out, "warm-up launch (task queue off: the lambda runs on this thread)", k, s);
+  std::string ec_error = "(not called)";
+  acl_sim::on_call("aclrtLaunchKernelWithHostArgs", 1, [&] {
+    std::thread other([&] {
+      try {
+        acl_sim::empty_cache();
+        ec_error.clear();
+      } catch (const std::exception &e) {
+        ec_error = e.what();
+      }
+    });
+    other.join();
+  });
+  const uint64_t hit = launch(out, "launch; before its kernel is queued another thread runs torch.npu.empty_cache()", k, s);
+  step(out, "torch.npu.empty_cache() on the other thread", ec_error.empty() ? ACL_SUCCESS : ACL_ERROR_INTERNAL_ERROR,
+       ec_error);
+  const uint64_t after = launch(out, "launch after the empty_cache", k, s);
+  step(out, "aclrtSynchronizeStream", aclrtSynchronizeStream(s));
+  check_eager(out, "the warm-up launch", warm, k);
+  check_eager(out, "the launch during the empty_cache", hit, k);
+  check_eager(out, "the launch after it", after, k);
+  acl_sim::clear_faults();
+  acl_sim::set_task_queue_enabled(true);
+}
+
 struct Entry {
   const char *name;
   void (*run)(Result &);
@@ -371,15 +587,21 @@ struct Entry {
 inline const std::vector<Entry> &all() {
   static const std::vector<Entry> v = {
       {"capture-then-grow", capture_then_grow,
-       "capture one launch, then a bigger eager launch on the capture stream grows (frees) its workspace block"},
+       "capture one launch, then a bigger eager launch and a torch_npu operator growing the stream's workspace block"},
       {"capture-then-empty-cache", capture_then_empty_cache,
-       "capture one launch, then torch.npu.empty_cache() frees every workspace block"},
+       "capture one launch, then torch.npu.empty_cache() frees every workspace block and the cached blocks"},
       {"two-graphs-one-stream", two_graphs_one_stream,
        "two graphs captured on one capture stream, replayed at the same time on two streams"},
       {"global-capture-other-stream", global_capture_other_stream,
-       "eager launches needing new lock images while another stream captures in global mode"},
+       "eager launches with non-zero lock content while another stream captures in global mode"},
       {"devices-threads-queue-off", devices_threads_queue_off,
-       "two devices' queue threads, then four threads with the task queue off, allocating at once"},
+       "two devices' queue threads, then four threads with the task queue off, launching at once"},
+      {"queue-thread-oom-retry", queue_thread_oom_retry,
+       "device memory full of blocks cached for another stream: the out-of-memory retry must run off the queue thread"},
+      {"torch-npu-op-workspace-concurrent", torch_npu_op_workspace_concurrent,
+       "torch_npu's own operator takes its workspace on a queue thread while launches run on another"},
+      {"empty-cache-other-thread", empty_cache_other_thread,
+       "task queue off: another thread's torch.npu.empty_cache() between a launch's memory and its kernel"},
   };
   return v;
 }
@@ -389,12 +611,15 @@ inline bool run(const std::string &name, Result *out) {
     if (name != e.name) continue;
     *out = Result();
     out->name = name;
+    out->helper_way = helper_way();
     acl_sim::reset();
     e.run(*out);
     acl_sim::drain_task_queues();
     for (const acl_sim::ErrorReport &r : acl_sim::errors())
       out->sim_errors.push_back(std::string(acl_sim::error_kind_name(r.kind)) + ": " + r.message);
-    if (acl_sim::counters().live_workspace_tensors != 0) out->notes.push_back("workspace tensors still live at the end");
+    const acl_sim::Counters c = acl_sim::counters();
+    if (c.live_workspace_tensors != 0) out->notes.push_back("workspace tensors still live at the end");
+    if (c.live_caching_allocations != 0) out->notes.push_back("caching-allocator blocks still held at the end");
     bool ok = out->sim_errors.empty() && out->notes.empty();
     for (const Step &s : out->steps) ok = ok && s.acl_code == ACL_SUCCESS;
     for (const Replay &r : out->replays) ok = ok && r.acl_code == ACL_SUCCESS && r.lock_content_ok && r.kernels_seen > 0;
@@ -408,6 +633,10 @@ inline std::string json_str(const std::string &s) {
   std::string o = "\"";
   for (char c : s) {
     if (c == '"' || c == '\\') o += '\\';
+    if (c == '\n') {
+      o += "\\n";
+      continue;
+    }
     if (static_cast<unsigned char>(c) < 0x20) continue;
     o += c;
   }
@@ -415,10 +644,14 @@ inline std::string json_str(const std::string &s) {
 }
 
 inline std::string to_json(const Result &r) {
-  std::string o = "{\"scenario\": " + json_str(r.name) + ", \"ok\": " + (r.ok ? "true" : "false") + ", \"steps\": [";
-  for (size_t i = 0; i < r.steps.size(); ++i)
-    o += (i ? ", " : "") + std::string("{\"step\": ") + json_str(r.steps[i].what) +
-         ", \"acl_code\": " + std::to_string(r.steps[i].acl_code) + "}";
+  std::string o = "{\"scenario\": " + json_str(r.name) + ", \"helper_way\": " + json_str(r.helper_way) +
+                  ", \"ok\": " + (r.ok ? "true" : "false") + ", \"steps\": [";
+  for (size_t i = 0; i < r.steps.size(); ++i) {
+    const Step &s = r.steps[i];
+    o += (i ? ", " : "") + std::string("{\"step\": ") + json_str(s.what) + ", \"acl_code\": " +
+         std::to_string(s.acl_code) + ", \"detail\": " + json_str(s.detail) + ", \"replay\": " +
+         std::to_string(s.replay) + "}";
+  }
   o += "], \"replays\": [";
   for (size_t i = 0; i < r.replays.size(); ++i) {
     const Replay &p = r.replays[i];

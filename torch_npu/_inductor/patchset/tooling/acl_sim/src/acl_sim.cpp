@@ -51,7 +51,9 @@ thread_local uint64_t t_last_launch = 0;
   X(memsets) X(launches) X(host_blocking) X(pinned_allocs) X(pinned_frees) X(device_allocs)            \
   X(device_frees) X(events_created) X(events_recorded) X(event_queries) X(errors) X(captured_tasks) X(replays)  \
   X(stale_replay_sources) X(captures_invalidated) X(op_tasks) X(op_task_failures) X(op_tasks_dropped) X(app_logs)  \
-  X(caching_requests) X(graph_pool_requests) X(workspace_empty_caches)
+  X(caching_requests) X(graph_pool_requests) X(workspace_empty_caches) X(device_synchronizations)                 \
+  X(caching_frees) X(caching_allocs_on_queue_threads) X(caching_frees_on_queue_threads) X(caching_oom_retries)   \
+  X(queue_task_ns)
 #define ACL_SIM_LIVE_COUNTERS(X) \
   X(live_device_allocs) X(live_allocator_blocks) X(live_workspace_tensors) X(live_pinned) X(live_events) X(live_models) \
   X(live_caching_allocations)
@@ -59,6 +61,7 @@ struct ShardCounter {
   std::atomic<uint64_t> v{0};
   void operator++(int) noexcept { v.store(v.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed); }
   void operator--(int) noexcept { v.store(v.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed); }
+  void add(uint64_t n) noexcept { v.store(v.load(std::memory_order_relaxed) + n, std::memory_order_relaxed); }
   uint64_t get() const noexcept { return v.load(std::memory_order_relaxed); }
 };
 struct AtomicCounters {
@@ -119,18 +122,39 @@ struct Fault {
 // "The nth call counted from now" only needs calls counted while a fault is
 // armed: with none armed (the common case) a call costs one atomic load; with
 // one armed, calls are counted and matched under the fault mutex.
+struct Hook {
+  uint64_t at;
+  std::function<void()> fn;
+};
 std::mutex g_fault_mu;
 uint64_t g_calls[kApiCount];  // under g_fault_mu
 std::atomic<bool> g_faults_armed{false};
 std::vector<Fault> g_faults[kApiCount];
+std::vector<Hook> g_hooks[kApiCount];
 
-aclError fault(Api a) {
+// The injected code of this call (0: none). A hook armed for it runs first,
+// on this thread, outside the fault mutex; or is handed to the caller
+// (`deferred`), who runs it where the call's documentation says.
+aclError fault(Api a, std::function<void()> *deferred = nullptr) {
   if (!g_faults_armed.load(std::memory_order_acquire)) return ACL_SUCCESS;
-  std::lock_guard<std::mutex> g(g_fault_mu);
-  const uint64_t n = ++g_calls[a];
-  for (const Fault &f : g_faults[a])
-    if (f.at == n) return f.code;
-  return ACL_SUCCESS;
+  aclError code = ACL_SUCCESS;
+  std::function<void()> hook;
+  {
+    std::lock_guard<std::mutex> g(g_fault_mu);
+    const uint64_t n = ++g_calls[a];
+    for (const Fault &f : g_faults[a])
+      if (f.at == n) code = f.code;
+    for (Hook &h : g_hooks[a])
+      if (h.at == n) hook = std::move(h.fn);
+  }
+  if (hook) {
+    if (deferred != nullptr) {
+      *deferred = std::move(hook);
+    } else {
+      hook();
+    }
+  }
+  return code;
 }
 
 // ---------------------------------------------------------------- devices
@@ -140,6 +164,8 @@ thread_local int t_device = -1;  // -1: never set, acts as device 0
 inline int cur_device() { return t_device < 0 ? 0 : t_device; }
 // Set on a stream worker while it runs a kernel: checked accesses must be to this device's memory.
 thread_local int t_kernel_device = -1;
+// Set on torch_npu's task-queue threads: the device whose queue this thread runs.
+thread_local int t_queue_device = -1;
 
 // ---------------------------------------------------------------- device memory
 constexpr size_t kArenaSize = size_t(64) << 30;
@@ -190,6 +216,8 @@ std::map<uintptr_t, Alloc> &allocs() {
   return *m;
 }
 std::atomic<size_t> g_base_offset{0};
+uint64_t g_capacity[kMaxDevices];  // under g_mem_mu; 0: unlimited
+uint64_t g_in_use[kMaxDevices];    // under g_mem_mu: live bytes per device
 
 char *host_view(uintptr_t dev) {
   Arena &a = arena();
@@ -197,6 +225,8 @@ char *host_view(uintptr_t dev) {
 }
 uintptr_t dev_alloc(size_t size, bool block, int device) {
   std::lock_guard<std::mutex> g(g_mem_mu);
+  if (g_capacity[device] != 0 && (size > g_capacity[device] || g_in_use[device] > g_capacity[device] - size))
+    return 0;  // the device is full
   Arena &a = arena();
   size_t off = g_base_offset.load();
   size_t start = (a.next + kDevAlign - 1) / kDevAlign * kDevAlign;
@@ -210,6 +240,7 @@ uintptr_t dev_alloc(size_t size, bool block, int device) {
   al.device = device;
   al.init.assign(size, 0);
   allocs()[base] = std::move(al);
+  g_in_use[device] += size;
   C().device_allocs++;
   (block ? C().live_allocator_blocks : C().live_device_allocs)++;
   return base;
@@ -221,6 +252,7 @@ bool dev_free(uintptr_t p, bool block) {
   if (it == allocs().end() || it->second.freed || it->second.block != block) return false;
   Alloc &al = it->second;
   al.freed = true;
+  g_in_use[al.device] -= al.size;
   char *h = host_view(al.base);
   if (al.size <= (size_t(4) << 20)) {
     std::memset(h, 0xDD, al.size);  // poison
@@ -878,43 +910,96 @@ struct OuterMapEntry {
 
 // ---------------------------------------------------------------- caching allocator
 // The subset of torch_npu's NPUCachingAllocator a launch can reach through
-// its exported allocator pointer (see the stand-in NPUCachingAllocator.h for
-// the contract and its sources). Pool 0 is the ordinary pool; pool N is the
-// private pool of the capture whose model id is N.
+// its exported allocator pointer (see the stand-in NPUCachingAllocator.h and
+// control.h for the contract and its sources). Pool 0 is the ordinary pool;
+// pool N is the private pool of the capture whose model id is N.
 struct CaBlock {
   uintptr_t base = 0;
   size_t size = 0;
-  int device = 0;
   aclrtStream stream = nullptr;
   uint64_t pool = 0;
   bool held = false;  // handed out, not yet raw_delete'd
 };
-std::mutex g_ca_mu;
-std::map<uintptr_t, CaBlock> &ca_blocks() {
-  static auto *m = new std::map<uintptr_t, CaBlock>();
+// DeviceCachingAllocator: its own lock (NPUCachingAllocator.cpp v2.7.1:984).
+struct CaDevice {
+  std::recursive_mutex mu;
+  std::map<uintptr_t, CaBlock> blocks;  // this device's blocks, held or cached
+  std::set<uint64_t> dead_pools;        // pools whose graph is gone: blocks freed when returned
+  uint64_t held_bytes = 0;              // "already allocated"
+};
+CaDevice g_ca[kMaxDevices];
+// The allocator's pointer -> block map, with its own lock (get_allocated_block :3262).
+std::mutex g_ca_ptr_mu;
+std::unordered_map<uintptr_t, int> &ca_ptr_device() {
+  static auto *m = new std::unordered_map<uintptr_t, int>();
   return *m;
 }
-std::set<uint64_t> &ca_dead_pools() {  // pools whose graph is gone: blocks freed when returned
-  static auto *m = new std::set<uint64_t>();
-  return *m;
+std::atomic<int64_t> g_ca_live{0}, g_ca_peak{0};  // held blocks, all devices
+
+void ca_note_held() {
+  const int64_t now = g_ca_live.fetch_add(1, std::memory_order_relaxed) + 1;
+  int64_t peak = g_ca_peak.load(std::memory_order_relaxed);
+  while (now > peak && !g_ca_peak.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+  }
 }
 
-// Frees a destroyed (or failed) capture's pool: returned blocks now, held ones when returned.
-void release_graph_pool(uint64_t pool) {
-  std::vector<uintptr_t> dead;
-  {
-    std::lock_guard<std::mutex> g(g_ca_mu);
-    ca_dead_pools().insert(pool);
-    for (auto it = ca_blocks().begin(); it != ca_blocks().end();) {
-      if (it->second.pool == pool && !it->second.held) {
-        dead.push_back(it->first);
-        it = ca_blocks().erase(it);
-      } else {
-        ++it;
+// Requires d.mu. Frees the device's cached blocks of the ordinary pool and of
+// dead graph pools (release_cached_blocks :2832-2840); returns the bytes freed.
+uint64_t ca_release_cached_locked(CaDevice &d) {
+  uint64_t freed = 0;
+  for (auto it = d.blocks.begin(); it != d.blocks.end();) {
+    const CaBlock &b = it->second;
+    if (!b.held && (b.pool == 0 || d.dead_pools.count(b.pool))) {
+      dev_free(b.base, false);
+      {
+        std::lock_guard<std::mutex> g(g_ca_ptr_mu);
+        ca_ptr_device().erase(b.base);
       }
+      freed += b.size;
+      it = d.blocks.erase(it);
+    } else {
+      ++it;
     }
   }
-  for (uintptr_t p : dead) dev_free(p, false);
+  return freed;
+}
+
+// Whether a capture is underway on `device` (captures_underway non-empty:
+// NPUGraph::capture_begin registers before aclmdlRICaptureBegin and
+// capture_end deregisters after aclmdlRICaptureEnd, NPUGraph.cpp v2.7.1:200-236).
+bool captures_underway(int device);
+
+// Frees a destroyed (or failed) capture's pool: returned blocks now, held ones when returned.
+void release_graph_pool(int device, uint64_t pool) {
+  CaDevice &d = g_ca[device];
+  std::lock_guard<std::recursive_mutex> g(d.mu);
+  d.dead_pools.insert(pool);
+  for (auto it = d.blocks.begin(); it != d.blocks.end();) {
+    if (it->second.pool == pool && !it->second.held) {
+      dev_free(it->first, false);
+      {
+        std::lock_guard<std::mutex> pg(g_ca_ptr_mu);
+        ca_ptr_device().erase(it->first);
+      }
+      it = d.blocks.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+std::string format_size(uint64_t size) {  // torch_npu's (NPUCachingAllocator.cpp v2.7.1:40-58)
+  char b[64];
+  if (size <= 1024) {
+    std::snprintf(b, sizeof b, "%llu bytes", static_cast<unsigned long long>(size));
+  } else if (size <= 1048576) {
+    std::snprintf(b, sizeof b, "%.2f KiB", size / 1024.0);
+  } else if (size <= 1073741824ULL) {
+    std::snprintf(b, sizeof b, "%.2f MiB", size / 1048576.0);
+  } else {
+    std::snprintf(b, sizeof b, "%.2f GiB", size / 1073741824.0);
+  }
+  return b;
 }
 
 // ---------------------------------------------------------------- aclAppLog
@@ -979,6 +1064,7 @@ struct OpQueue {
 };
 std::mutex g_queues_mu;
 OpQueue *g_queues[kMaxDevices];
+std::atomic<bool> g_queues_paused{false};  // test control
 
 // Runs func the way torch_npu's queue thread does: an escaping std::exception
 // becomes ACL_ERROR_INVALID_PARAM. Records the outcome.
@@ -986,6 +1072,7 @@ int run_op(uint64_t seq, const std::function<int()> &fn) {
   int rc = ACL_ERROR_INVALID_PARAM;
   bool threw = false;
   std::string what;
+  const auto t0 = std::chrono::steady_clock::now();
   try {
     rc = fn();
   } catch (const std::exception &e) {
@@ -995,9 +1082,13 @@ int run_op(uint64_t seq, const std::function<int()> &fn) {
     threw = true;
     what = "(not a std::exception)";
   }
+  const uint64_t ns = static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
+  if (t_queue_device >= 0) C().queue_task_ns.add(ns);
   if (threw) rc = ACL_ERROR_INVALID_PARAM;
   if (rc != 0) C().op_task_failures++;
   update_op_record(seq, [&](OpTask &r) {
+    r.run_ns = ns;
     r.ran = true;
     r.rc = rc;
     r.exception_escaped = threw;
@@ -1008,9 +1099,10 @@ int run_op(uint64_t seq, const std::function<int()> &fn) {
 
 void queue_worker(OpQueue *q) {
   t_device = q->device;  // torch_npu sets the device on its queue thread
+  t_queue_device = q->device;
   std::unique_lock<std::mutex> l(q->mu);
   for (;;) {
-    q->cv.wait(l, [&] { return !q->q.empty(); });
+    q->cv.wait(l, [&] { return !q->q.empty() && !g_queues_paused.load(); });
     QueueEntry e = std::move(q->q.front());
     q->q.pop_front();
     q->busy = true;
@@ -1049,6 +1141,101 @@ OpQueue *queue_of(int device) {
 std::string poisoned_message(const std::string &repo_error) {
   return "The Inner error is reported as above. The process exits for this inner error, and " + repo_error +
          ".\n(acl_sim: torch_npu's task queue is in its error state; no further NPU work runs in this process.)";
+}
+
+// c10_npu::npuSynchronizeDevice on `device` (control.h). `who`: the caller, for the self-wait report.
+void npu_sync_device(int device, const char *who) {
+  C().device_synchronizations++;
+  C().host_blocking++;
+  if (queue_on()) {  // emptyAllNPUStream: MakeSureQueueEmpty of every device's queue
+    for (int d = 0; d < kMaxDevices; ++d) {
+      OpQueue *q;
+      {
+        std::lock_guard<std::mutex> g(g_queues_mu);
+        q = g_queues[d];
+      }
+      if (q == nullptr) continue;
+      if (d == t_queue_device) {
+        char buf[400];
+        std::snprintf(buf, sizeof buf,
+                      "%s called npuSynchronizeDevice on torch_npu's task-queue thread of device %d: its "
+                      "MakeSureQueueEmpty waits for this very thread to drain the queue (NPUStream.cpp v2.7.1:644-645, "
+                      "NPUQueue.cpp :270-298), which never returns on an NPU",
+                      who, d);
+        internal::report(ErrorKind::kSelfWait, buf);
+        continue;
+      }
+      std::unique_lock<std::mutex> l(q->mu);
+      q->idle_cv.wait(l, [&] { return (q->q.empty() && !q->busy) || g_queues_paused.load(); });
+    }
+  }
+  if (invalidate_captures_on(device, "npuSynchronizeDevice (aclrtSynchronizeDevice) while a stream of the device captures",
+                             false))
+    throw std::runtime_error(std::string("acl_sim: ") + who + ": aclrtSynchronizeDevice failed with error " +
+                             std::to_string(ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT) + " (a stream of device " +
+                             std::to_string(device) + " is capturing)");
+  sync_all_streams(device);
+}
+
+// The workspace allocator's empty_cache for `device` (NPUWorkspaceAllocator.cpp v2.7.1:226-240, :453-457):
+// every block of the device is freed, whether or not a tensor still points into it; the map is cleared.
+void ws_free_all_blocks(int device, const char *who) {
+  OuterMapEntry outer(who);
+  std::vector<Stream *> all;
+  {
+    std::lock_guard<std::mutex> g(g_streams_mu);
+    for (Stream *st : streams()) all.push_back(st);
+  }
+  for (Stream *st : all) {
+    std::lock_guard<std::mutex> l(st->ws_mu);
+    WsBlock &b = st->ws[device];
+    if (b.base != 0) dev_free(b.base, true);
+    b = WsBlock();
+  }
+}
+
+bool captures_underway(int device) {
+  std::lock_guard<std::mutex> g(g_streams_mu);
+  for (Stream *st : streams()) {
+    if (st->destroyed || st->device != device) continue;
+    std::lock_guard<std::mutex> l(st->mu);
+    if (st->capture != nullptr) return true;
+  }
+  return false;
+}
+
+// Requires d.mu. torch_npu's out-of-memory text (NPUCachingAllocator.cpp v2.7.1:1338-1347).
+std::string oom_text(int device, uint64_t alloc_size) {
+  CaDevice &d = g_ca[device];
+  uint64_t reserved = 0;
+  for (const auto &kv : d.blocks) reserved += kv.second.size;
+  uint64_t total, in_use;
+  {
+    std::lock_guard<std::mutex> g(g_mem_mu);
+    total = g_capacity[device] != 0 ? g_capacity[device] : kArenaSize;
+    in_use = g_in_use[device];
+  }
+  return "NPU out of memory. Tried to allocate " + format_size(alloc_size) + " (NPU " + std::to_string(device) + "; " +
+         format_size(total) + " total capacity; " + format_size(d.held_bytes) + " already allocated; " +
+         format_size(d.held_bytes) + " current active; " + format_size(total > in_use ? total - in_use : 0) +
+         " free; " + format_size(reserved) +
+         " reserved in total by PyTorch).If reserved memory is >> allocated memory try setting max_split_size_mb to "
+         "avoid fragmentation.";
+}
+
+// Requires d.mu. A new block within the device's capacity (0 when it is full).
+uintptr_t ca_new_block_locked(CaDevice &d, int device, size_t size, aclrtStream stream, uint64_t pool) {
+  const uintptr_t p = dev_alloc(size, false, device);
+  if (p == 0) return 0;
+  CaBlock b;
+  b.base = p;
+  b.size = size;
+  b.stream = stream;
+  b.pool = pool;
+  d.blocks[p] = b;
+  std::lock_guard<std::mutex> g(g_ca_ptr_mu);
+  ca_ptr_device()[p] = device;
+  return p;
 }
 }  // namespace
 
@@ -1113,12 +1300,14 @@ Counters counters() {
   ACL_SIM_RESET_COUNTERS(ACL_SIM_SUB)
 #undef ACL_SIM_SUB
   r.live_workspace_dataptrs = r.live_workspace_tensors;
+  r.peak_live_caching_allocations = static_cast<uint64_t>(g_ca_peak.load(std::memory_order_relaxed));
   return r;
 }
 
 void reset_counters() {
   std::lock_guard<std::mutex> g(g_shard_mu);
   g_counter_baseline = sum_shards_locked();
+  g_ca_peak.store(g_ca_live.load(std::memory_order_relaxed), std::memory_order_relaxed);
 }
 
 const char *error_kind_name(ErrorKind k) {
@@ -1135,6 +1324,7 @@ const char *error_kind_name(ErrorKind k) {
     case ErrorKind::kCaptureInvalidated: return "capture-invalidated";
     case ErrorKind::kRegionOverrun: return "region-overrun";
     case ErrorKind::kAllocatorRace: return "allocator-race";
+    case ErrorKind::kSelfWait: return "self-wait";
   }
   return "?";
 }
@@ -1171,9 +1361,26 @@ void inject_fault(const char *api, uint64_t nth, aclError code) {
   }
   throw std::invalid_argument(std::string("acl_sim::inject_fault: unknown api ") + api);
 }
+void on_call(const char *api, uint64_t nth, std::function<void()> fn) {
+  internal::SimScope scope;
+  if (std::strcmp(api, "malloc_with_stream") == 0) api = "allocate_workspace";
+  for (int i = 0; i < kApiCount; ++i) {
+    if (std::strcmp(api, kApiNames[i]) == 0) {
+      std::lock_guard<std::mutex> g(g_fault_mu);
+      g_hooks[i].push_back(Hook{g_calls[i] + nth, std::move(fn)});
+      g_faults_armed.store(true, std::memory_order_release);
+      return;
+    }
+  }
+  throw std::invalid_argument(std::string("acl_sim::on_call: unknown api ") + api);
+}
 void clear_faults() {
+  internal::SimScope scope;
   std::lock_guard<std::mutex> g(g_fault_mu);
-  for (int i = 0; i < kApiCount; ++i) g_faults[i].clear();
+  for (int i = 0; i < kApiCount; ++i) {
+    g_faults[i].clear();
+    g_hooks[i].clear();
+  }
   g_faults_armed.store(false, std::memory_order_release);
 }
 
@@ -1229,6 +1436,28 @@ std::string task_queue_error(int device) {
   std::lock_guard<std::mutex> l(q->mu);
   return q->repo_error;
 }
+void drain_task_queue(int device) {
+  if (device < 0 || device >= kMaxDevices) return;
+  OpQueue *q;
+  {
+    std::lock_guard<std::mutex> g(g_queues_mu);
+    q = g_queues[device];
+  }
+  if (q == nullptr) return;
+  std::unique_lock<std::mutex> l(q->mu);
+  q->idle_cv.wait(l, [&] { return q->q.empty() && !q->busy; });
+}
+void set_task_queues_paused(bool paused) {
+  g_queues_paused.store(paused);
+  if (paused) return;
+  std::lock_guard<std::mutex> g(g_queues_mu);
+  for (OpQueue *q : g_queues) {
+    if (q == nullptr) continue;
+    std::lock_guard<std::mutex> l(q->mu);
+    q->cv.notify_all();
+  }
+}
+int task_queue_device_of_this_thread() { return t_queue_device; }
 void reset_task_queues() {
   drain_task_queues();
   std::lock_guard<std::mutex> g(g_queues_mu);
@@ -1295,121 +1524,156 @@ uint64_t last_request_seq() { return g_req_seq.load(); }
 void workspace_empty_cache(int device) {
   internal::SimScope scope;
   if (device < 0 || device >= kMaxDevices) throw std::invalid_argument("acl_sim::workspace_empty_cache: bad device");
-  // npuSynchronizeDevice first (NPUCachingAllocator.cpp v2.7.1:1668): it fails inside a capture.
-  if (invalidate_captures_on(device, "empty_cache synchronises the device while a stream of it captures", false))
-    throw std::runtime_error("acl_sim: empty_cache: aclrtSynchronizeDevice failed with error " +
-                             std::to_string(ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT) + " (a stream of device " +
-                             std::to_string(device) + " is capturing)");
-  sync_all_streams(device);
+  npu_sync_device(device, "torch.npu.empty_cache()");  // first (NPUCachingAllocator.cpp v2.7.1:1669); throws in capture
   C().workspace_empty_caches++;
-  OuterMapEntry outer("empty_cache");
-  std::vector<Stream *> all;
+  CaDevice &d = g_ca[device];
+  std::lock_guard<std::recursive_mutex> g(d.mu);
+  ws_free_all_blocks(device, "empty_cache");
+  ca_release_cached_locked(d);
+}
+void empty_cache() {
+  // emptyCacheImpl: every used device (NPUCachingAllocator.cpp v2.7.1:3382-3404).
+  std::set<int> used;
   {
     std::lock_guard<std::mutex> g(g_streams_mu);
-    for (Stream *st : streams()) all.push_back(st);
+    for (Stream *st : streams())
+      if (!st->destroyed) used.insert(st->device);
   }
-  for (Stream *st : all) {  // every block, live tensors or not (NPUWorkspaceAllocator.cpp v2.7.1:226-240)
-    std::lock_guard<std::mutex> l(st->ws_mu);
-    WsBlock &b = st->ws[device];
-    if (b.base != 0) dev_free(b.base, true);
-    b = WsBlock();
-  }
-  std::vector<uintptr_t> cached;  // release_cached_blocks: the ordinary pool's returned blocks
-  {
-    std::lock_guard<std::mutex> g(g_ca_mu);
-    for (auto it = ca_blocks().begin(); it != ca_blocks().end();) {
-      if (it->second.device == device && it->second.pool == 0 && !it->second.held) {
-        cached.push_back(it->first);
-        it = ca_blocks().erase(it);
-      } else {
-        ++it;
-      }
-    }
-  }
-  for (uintptr_t p : cached) dev_free(p, false);
+  for (int dev : used) workspace_empty_cache(dev);
 }
 void set_allocator_race_window_us(uint32_t us) { g_race_window_us.store(us, std::memory_order_relaxed); }
+
+void set_device_memory_capacity(int device, uint64_t bytes) {
+  if (device < 0 || device >= kMaxDevices) throw std::invalid_argument("acl_sim::set_device_memory_capacity: bad device");
+  std::lock_guard<std::mutex> g(g_mem_mu);
+  g_capacity[device] = bytes;
+}
+uint64_t device_memory_in_use(int device) {
+  if (device < 0 || device >= kMaxDevices) return 0;
+  std::lock_guard<std::mutex> g(g_mem_mu);
+  return g_in_use[device];
+}
+size_t caching_blocks(int device) {
+  if (device < 0 || device >= kMaxDevices) return 0;
+  std::lock_guard<std::recursive_mutex> g(g_ca[device].mu);
+  return g_ca[device].blocks.size();
+}
+size_t caching_cached_blocks(int device) {
+  if (device < 0 || device >= kMaxDevices) return 0;
+  std::lock_guard<std::recursive_mutex> g(g_ca[device].mu);
+  size_t n = 0;
+  for (const auto &kv : g_ca[device].blocks) n += !kv.second.held;
+  return n;
+}
+void npu_synchronize_device() {
+  internal::SimScope scope;
+  npu_sync_device(cur_device(), "npu_synchronize_device()");
+}
 
 namespace detail {
 void *caching_raw_alloc_with_stream(size_t nbytes, aclrtStream stream) {
   internal::SimScope scope;
   if (nbytes == 0) return nullptr;  // NPUCachingAllocator.cpp v2.7.1:3754-3758
   C().caching_requests++;
-  if (aclError e = fault(kApiCachingAlloc))
-    throw OutOfMemoryError("NPU out of memory. NPUCachingAllocator tried to allocate " + std::to_string(nbytes) +
-                           " bytes (acl_sim: injected fault, code " + std::to_string(e) + ")");
+  if (t_queue_device >= 0) C().caching_allocs_on_queue_threads++;
+  const int dev = cur_device();  // the calling thread's device (:3756)
+  CaDevice &d = g_ca[dev];
+  const size_t size = (nbytes + 511) / 512 * 512;  // kMinBlockSize rounding (round_size :2130-2142)
+  if (aclError e = fault(kApiCachingAlloc)) {
+    std::lock_guard<std::recursive_mutex> g(d.mu);
+    throw OutOfMemoryError(oom_text(dev, size) + " (acl_sim: injected fault, code " + std::to_string(e) + ")");
+  }
   Stream *s = get_stream(stream);
   if (s == nullptr) throw std::runtime_error("acl_sim: raw_alloc_with_stream on an invalid stream");
-  const int dev = cur_device();
   uint64_t pool = 0;  // get_pool: the capture's private pool when its filter accepts the stream
   {
     std::lock_guard<std::mutex> l(s->mu);
     if (s->capture != nullptr && s->capture->status == ACL_MODEL_RI_CAPTURE_STATUS_ACTIVE) pool = s->capture->model->id;
   }
   if (pool != 0) C().graph_pool_requests++;
-  const size_t size = (nbytes + 511) / 512 * 512;  // kMinBlockSize rounding
-  {
-    std::lock_guard<std::mutex> g(g_ca_mu);
-    CaBlock *best = nullptr;  // a returned block of the same pool, device and stream
-    for (auto &kv : ca_blocks()) {
+  std::unique_lock<std::recursive_mutex> lock(d.mu);  // malloc's device lock (:1192)
+  auto take_cached = [&]() -> uintptr_t {              // get_free_block: same pool, same stream (:2555-2567)
+    CaBlock *best = nullptr;
+    for (auto &kv : d.blocks) {
       CaBlock &b = kv.second;
-      if (!b.held && b.pool == pool && b.device == dev && b.stream == stream && b.size >= size &&
-          (best == nullptr || b.size < best->size))
+      if (!b.held && b.pool == pool && b.stream == stream && b.size >= size && (best == nullptr || b.size < best->size))
         best = &b;
     }
-    if (best != nullptr) {
-      best->held = true;
-      C().live_caching_allocations++;
-      return reinterpret_cast<void *>(best->base);
+    if (best == nullptr) return 0;
+    best->held = true;
+    return best->base;
+  };
+  uintptr_t p = take_cached();
+  if (p == 0) {
+    p = ca_new_block_locked(d, dev, size, stream, pool);
+    if (p != 0) d.blocks[p].held = true;
+  }
+  if (p == 0 && !captures_underway(dev)) {
+    // The out-of-memory retry (:1279-1293): without the device lock, npuSynchronizeDevice, then the workspace
+    // allocator's empty_cache and the free cached blocks, then one more attempt.
+    C().caching_oom_retries++;
+    lock.unlock();
+    npu_sync_device(dev, "the caching allocator's out-of-memory retry (NPUCachingAllocator.cpp v2.7.1:1279-1293)");
+    ws_free_all_blocks(dev, "the caching allocator's out-of-memory retry (workspace empty_cache)");
+    lock.lock();
+    ca_release_cached_locked(d);
+    p = take_cached();
+    if (p == 0) {
+      p = ca_new_block_locked(d, dev, size, stream, pool);
+      if (p != 0) d.blocks[p].held = true;
     }
   }
-  const uintptr_t p = dev_alloc(size, false, dev);
-  if (p == 0)
-    throw OutOfMemoryError("NPU out of memory. NPUCachingAllocator tried to allocate " + std::to_string(nbytes) +
-                           " bytes");
-  std::lock_guard<std::mutex> g(g_ca_mu);
-  CaBlock b;
-  b.base = p;
-  b.size = size;
-  b.device = dev;
-  b.stream = stream;
-  b.pool = pool;
-  b.held = true;
-  ca_blocks()[p] = b;
+  if (p == 0) throw OutOfMemoryError(oom_text(dev, size));
+  d.held_bytes += d.blocks[p].size;
   C().live_caching_allocations++;
+  ca_note_held();
   return reinterpret_cast<void *>(p);
 }
 void caching_raw_delete(void *ptr) {
   internal::SimScope scope;
   if (ptr == nullptr) return;
-  bool free_now = false;
+  C().caching_frees++;
+  if (t_queue_device >= 0) C().caching_frees_on_queue_threads++;
+  const auto p = reinterpret_cast<uintptr_t>(ptr);
+  int dev = -1;
   {
-    std::lock_guard<std::mutex> g(g_ca_mu);
-    auto it = ca_blocks().find(reinterpret_cast<uintptr_t>(ptr));
-    if (it == ca_blocks().end() || !it->second.held)
-      throw std::runtime_error("acl_sim: raw_delete of a pointer the caching allocator did not hand out (or twice)");
-    it->second.held = false;
-    C().live_caching_allocations--;
-    if (it->second.pool != 0 && ca_dead_pools().count(it->second.pool)) {
-      free_now = true;  // its graph is gone
-      ca_blocks().erase(it);
-    }
+    std::lock_guard<std::mutex> g(g_ca_ptr_mu);
+    auto it = ca_ptr_device().find(p);
+    if (it != ca_ptr_device().end()) dev = it->second;
   }
-  if (free_now) dev_free(reinterpret_cast<uintptr_t>(ptr), false);
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "invalid device pointer: %p (acl_sim: raw_delete of a pointer the caching allocator "
+                "did not hand out, or twice)", ptr);  // torch_npu: AT_ERROR (:3262-3265)
+  if (dev < 0) throw std::runtime_error(buf);
+  CaDevice &d = g_ca[dev];
+  std::lock_guard<std::recursive_mutex> g(d.mu);  // free's device lock (:1498)
+  auto it = d.blocks.find(p);
+  if (it == d.blocks.end() || !it->second.held) throw std::runtime_error(buf);
+  it->second.held = false;
+  d.held_bytes -= it->second.size;
+  C().live_caching_allocations--;
+  g_ca_live.fetch_sub(1, std::memory_order_relaxed);
+  if (it->second.pool != 0 && d.dead_pools.count(it->second.pool)) {  // its graph is gone
+    d.blocks.erase(it);
+    {
+      std::lock_guard<std::mutex> pg(g_ca_ptr_mu);
+      ca_ptr_device().erase(p);
+    }
+    dev_free(p, false);
+  }
 }
 bool caching_has_captures_underway(int device) {
   internal::SimScope scope;
-  std::lock_guard<std::mutex> g(g_streams_mu);
-  for (Stream *st : streams()) {
-    if (st->destroyed || st->device != device) continue;
-    std::lock_guard<std::mutex> l(st->mu);
-    if (st->capture != nullptr) return true;
-  }
-  return false;
+  return device >= 0 && device < kMaxDevices && captures_underway(device);
 }
 }  // namespace detail
 
 void reset() {
+  set_task_queues_paused(false);
+  {
+    std::lock_guard<std::mutex> g(g_mem_mu);
+    for (uint64_t &c : g_capacity) c = 0;
+  }
   reset_counters();
   clear_errors();
   clear_faults();
@@ -1428,6 +1692,7 @@ aclrtFuncHandle register_kernel(const char *name, KernelFn fn, void *user) {
   return k;
 }
 uint64_t last_launch_id() { return t_last_launch; }
+uint64_t latest_launch_id() { return g_launch_ids.load(); }
 
 bool device_read(const void *dev, void *dst, size_t n, const char *who) {
   internal::SimScope scope;
@@ -1723,6 +1988,7 @@ aclError aclrtSynchronizeDevice(void) {
   if (invalidate_captures_on(dev, "aclrtSynchronizeDevice while a stream of the device captures", false))
     return ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT;
   C().host_blocking++;
+  C().device_synchronizations++;
   sync_all_streams(dev);
   return ACL_SUCCESS;
 }
@@ -1900,7 +2166,7 @@ aclError aclmdlRICaptureEnd(aclrtStream stream, aclmdlRI *modelRI) {
   const bool ok = c->status == ACL_MODEL_RI_CAPTURE_STATUS_ACTIVE;
   delete c;
   if (!ok) {
-    release_graph_pool(m->id);
+    release_graph_pool(m->device, m->id);
     delete m;
     *modelRI = nullptr;
     return ACL_ERROR_RT_STREAM_CAPTURE_INVALIDATED;
@@ -1949,7 +2215,7 @@ aclError aclmdlRIDestroy(aclmdlRI modelRI) {
   std::lock_guard<std::mutex> g(g_model_mu);
   auto *m = static_cast<Model *>(modelRI);
   if (!models().erase(m)) return ACL_ERROR_RT_INVALID_HANDLE;
-  release_graph_pool(m->id);  // torch_npu: NPUGraph::reset -> releasePool (NPUGraph.cpp v2.7.1:338)
+  release_graph_pool(m->device, m->id);  // torch_npu: NPUGraph::reset -> releasePool (NPUGraph.cpp v2.7.1:338)
   delete m;  // replays already queued carry their own copies
   C().live_models--;
   return ACL_SUCCESS;
@@ -1984,6 +2250,8 @@ void *tensor_data(const TensorImpl *impl) noexcept { return impl->data; }
 }  // namespace acl_sim
 
 namespace {
+// run_torch_npu_op's hook, while its request is inside the pointer map.
+thread_local const std::function<void()> *t_ws_hook = nullptr;
 at::Tensor workspace_tensor(void *data) {
   auto *impl = new acl_sim::detail::TensorImpl();
   impl->data = data;
@@ -1999,7 +2267,8 @@ at::Tensor allocate_workspace(uint64_t workspace_size, aclrtStream stream) {
   internal::SimScope scope;
   C().allocator_requests++;
   char buf[240];
-  if (aclError e = fault(kApiAllocator)) {
+  std::function<void()> hook;
+  if (aclError e = fault(kApiAllocator, &hook)) {
     if (e == kAllocReturnsNull) return workspace_tensor(nullptr);
     std::snprintf(buf, sizeof buf,
                   "NPU out of memory. NPUWorkspaceAllocator tried to allocate %llu bytes (acl_sim: injected fault, "
@@ -2010,6 +2279,8 @@ at::Tensor allocate_workspace(uint64_t workspace_size, aclrtStream stream) {
   Stream *s = get_stream(stream);
   if (s == nullptr) throw std::runtime_error("acl_sim: allocate_workspace on an invalid stream");
   OuterMapEntry outer("allocate_workspace");
+  if (hook) hook();
+  if (t_ws_hook != nullptr && *t_ws_hook) (*t_ws_hook)();
   if (workspace_size == 0) return workspace_tensor(nullptr);  // defined, no memory (as torch_npu)
   const int dev = cur_device();
   constexpr uint64_t k2M = uint64_t(2) << 20;
@@ -2038,6 +2309,7 @@ at::Tensor allocate_workspace(uint64_t workspace_size, aclrtStream stream) {
       throw std::runtime_error(buf);
     }
     C().host_blocking++;
+    C().device_synchronizations++;
     if (b.base != 0 || capture_status(s) == ACL_MODEL_RI_CAPTURE_STATUS_NONE) sync_all_streams(dev);
     if (b.base != 0) {
       dev_free(b.base, true);
@@ -2128,3 +2400,57 @@ void OpCommand::RunOpApiV2(const std::string &op_name, const PROC_FUNC &func, bo
 
 }  // namespace native
 }  // namespace at_npu
+
+// ================================================================ torch_npu's own operators
+namespace acl_sim {
+namespace {
+struct OpKernelArgs {
+  void *workspace;
+  uint64_t bytes;
+  uint32_t run_us;
+};
+// The operator's kernel: holds and writes its whole workspace (checked: a
+// freed or foreign block is reported), then runs `run_us`.
+void torch_npu_op_kernel(const KernelCall &call) {
+  if (call.block_idx != 0) return;
+  OpKernelArgs a;
+  std::memcpy(&a, call.args, sizeof a);
+  if (a.workspace == nullptr || a.bytes == 0) {
+    if (a.run_us) std::this_thread::sleep_for(std::chrono::microseconds(a.run_us));
+    return;
+  }
+  const auto *k = static_cast<const Kernel *>(call.user);
+  internal::hold_region(call.launch_id, k->name, call.stream, reinterpret_cast<uintptr_t>(a.workspace), a.bytes,
+                        "workspace");
+  std::vector<uint8_t> bytes(a.bytes, 0x6f);
+  device_write(a.workspace, bytes.data(), bytes.size(), "torch_npu operator kernel (workspace)");
+  if (a.run_us) std::this_thread::sleep_for(std::chrono::microseconds(a.run_us));
+  internal::release_regions(call.launch_id);
+}
+}  // namespace
+
+void run_torch_npu_op(const TorchNpuOp &op) {
+  static aclrtFuncHandle kernel = [] {
+    aclrtFuncHandle h = register_kernel("torch_npu_op", &torch_npu_op_kernel, nullptr);
+    static_cast<Kernel *>(h)->user = h;  // the kernel reads its own name
+    return h;
+  }();
+  TorchNpuOp copy = op;
+  at_npu::native::OpCommand::RunOpApiV2(op.name, [copy]() -> int {
+    at::Tensor workspace;  // OpPreparation::unsafe_empty_workspace, inside the queued lambda
+    if (copy.workspace_bytes != 0) {
+      t_ws_hook = &copy.inside_workspace_allocator;
+      try {
+        workspace = at_npu::native::allocate_workspace(copy.workspace_bytes, copy.stream);
+      } catch (...) {
+        t_ws_hook = nullptr;
+        throw;  // NPU_CHECK_ERROR / TORCH_CHECK: the exception leaves the lambda
+      }
+      t_ws_hook = nullptr;
+    }
+    OpKernelArgs args{workspace.data_ptr(), copy.workspace_bytes, copy.run_us};
+    return aclrtLaunchKernelWithHostArgs(kernel, 1, copy.stream, nullptr, &args, sizeof args, nullptr, 0);
+  });  // the tensor is dropped when the lambda returns
+}
+}  // namespace acl_sim
+

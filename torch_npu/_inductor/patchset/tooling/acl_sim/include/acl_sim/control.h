@@ -51,7 +51,12 @@
 //    report the allocation each pointer lies in (allocation_extent()).
 //  * torch_npu's caching allocator (raw_alloc_with_stream / raw_delete /
 //    hasCapturesUnderway, exported through its allocator pointer): see the
-//    stand-in NPUCachingAllocator.h; graph pools freed at aclmdlRIDestroy.
+//    stand-in NPUCachingAllocator.h and "torch_npu's allocators" below: one
+//    lock per device, stream-keyed reuse, graph pools (freed at
+//    aclmdlRIDestroy), empty_cache of free blocks only, a settable device
+//    memory capacity and the out-of-memory retry, which synchronises the
+//    device (draining the task queue: from a queue thread a self-wait).
+//  * torch_npu's own operators on the V2 path / DVM: run_torch_npu_op().
 //  * Global-mode capture (torch.npu.graph's default, graphs.py v2.7.1:607):
 //    aclrtQueryEventStatus (torch_npu: "npuEventQueries, illegal during NPU
 //    graph capture", NPUCachingAllocator.cpp v2.7.1:1199-1210) and
@@ -67,6 +72,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -112,7 +118,20 @@ struct Counters {
   uint64_t caching_requests = 0;     // NPUCachingAllocator::raw_alloc_with_stream calls (reset by reset_counters)
   uint64_t graph_pool_requests = 0;  // of which served from a capture's private pool
   uint64_t live_caching_allocations = 0;  // raw_alloc'd and not raw_delete'd (live: not reset)
-  uint64_t workspace_empty_caches = 0;    // workspace_empty_cache() calls
+  uint64_t workspace_empty_caches = 0;    // empty_cache() / workspace_empty_cache() per device
+  // Device synchronisations: npuSynchronizeDevice (npu_synchronize_device(),
+  // the out-of-memory retry, empty_cache), aclrtSynchronizeDevice and the
+  // workspace allocator's growth. Each is also a host-blocking call.
+  uint64_t device_synchronizations = 0;
+  uint64_t caching_frees = 0;                   // raw_delete calls
+  uint64_t caching_allocs_on_queue_threads = 0; // raw_alloc_with_stream calls made by a task-queue thread
+  uint64_t caching_frees_on_queue_threads = 0;  // raw_delete calls made by a task-queue thread
+  uint64_t caching_oom_retries = 0;             // out-of-memory retries (sync, free cached blocks, retry)
+  uint64_t queue_task_ns = 0;                   // host time inside queued functions, on the queue threads
+  // Most caching-allocator blocks held at once (raw_alloc'd, not yet
+  // raw_delete'd) since the last reset_counters() (which starts it at the
+  // number held then).
+  uint64_t peak_live_caching_allocations = 0;
 };
 Counters counters();
 void reset_counters();
@@ -131,6 +150,7 @@ enum class ErrorKind {
   kCaptureInvalidated,         // something invalidated an active graph capture
   kRegionOverrun,              // a kernel's promised region runs past the allocation it lies in
   kAllocatorRace,              // two threads inside the workspace allocator's unguarded pointer map at once
+  kSelfWait,                   // a task-queue thread waited for its own queue to drain (a hang on a real NPU)
 };
 const char *error_kind_name(ErrorKind k);
 struct ErrorReport {
@@ -149,15 +169,20 @@ void set_memcpy_model(MemcpyModel m);
 void set_device_base_offset(size_t bytes);
 
 // Fault injection: the nth call (1-based, counted from now) of `api` fails
-// with `code`. `api` is an ACL function name or "allocate_workspace" (the old
-// name "malloc_with_stream" is accepted for it). For the allocator, code
-// kAllocReturnsNull makes it return a defined tensor with a null data_ptr()
-// (torch_npu never does; for defensive tests); any other code makes it throw
-// OutOfMemoryError (a std::runtime_error, as torch_npu's allocator throws on
-// failure) whose message contains the code.
+// with `code`. `api` is an ACL function name, "allocate_workspace" (the old
+// name "malloc_with_stream" is accepted for it) or "raw_alloc_with_stream".
+// For allocate_workspace, code kAllocReturnsNull makes it return a defined
+// tensor with a null data_ptr() (torch_npu never does; for defensive tests);
+// any other code makes an allocator throw OutOfMemoryError (a
+// std::runtime_error, as torch_npu's allocators throw on failure) with
+// torch_npu's text and the code.
 constexpr aclError kAllocReturnsNull = -1;
 void inject_fault(const char *api, uint64_t nth, aclError code);
-void clear_faults();
+// Test hook: the nth call (1-based, counted from now, by any thread) of `api`
+// (a name inject_fault takes) first runs `fn` on the calling thread, before
+// the call does anything (allocate_workspace: once inside the pointer map).
+void on_call(const char *api, uint64_t nth, std::function<void()> fn);
+void clear_faults();  // and hooks
 struct OutOfMemoryError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
@@ -192,6 +217,7 @@ struct OpTask {
   int rc = 0;                      // func's return code (ACL_ERROR_INVALID_PARAM when an exception escaped)
   bool exception_escaped = false;  // an exception left func
   std::string exception_what;
+  uint64_t run_ns = 0;             // host time inside func on the queue thread (queued tasks)
 };
 std::vector<OpTask> op_tasks();
 void clear_op_tasks();
@@ -203,23 +229,93 @@ QueueStatus task_queue_status(int device);
 std::string task_queue_error(int device);  // torch_npu's "repo_error" text, empty if none
 // Back to kRun on every device (a real process cannot do this).
 void reset_task_queues();
+// Waits until `device`'s queue thread has run or dropped all it was given.
+void drain_task_queue(int device);
+// Test control: while paused, queue threads take no new task (queued ones
+// wait; RunOpApiV2 still queues). Unpausing lets them run in order.
+void set_task_queues_paused(bool paused);
+// Whether the calling thread is a task-queue thread (and of which device), -1 if not.
+int task_queue_device_of_this_thread();
 
 // ---- torch_npu's allocators ---------------------------------------------------------
-// torch.npu.empty_cache() as it reaches the workspace allocator (torch_npu
-// NPUCachingAllocator.cpp v2.7.1:1661-1671, NPUWorkspaceAllocator.cpp
-// :226-240, :453-457): synchronise the device (invalidating any capture on
-// it, as the synchronise fails there), then free EVERY workspace block of
-// `device`, whether or not a tensor still points into it, and clear the
-// unguarded pointer map. The caching allocator's out-of-memory retry calls
-// the same (:1279-1293). Also returns the ordinary pool's free cached blocks.
+// Caching allocator (the stand-in NPUCachingAllocator.h's raw_alloc_with_stream
+// / raw_delete; torch_npu NPUCachingAllocator.cpp v2.7.1):
+//  * one lock per device (DeviceCachingAllocator::mutex :984, taken by malloc
+//    :1192 and free :1498); the device is the CALLING thread's current one
+//    (raw_alloc_with_stream :3754-3758);
+//  * a freed block goes back to its pool keyed by stream: only a later request
+//    of the same device, pool and stream gets it again (get_free_block :2567);
+//  * a stream that captures (ACTIVE) is served from its graph's private pool
+//    (get_pool :2500-2516); the pool is freed at aclmdlRIDestroy (see the stand-in);
+//  * no block found and none can be allocated within the device's capacity:
+//    unless a capture is underway on the device (:1279), the out-of-memory
+//    retry runs without the device lock (:1286-1291): npuSynchronizeDevice
+//    (below), the workspace allocator's empty_cache (every workspace block,
+//    :1292), the device's free cached blocks (:1293), then one more attempt;
+//    failing that it throws OutOfMemoryError with torch_npu's text ("NPU out
+//    of memory. Tried to allocate ..." :1338-1347).
+// Blocks are not split or rounded up to 2 / 20 MiB segments (torch_npu does,
+// :2130-2142, :2539-2548): a request takes round_up(n, 512) bytes.
+//
+// Device memory capacity of `device` in bytes (0: unlimited, the default).
+// Every device allocation counts: aclrtMalloc, workspace blocks, caching
+// allocator blocks. aclrtMalloc beyond it returns ACL_ERROR_BAD_ALLOC, the
+// workspace allocator throws OutOfMemoryError, the caching allocator retries
+// as above.
+void set_device_memory_capacity(int device, uint64_t bytes);
+uint64_t device_memory_in_use(int device);  // live device allocations of `device`, in bytes
+// Blocks the caching allocator holds for `device` (handed out or cached), and
+// of those the ones cached (free).
+size_t caching_blocks(int device);
+size_t caching_cached_blocks(int device);
+
+// c10_npu::npuSynchronizeDevice (NPUStream.cpp v2.7.1:641-668): with the task
+// queue on, MakeSureQueueEmpty on every device's queue (emptyAllNPUStream
+// :548-562; NPUQueue.cpp :243-299 waits until the queue thread has run all
+// it was given), then aclrtSynchronizeDevice on the current device (which
+// fails inside a capture: the capture is invalidated and this throws).
+// Called FROM a task-queue thread, MakeSureQueueEmpty waits for that very
+// thread: a hang on a real NPU. The simulation reports it (kSelfWait) and
+// goes on without waiting for its own queue. A paused queue (below) is not
+// waited for either.
+void npu_synchronize_device();
+
+// torch.npu.empty_cache() (NPUCachingAllocator.cpp v2.7.1:3382-3410): per
+// device, DeviceCachingAllocator::emptyCache (:1661-1672):
+// npuSynchronizeDevice, then under the device lock the workspace allocator's
+// empty_cache (NPUWorkspaceAllocator.cpp :226-240 frees EVERY workspace
+// block, whether or not a tensor still points into it; :453-457 clears the
+// unguarded pointer map), then the caching allocator's free cached blocks
+// (release_cached_blocks :2832-2840; blocks handed out and live graphs'
+// pools stay). workspace_empty_cache(device) does it for one device.
+void empty_cache();
 void workspace_empty_cache(int device);
 // The workspace allocator's outer pointer map (allocated_ptrs,
-// NPUWorkspaceAllocator.cpp v2.7.1:549-567) is read and written without a
-// lock by malloc (replace_allocated_ptr), by every tensor release
-// (get_allocated_device) and by empty_cache. Two threads inside at once are
-// reported (kAllocatorRace). A window > 0 keeps each entry inside that many
-// microseconds, so that unserialised callers overlap reliably (default 0).
+// NPUWorkspaceAllocator.cpp v2.7.1:549-567, one for all devices) is read and
+// written without a lock by malloc (replace_allocated_ptr), by every tensor
+// release (get_allocated_device) and by empty_cache. Two threads inside at
+// once are reported (kAllocatorRace). A window > 0 keeps each entry inside
+// that many microseconds, so that unserialised callers overlap reliably
+// (default 0).
 void set_allocator_race_window_us(uint32_t us);
+
+// torch_npu's own operator on op-plugin's V2 path (EXEC_NPU_CMD_V2 in
+// op_plugin/utils/op_api_common.h, TASK_QUEUE_ENABLE=2) or torch_npu's DVM
+// launcher: handed to OpCommand::RunOpApiV2, its lambda takes the operator's
+// workspace with allocate_workspace(size, stream)
+// (OpPreparation::unsafe_empty_workspace) on whichever thread runs it (the
+// queue thread when the queue is on), launches a kernel on `stream` that
+// writes the whole workspace and runs `run_us`, then drops the tensor.
+struct TorchNpuOp {
+  std::string name = "torch_npu_op";
+  aclrtStream stream = nullptr;
+  uint64_t workspace_bytes = 0;
+  uint32_t run_us = 0;
+  // Test hook: runs on the op's thread while its workspace request is inside
+  // the allocator's unguarded pointer map (what any unlucky timing could do).
+  std::function<void()> inside_workspace_allocator;
+};
+void run_torch_npu_op(const TorchNpuOp &op);
 
 // ---- graph capture ------------------------------------------------------------
 // Ids of the probe-visible launches a replay produced are found through
@@ -244,8 +340,9 @@ const char *extent_kind_name(ExtentKind k);
 bool allocation_extent(const void *p, Extent *out, uint64_t request_seq = 0);
 // Sequence number of the latest allocate_workspace request (0 if none).
 uint64_t last_request_seq();
-// Counters, errors, faults, probe records and memcpy model back to defaults.
-// Streams, memory and allocator blocks are kept.
+// Counters, errors, faults, hooks, probe records, memcpy model, device
+// capacities and the queues' pause back to defaults. Streams, memory and
+// allocator blocks are kept.
 void reset();
 
 // ---- kernels -----------------------------------------------------------------
@@ -267,6 +364,8 @@ aclrtFuncHandle register_kernel(const char *name, KernelFn fn, void *user);
 // recorded into a capture has an id too; its replays run as new launches
 // whose KernelCall::captured_launch_id is that id.
 uint64_t last_launch_id();
+// Id of the latest launch issued by any thread, replays included (0 if none).
+uint64_t latest_launch_id();
 
 // Checked device memory access for simulated kernels. Return false (and
 // record an error report) when the access is out of bounds, after free, of

@@ -4,16 +4,25 @@
 // real ones call through the exported `c10_npu::NPUCachingAllocator::allocator`
 // pointer, so code loaded into a real process can use them; checked against
 // every cached wheel by test/test_sim_allocator_surface.py). Here they call
-// the simulation.
+// the simulation. The helper uses raw_alloc_with_stream and raw_delete;
+// hasCapturesUnderway is kept for the helper of commit b45157f (comparisons).
 //
-// Simulated contract (torch_npu NPUCachingAllocator.cpp, v2.7.1; docs/facts.md):
-//  * raw_alloc_with_stream(n, stream): 0 bytes gives nullptr (:3754-3758). While
-//    `stream` captures (status ACTIVE, the capture's own model: the filter
-//    NPUGraph::capture_begin registers, NPUGraph.cpp:205-210) the block comes
-//    from that capture's private pool (get_pool, :2500-2516), else from the
-//    ordinary pool. A freed block goes back to its pool, keyed by stream, and
-//    a later request of that pool and stream may get it again (free_block).
-//    Failure throws (std::runtime_error, as c10::Error).
+// Simulated contract (torch_npu NPUCachingAllocator.cpp, v2.7.1; details and
+// the device memory capacity in acl_sim/control.h, "torch_npu's allocators"):
+//  * raw_alloc_with_stream(n, stream): 0 bytes gives nullptr (:3754-3758); the
+//    calling thread's current device's allocator, under that device's lock
+//    (:1192). While `stream` captures (status ACTIVE, the capture's own model:
+//    the filter NPUGraph::capture_begin registers, NPUGraph.cpp:205-210) the
+//    block comes from that capture's private pool (get_pool, :2500-2516), else
+//    from the ordinary pool. A freed block goes back to its pool, keyed by
+//    stream: only a later request of that pool and stream gets it again
+//    (get_free_block, :2567). Out of device memory: the out-of-memory retry
+//    (:1279-1293: npuSynchronizeDevice, which drains the task queue, then the
+//    cached blocks are freed; skipped while a capture is underway), then
+//    OutOfMemoryError (a std::runtime_error, as c10::OutOfMemoryError) with
+//    torch_npu's text "NPU out of memory. Tried to allocate ...".
+//  * raw_delete(p): back to the pool under the device lock (:1498); a pointer
+//    not handed out throws ("invalid device pointer", :3262-3265).
 //  * A graph's pool is freed when the graph is destroyed (aclmdlRIDestroy
 //    here; NPUGraph::reset -> releasePool, NPUGraph.cpp:338 and :2196-2225):
 //    blocks already returned are freed (poisoned) then, blocks still held
