@@ -15,19 +15,10 @@ from __future__ import annotations
 import math
 
 import pytest
-from test_upstream_torch_npu import (
-    FIXED,
-    LEGACY_RT_STAND_INS,
-    NEWEST,
-    PREAMBLE,
-    RENDERED_END,
-    harness,
-    sample_site,
-)
+from test_upstream_torch_npu import FIXED, NEWEST, harness
 
-from torch_npu._inductor.patchset import launch_codegen as lc
 from torch_npu._inductor.patchset.launch_plan import plan_from_metadata
-from torch_npu._inductor.patchset.tooling import launcher_cli, sim_build
+from torch_npu._inductor.patchset.tooling import release_matrix
 from torch_npu._inductor.patchset.tooling.sample_kernels import SAMPLES
 
 WITH_LOCKS = [s for s in SAMPLES if plan_from_metadata(s.metadata, kernel=s.kernel).needs_locks
@@ -36,19 +27,7 @@ WITH_LOCKS = [s for s in SAMPLES if plan_from_metadata(s.metadata, kernel=s.kern
 
 def lock_content_seen(version: str, s, data: dict, tag: str) -> list:
     """Run the launcher rendered as `tag` ("upstream" or "patched"); the probe's lock content, per launch."""
-    entry = data[tag][s.key]
-    plan = plan_from_metadata(s.metadata, kernel=f"{s.kernel}_{tag}")
-    site = sample_site(s, data, entry["cpp"])
-    args = lc.args_from_signature("*fp32,*fp32,i32")  # the harness kernel's own arguments
-    grid = (math.prod(s.grid), 1, 1)
-    device_idx = "0, " if "int32_t device_idx_," in entry["cpp"] else ""
-    call = (f"(g_probe = kernel_handle, call_{s.kernel}_{tag}(FakeTensor{{bufs[0]}}, FakeTensor{{bufs[1]}}, "
-            f"static_cast<int64_t>({64 * grid[0]}), {device_idx}stream), g_rendered_rc)")
-    preamble = PREAMBLE + (LEGACY_RT_STAND_INS if data.get("launch_api") == "rtKernelLaunch" else "")
-    src = launcher_cli.harness_source(plan, site, args, grid, launcher_cpp=preamble + entry["cpp"] + RENDERED_END,
-                                      call=call)
-    judged = launcher_cli.judge(plan, site, grid, launcher_cli.run_program(
-        sim_build.compile_program(src, f"reference-{version}-{tag}-{s.key}")))
+    judged = release_matrix.simulate_sample(version, data, s, tag=tag)
     launches = [la for la in judged["launches"] if la.get("phase", "launch") == "launch"]
     assert launches and all(la["acl_code"] == 0 for la in launches), judged
     return [la["lock_content"] for la in launches]

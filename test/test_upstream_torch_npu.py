@@ -30,7 +30,7 @@ import pytest
 
 from torch_npu._inductor.patchset import launch_codegen as lc
 from torch_npu._inductor.patchset.launch_plan import plan_from_metadata, plan_from_params
-from torch_npu._inductor.patchset.tooling import launcher_cli, real_artifacts, sim_build
+from torch_npu._inductor.patchset.tooling import launcher_cli, real_artifacts, release_matrix, sim_build
 from torch_npu._inductor.patchset.tooling.sample_kernels import SAMPLES
 
 HARNESS = Path(real_artifacts.__file__).with_name("wheel_harness.py")
@@ -90,61 +90,16 @@ def sample_site(s, data: dict | None = None, cpp: str = "") -> lc.LaunchSite:
     return lc.LaunchSite(block_clamp=s.block_clamp, has_ffts=s.has_ffts, simt_only=False)
 
 
-PREAMBLE = r"""
-#include <optional>
-#include <string>
-#pragma GCC diagnostic ignored "-Wunused-variable"
-#pragma GCC diagnostic ignored "-Wunused-parameter"
-#pragma GCC diagnostic ignored "-Wunused-but-set-variable"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-// Stand-ins for torch_npu's cpp_wrapper runtime: loadKernel hands out the probe kernel.
-// The rendered call_<kernel>() hands its launch lambda to launchKernel; the harness already
-// runs each call inside a task of torch_npu's (simulated) queue, so within the rendered code
-// launchKernel runs the lambda right there and keeps its return code for the harness.
-static aclrtFuncHandle g_probe = nullptr;
-static int g_rendered_rc = 0;
-[[maybe_unused]] static void* loadKernel(const char*, const char*, const char*, int, const std::optional<std::string>&) { return g_probe; }
-template <typename F> static void rendered_launch_kernel(F f, const char*) { g_rendered_rc = f(); }
-struct FakeTensor { void* p; void* data_ptr() const { return p; } };
-#define launchKernel rendered_launch_kernel
-"""
-RENDERED_END = "\n#undef launchKernel\n"
-
-# The older layout (codegen/cpp_wrapper.py) launches through CANN's LEGACY runtime API
-# (runtime/rt.h), which the host ACL simulation does not offer. These are this test's own
-# stand-ins for it, not part of the simulation: they forward to what the simulation has.
-LEGACY_RT_STAND_INS = r"""
-typedef int32_t rtError_t;  // CANN: int32_t, the same type as aclError (int) here
-#define RT_ERROR_NONE 0
-static rtError_t rtKernelLaunch(const void* stub_func, uint32_t block_dim, void* args, uint32_t args_size,
-                                void* sm_desc, aclrtStream stream) {
-  (void)sm_desc;
-  return aclrtLaunchKernelWithHostArgs(const_cast<void*>(stub_func), block_dim, stream, nullptr, args, args_size,
-                                       nullptr, 0);
-}
-[[maybe_unused]] static rtError_t rtGetC2cCtrlAddr(uint64_t* addr, uint32_t* len) {
-  void* p = nullptr;
-  aclError rc = aclrtGetHardwareSyncAddr(&p);
-  *addr = reinterpret_cast<uint64_t>(p);
-  *len = 0;
-  return rc;
-}
-// The older loadKernel takes (path, name, shared_mem, cubin_dir) or, 2.11 on, also the mix mode.
-template <typename... Args> static void* loadKernel(Args&&...) { return g_probe; }
-"""
-
-
 def run_rendered(version: str, s, entry: dict, data: dict) -> dict:
-    """Compile the launcher torch_npu rendered (patched) with the probe kernel; run it twice."""
+    """Compile the launcher torch_npu rendered (patched) with the probe kernel; run it twice, through the
+    simulated task queue (the release matrix's glue: loadKernel hands out the probe kernel)."""
     plan = plan_from_metadata(s.metadata, kernel=f"{s.kernel}_patched")
     site = sample_site(s, data, entry["cpp"])
     args = lc.args_from_signature("*fp32,*fp32,i32")  # the harness kernel's own arguments
     grid = (math.prod(s.grid), 1, 1)  # Grid1D (GridNpu in the older layout), XBLOCK=64: numel = 64 * grid_0
-    device_idx = "0, " if "int32_t device_idx_," in entry["cpp"] else ""  # newer wrappers take the device index
-    call = (f"(g_probe = kernel_handle, call_{s.kernel}_patched(FakeTensor{{bufs[0]}}, FakeTensor{{bufs[1]}}, "
-            f"static_cast<int64_t>({64 * grid[0]}), {device_idx}stream), g_rendered_rc)")
-    preamble = PREAMBLE + (LEGACY_RT_STAND_INS if data.get("launch_api") == "rtKernelLaunch" else "")
-    src = launcher_cli.harness_source(plan, site, args, grid, launcher_cpp=preamble + entry["cpp"] + RENDERED_END, call=call)
+    call = release_matrix.rendered_call(entry["cpp"], f"call_{s.kernel}_patched", grid[0])
+    cpp = release_matrix.rendered_source(entry["cpp"], data.get("launch_api") == "rtKernelLaunch")
+    src = launcher_cli.harness_source(plan, site, args, grid, launcher_cpp=cpp, call=call)
     exe = sim_build.compile_program(src, f"upstream-{version}-{s.key}")
     return launcher_cli.judge(plan, site, grid, launcher_cli.run_program(exe))
 

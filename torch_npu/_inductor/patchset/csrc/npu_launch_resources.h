@@ -15,8 +15,8 @@
 #include <torch_npu/csrc/core/npu/NPUCachingAllocator.h>
 
 #include <cstdint>
-#include <exception>
 #include <stdexcept>
+#include <string>
 
 #include "npu_launch_resources/abi.h"
 #include "npu_launch_resources/errors.h"
@@ -59,10 +59,10 @@ class LaunchMemory {
     try {
       raw_ = c10_npu::NPUCachingAllocator::raw_alloc_with_stream(s.total_bytes, stream);
       if (raw_ == nullptr) throw std::runtime_error("the caching allocator returned no memory");
-    } catch (const std::exception &e) {  // the allocator's own message (out of memory), with the launch named
-      throw std::runtime_error(detail::Message(kernel, "%llu bytes for its locks and workspace: %s",
-                                               static_cast<unsigned long long>(s.total_bytes), e.what())
-                                   .text);
+    } catch (const std::exception &e) {  // the allocator's own message (out of memory), whole, the launch named
+      const detail::Message what(
+          kernel, "%llu bytes for its locks and workspace: ", static_cast<unsigned long long>(s.total_bytes));
+      throw std::runtime_error(what.text + std::string(e.what()));
     }
     const uintptr_t base = (reinterpret_cast<uintptr_t>(raw_) + kRegionAlignment - 1) & ~(kRegionAlignment - 1);
     if (s.lock_bytes != 0) regions_.locks = reinterpret_cast<void *>(base);

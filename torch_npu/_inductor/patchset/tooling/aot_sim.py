@@ -53,14 +53,17 @@ def library_source(version: str, harness: dict, helper_dir: Path | None = None) 
         entries.append(
             f'extern "C" __attribute__((visibility("default"))) int {ENTRY}{_c_name(key)}(void* kernel, void* in, '
             f"void* out, int64_t numel, aclrtStream stream) {{\n"
-            f"  g_matrix_probe = kernel;\n  g_matrix_rc = 0;\n  AotKernels kernels;\n"
+            f"  g_matrix_probe = kernel;\n  AotKernels kernels;\n"
             f"  {name}(MatrixTensor{{in}}, MatrixTensor{{out}}, numel, {device_idx}stream, kernels);\n"
-            f"  return g_matrix_rc;\n}}\n")
+            f"  return 0;  // queued (the simulated task queue reports the launch)\n}}\n")
+    # launchKernel as torch_npu's kernel driver writes it into the AOT header: the lambda to RunOpApiV2.
+    launch_kernel = "\n".join(lc.LAUNCH_KERNEL_LINES)
     return (f"// AOT launcher library: torch_npu {version}, aot_mode launchers rendered by the wheel's classes\n"
-            "#include <acl/acl.h>\n#include <algorithm>\n#include <optional>\n#include <string>\n"
-            f"{helper}\n{release_matrix.SIM_PREAMBLE}{release_matrix.SIM_LEGACY_RT if legacy else ''}"
+            "#include <acl/acl.h>\n#include <torch_npu/csrc/framework/OpCommand.h>\n#include <algorithm>\n"
+            "#include <functional>\n#include <optional>\n#include <string>\n"
+            f"{helper}\n{launch_kernel}\n{release_matrix.rendered_source('', legacy)}"
             f"struct AotKernels {{  // what AOTInductorModelKernels holds: one handle per kernel\n{fields}}};\n"
-            f"{launchers}{release_matrix.SIM_END}{''.join(entries)}")
+            f"{launchers}{''.join(entries)}")
 
 
 def _c_name(key: str) -> str:
@@ -77,9 +80,7 @@ def library(version: str, harness: dict, helper_dir: Path | None = None, tag: st
 _HOST_GLUE = r"""
 #include <dlfcn.h>
 #pragma GCC diagnostic ignored "-Wunused-variable"
-// The host: it knows the library's launch functions by name and nothing of the patch set. The
-// harness's graph-capture branch (not taken here) names the helper's cache trim: a no-op here.
-namespace torch_npu { namespace inductor { [[maybe_unused]] static void trim_pinned_cache() {} } }
+// The host: it knows the library's launch functions by name and nothing of the patch set.
 typedef int (*AotLaunch)(void*, void*, void*, int64_t, aclrtStream);
 static AotLaunch aot_symbol(const char* path, const char* symbol) {
   void* lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);

@@ -22,42 +22,16 @@ from __future__ import annotations
 import argparse
 import difflib
 import json
-import math
-import re
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
-from .. import launch_codegen as lc
-from ..launch_plan import plan_from_metadata
-from . import launcher_cli, real_artifacts, sim_build
+from . import real_artifacts, release_matrix
 from .sample_kernels import BY_KEY
 
 #: 2.7.1.post10 hands the kernel NULL; 2.7.1.post11 carries upstream's own allocation (two requests that alias).
 DEFAULT_VERSIONS = ("2.7.1.post10", "2.7.1.post11")
 DEFAULT_SAMPLE = "both"  # workspace + locks: the case both upstream releases get wrong
 
-# The rendered call_<kernel>() hands its lambda to launchKernel; the simulation harness already runs each
-# call inside a task of (simulated) torch_npu's queue, so here launchKernel runs the lambda in place and
-# keeps its return code. loadKernel hands out the simulation's probe kernel.
-_RENDERED_PRELUDE = r"""
-#include <optional>
-#include <string>
-#pragma GCC diagnostic ignored "-Wunused-variable"
-#pragma GCC diagnostic ignored "-Wunused-parameter"
-#pragma GCC diagnostic ignored "-Wunused-but-set-variable"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-static aclrtFuncHandle g_demo_probe = nullptr;
-static int g_demo_rc = 0;
-[[maybe_unused]] static void* loadKernel(const char*, const char*, const char*, int, const std::optional<std::string>&) {
-  return g_demo_probe;
-}
-template <typename F> static void demo_launch_kernel(F f, const char*) { g_demo_rc = f(); }
-struct DemoTensor { void* p; void* data_ptr() const { return p; } };
-#define launchKernel demo_launch_kernel
-"""
-_RENDERED_END = "\n#undef launchKernel\n"
-#: What the harness's kernels take (in_ptr0, out_ptr0, xnumel) and their block size.
-_HARNESS_SIGNATURE, _HARNESS_XBLOCK = "*fp32,*fp32,i32", 64
 
 
 class DemoError(RuntimeError):
@@ -94,22 +68,10 @@ def changed_lines(before: str, after: str, kernel: str) -> list[str]:
 def simulate_rendered(version: str, sample_key: str, data: dict, tag: str) -> dict:
     """Compile the launcher ``tag`` ("upstream" or "patched") of ``version`` against the host ACL
     simulation, run it twice on one stream, and judge what the probe kernel received."""
-    s = BY_KEY[sample_key]
     entry = data[tag][sample_key]
     if "error" in entry:
         raise DemoError(f"torch_npu {version}: rendering {sample_key} ({tag}) failed: {entry['error']}")
-    plan = plan_from_metadata(s.metadata, kernel=f"{s.kernel}_{tag}")
-    # The stand-in device is an Ascend 910B: torch_npu clamps to its vector cores, as the sample says.
-    site = lc.LaunchSite(block_clamp=s.block_clamp, has_ffts=s.has_ffts, simt_only=False)
-    args = lc.args_from_signature(_HARNESS_SIGNATURE)
-    grid = (math.prod(s.grid), 1, 1)  # the harness's Grid1D: xnumel = XBLOCK * grid_0
-    device_idx = "0, " if "int32_t device_idx_," in entry["cpp"] else ""
-    call = (f"(g_demo_probe = kernel_handle, call_{s.kernel}_{tag}(DemoTensor{{bufs[0]}}, DemoTensor{{bufs[1]}}, "
-            f"static_cast<int64_t>({_HARNESS_XBLOCK * grid[0]}), {device_idx}stream), g_demo_rc)")
-    src = launcher_cli.harness_source(plan, site, args, grid, launcher_cpp=_RENDERED_PRELUDE + entry["cpp"] + _RENDERED_END,
-                                      call=call)
-    name = re.sub(r"[^A-Za-z0-9_.-]", "_", f"demo-{version}-{tag}-{sample_key}")
-    return launcher_cli.judge(plan, site, grid, launcher_cli.run_program(sim_build.compile_program(src, name)))
+    return release_matrix.simulate_sample(version, data, BY_KEY[sample_key], tag=tag)
 
 
 #: (words, what in a judge problem says it), most telling first.

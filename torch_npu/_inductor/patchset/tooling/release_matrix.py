@@ -111,18 +111,14 @@ SIM_PREAMBLE = r"""
 #pragma GCC diagnostic ignored "-Wunused-parameter"
 #pragma GCC diagnostic ignored "-Wunused-but-set-variable"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-// Release matrix: the rendered launcher inside the simulation's launch harness. loadKernel hands
-// out the probe kernel whatever a release passes it; the harness already runs each call as a task
-// of the simulated queue, so the rendered launchKernel runs its lambda on the spot and keeps the
-// return code, which the call expression yields.
+// A rendered launcher inside the simulation's launch harness. loadKernel hands out the probe kernel
+// whatever a release passes it; launchKernel is torch_npu's (launch_codegen.includes(): the lambda goes
+// to OpCommand::RunOpApiV2, the simulated task queue), so the launcher runs on the calling thread and
+// its lambda where torch_npu would run it.
 static aclrtFuncHandle g_matrix_probe = nullptr;
-static int g_matrix_rc = 0;
 template <typename... Args> [[maybe_unused]] static void* loadKernel(Args&&...) { return g_matrix_probe; }
-template <typename Fn, typename Name> static void matrix_launch_kernel(Fn fn, Name&&) { g_matrix_rc = fn(); }
 struct MatrixTensor { void* p; void* data_ptr() const { return p; } };
-#define launchKernel matrix_launch_kernel
 """
-SIM_END = "\n#undef launchKernel\n"
 
 #: The older layout launches through CANN's legacy rt* API, which the simulation does not offer:
 #: these forward to the ACL calls it does offer (the matrix's own glue, not part of the simulation).
@@ -142,13 +138,13 @@ static rtError_t rtKernelLaunch(const void* fn, uint32_t blocks, void* args, uin
 """
 
 
-def sample_setup(harness: dict, sample) -> tuple:
+def sample_setup(harness: dict, sample, tag: str = "patched") -> tuple:
     """(plan, site, kernel_args, grid) of one rendered sample launcher, as the simulation runs it."""
     from torch_npu._inductor.patchset import launch_codegen as lc
     from torch_npu._inductor.patchset.launch_plan import plan_from_metadata
 
-    entry = harness["patched"][sample.key]
-    plan = plan_from_metadata(sample.metadata, kernel=f"{sample.kernel}_patched")
+    entry = harness[tag][sample.key]
+    plan = plan_from_metadata(sample.metadata, kernel=f"{sample.kernel}_{tag}")
     if harness.get("launch_api") == "rtKernelLaunch":  # that layout never clamps; FFTS as its launcher says
         site = lc.LaunchSite(block_clamp=None, has_ffts="void* ffts_addr __attribute__" in entry["cpp"], simt_only=False)
     else:
@@ -158,20 +154,32 @@ def sample_setup(harness: dict, sample) -> tuple:
     return plan, site, args, grid
 
 
-def simulate_sample(release: str, harness: dict, sample, inject_fault: str | None = None) -> dict:
-    """Run one patched launcher of ``harness`` in the host simulation; the judge's verdict."""
+def rendered_call(entry_cpp: str, function: str, grid0: int) -> str:
+    """The harness's call expression for a rendered launcher ``function`` (``in_ptr0, out_ptr0, xnumel``,
+    XBLOCK 64; newer wrappers also take the device index): 0 once its launch is queued."""
+    device_idx = "0, " if "int32_t device_idx_," in entry_cpp else ""
+    return (f"(g_matrix_probe = kernel_handle, {function}(MatrixTensor{{bufs[0]}}, MatrixTensor{{bufs[1]}}, "
+            f"static_cast<int64_t>({64 * grid0}), {device_idx}stream), 0)")
+
+
+def rendered_source(entry_cpp: str, legacy: bool) -> str:
+    """A rendered launcher with the glue it needs in the simulation harness."""
+    return SIM_PREAMBLE + (SIM_LEGACY_RT if legacy else "") + entry_cpp
+
+
+def simulate_sample(release: str, harness: dict, sample, inject_fault: str | None = None, tag: str = "patched") -> dict:
+    """Run one rendered launcher of ``harness`` (``tag``: patched or upstream) in the host simulation; the
+    judge's verdict."""
     from torch_npu._inductor.patchset.tooling import launcher_cli, sim_build
 
-    entry = harness["patched"][sample.key]
-    plan, site, args, grid = sample_setup(harness, sample)
-    device_idx = "0, " if "int32_t device_idx_," in entry["cpp"] else ""
-    call = (f"(g_matrix_probe = kernel_handle, call_{sample.kernel}_patched(MatrixTensor{{bufs[0]}}, "
-            f"MatrixTensor{{bufs[1]}}, static_cast<int64_t>({64 * grid[0]}), {device_idx}stream), g_matrix_rc)")
-    legacy = harness.get("launch_api") == "rtKernelLaunch"
-    cpp = SIM_PREAMBLE + (SIM_LEGACY_RT if legacy else "") + entry["cpp"] + SIM_END
+    entry = harness[tag][sample.key]
+    plan, site, args, grid = sample_setup(harness, sample, tag)
+    call = rendered_call(entry["cpp"], f"call_{sample.kernel}_{tag}", grid[0])
+    cpp = rendered_source(entry["cpp"], harness.get("launch_api") == "rtKernelLaunch")
     src = launcher_cli.harness_source(plan, site, args, grid, launcher_cpp=cpp, call=call, inject_fault=inject_fault)
-    exe = sim_build.compile_program(src, f"matrix-{release}-{sample.key}" + (f"-{inject_fault}" if inject_fault else ""))
-    return launcher_cli.judge(plan, site, grid, launcher_cli.run_program(exe), inject_fault=inject_fault)
+    name = f"matrix-{release}-{tag}-{sample.key}" + (f"-{inject_fault}" if inject_fault else "")
+    return launcher_cli.judge(plan, site, grid, launcher_cli.run_program(sim_build.compile_program(src, name)),
+                              inject_fault=inject_fault)
 
 
 def simulate(release: str, harness: dict) -> tuple[str, list]:
