@@ -22,8 +22,8 @@ HERE = Path(__file__).resolve().parent
 FIXTURES = HERE / "fixtures"
 FIXTURE_DECLS = FIXTURES / "declarations"
 HEURISTICS = "patchset_fixture.upstream_shape.heuristics"
-REAL_IDS = ["kernel-sync-metadata", "cpp-wrapper-sync-resources", "flex-attention-backward-symbolic-grid",
-            "npu-flex-attention-backward-grid"]
+REAL_IDS = ["kernel-sync-metadata", "cpp-wrapper-sync-resources", "aot-npu-launch-lambda",
+            "flex-attention-backward-symbolic-grid", "npu-flex-attention-backward-grid"]
 STATES = {"applied", "upstream-has-fix", "target-missing", "disabled", "failed", "pending"}
 
 
@@ -56,18 +56,21 @@ def test_real_declarations_are_complete():
         assert d.implementation.startswith("torch_npu._inductor.patchset.fixes.")
         assert all(":" in h for h in d.hooks)
         assert d.torch_lines and d.torch_npu_branches
-    launch = [d for d in decls if "flex" not in d.id]
-    # The ten branches of the upstream pull request, the newest release the tests check (2.13.0), and
+    launch = [d for d in decls if d.id in ("kernel-sync-metadata", "cpp-wrapper-sync-resources")]
+    # The eleven branches of the upstream pull request (master and ten release branches), 2.13.0's, and
     # v2.8.0, whose release 2.8.0.post5 has the older layout (codegen/cpp_wrapper.py).
     branches = {f"v{v}{s}" for v in ("2.7.1", "2.9.0", "2.10.0", "2.11.0", "2.12.0") for s in ("", "-26.1.0")}
     for d in launch:
-        assert set(d.torch_npu_branches) == branches | {"v2.13.0", "v2.8.0"}
-        assert "2.13" in d.torch_lines and "2.8" in d.torch_lines
+        assert set(d.torch_npu_branches) == branches | {"master", "v2.13.0", "v2.8.0"}
+        assert {"2.7.1", "2.8", "2.13", "2.14"} <= set(d.torch_lines)
         # Every release read, of both layouts, is listed under exactly one layout.
         releases = [r for _, rs in d.layouts for r in rs]
         assert len(releases) == len(set(releases))
         older = [rs for name, rs in d.layouts if "cpp_wrapper.py" in name]
         assert older and {"2.7.1.post6", "2.8.0.post5", "2.9.1", "2.11.0.post3", "2.12.0.post3"} <= set(older[0])
+    aot = next(d for d in decls if d.id == "aot-npu-launch-lambda")  # torch 2.14's lazy path, master's code
+    assert aot.torch_lines == ("2.14",) and aot.torch_npu_branches == ("master",)
+    assert dict(aot.layouts)[next(n for n, _ in aot.layouts if "(patched)" in n)] == ("2.14.0",)
     for d in decls:  # each alternative hook set is a real 'module:qualname' too
         assert all(":" in h for hooks in d.alternative_hooks for h in hooks)
 
