@@ -15,6 +15,7 @@ from setuptools.command.build_py import build_py
 
 ROOT = pathlib.Path(__file__).resolve().parent
 PKG = "torch_npu._inductor.patchset"
+ROOMS = ("sim", "releases", "upstream", "commands")  # tooling's subpackages
 
 
 class build_py_with_declarations(build_py):
@@ -29,9 +30,9 @@ class build_py_with_declarations(build_py):
 
 
 setup(
-    packages=[PKG, PKG + ".fixes", PKG + ".tooling"],
+    packages=[PKG, PKG + ".fixes", PKG + ".tooling", *(f"{PKG}.tooling.{room}" for room in ROOMS)],
     py_modules=["torch_npu_patchset_autoload"],
-    package_data={PKG: ["csrc/**/*"], PKG + ".tooling": ["acl_sim/**/*"]},
+    package_data={PKG: ["csrc/**/*"], PKG + ".tooling.sim": ["acl_sim/**/*"]},
     include_package_data=False,
     cmdclass={"build_py": build_py_with_declarations},
 )

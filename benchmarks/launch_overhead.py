@@ -82,7 +82,8 @@ QUICK = {"launches": 1000, "rounds": 2, "warmup": 50}
 def _load_patchset():
     """The pure-Python modules used here: the plan, the code generator, the simulation's build."""
     from torch_npu._inductor.patchset import launch_codegen, launch_plan
-    from torch_npu._inductor.patchset.tooling import launcher_cli, sim_build
+    from torch_npu._inductor.patchset.tooling.sim import build as sim_build
+    from torch_npu._inductor.patchset.tooling.sim import harness as launcher_cli
 
     return launch_plan, launch_codegen, sim_build, launcher_cli
 

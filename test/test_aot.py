@@ -23,9 +23,9 @@ import pytest
 from test_real_artifacts import MALLOC_WITH_STREAM, needs_matching_torch, scratch_helper
 
 from torch_npu._inductor.patchset import launch_codegen as lc
-from torch_npu._inductor.patchset.tooling import aot_artifacts, aot_sim, release_matrix
-from torch_npu._inductor.patchset.tooling import real_artifacts as ra
-from torch_npu._inductor.patchset.tooling.sample_kernels import SAMPLES
+from torch_npu._inductor.patchset.tooling.releases import aot_artifacts, aot_sim, release_matrix
+from torch_npu._inductor.patchset.tooling.releases import real_artifacts as ra
+from torch_npu._inductor.patchset.tooling.sim.samples import SAMPLES
 
 #: 2.7.1.post6: the older codegen/cpp_wrapper.py layout; post10: NULL pointers; post11: upstream's
 #: allocation replaced; 2.14.0 (the 2.14 leg): upstream's allocation, and torch 2.14's lazy-compile
@@ -66,7 +66,7 @@ def test_aot_launchers_link_against_the_real_wheel(version):
 
 def test_aot_check_command_says_it_rendered_in_aot_mode():
     needs_matching_torch("2.7.1.post10")
-    proc = subprocess.run([sys.executable, "-m", "torch_npu._inductor.patchset.tooling.real_artifacts", "check", "--aot",
+    proc = subprocess.run([sys.executable, "-m", "torch_npu._inductor.patchset.tooling.releases.real_artifacts", "check", "--aot",
                            "2.7.1.post10"], capture_output=True, text=True, timeout=3600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "torch_npu 2.7.1.post10: rendered in aot_mode; compiled (c++17) and linked with --no-undefined" in proc.stdout
@@ -144,7 +144,7 @@ def test_the_aot_lazy_path_is_read_from_the_released_sources(torch_version, npu_
     import torch
 
     from torch_npu._inductor.patchset.fixes import aot_npu_launch_lambda as aot_fix
-    from torch_npu._inductor.patchset.tooling import upstream_wheels as uw
+    from torch_npu._inductor.patchset.tooling.releases import wheels as uw
 
     if torch_version != "2.13.0" and ra.line_of(torch.__version__) != ra.line_of(torch_version):
         # torch 2.13's CPU wheel is small (and on this kind of machine's disk); the others are read on their leg

@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PATCHSET = ROOT / "torch_npu" / "_inductor" / "patchset"
 
 
-from torch_npu._inductor.patchset.tooling import sim_build  # noqa: E402
+from torch_npu._inductor.patchset.tooling.sim import build as sim_build  # noqa: E402
 
 _CXX = os.environ.get("CXX") or "g++"
 needs_cxx = pytest.mark.skipif(shutil.which(_CXX) is None, reason=f"C++ compiler {_CXX!r} not found")

@@ -10,7 +10,7 @@ import sys
 import pytest
 import torch
 
-from torch_npu._inductor.patchset.tooling import demo
+from torch_npu._inductor.patchset.tooling.commands import demo
 
 
 def test_changed_lines_are_only_what_differs_with_kernel_names_made_equal():
@@ -42,7 +42,7 @@ def test_the_demo_claim_needs_every_release_wrong_as_shipped_and_clean_patched()
 
 @pytest.mark.skipif(not torch.__version__.startswith("2.7."), reason="the demo's releases (2.7.1.*) render on torch 2.7 only")
 def test_demo_shows_null_and_aliasing_as_shipped_and_clean_patched():
-    proc = subprocess.run([sys.executable, "-m", "torch_npu._inductor.patchset.tooling.demo", "--json"],
+    proc = subprocess.run([sys.executable, "-m", "torch_npu._inductor.patchset.tooling.commands.demo", "--json"],
                           capture_output=True, text=True, timeout=1800)
     if proc.returncode != 0 and "unreachable" in proc.stderr.lower():
         pytest.skip(f"package index unreachable and the wheels are not cached: {proc.stderr[-500:]}")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from torch_npu._inductor.patchset.tooling import release_matrix
+from torch_npu._inductor.patchset.tooling.releases import release_matrix
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 

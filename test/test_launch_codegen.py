@@ -12,8 +12,8 @@ from expecttest import TestCase
 
 from torch_npu._inductor.patchset import launch_codegen as lc
 from torch_npu._inductor.patchset.launch_plan import plan_from_metadata
-from torch_npu._inductor.patchset.tooling import launcher_cli
-from torch_npu._inductor.patchset.tooling.sample_kernels import BY_KEY
+from torch_npu._inductor.patchset.tooling.sim import harness as sim_harness
+from torch_npu._inductor.patchset.tooling.sim.samples import BY_KEY
 
 # Golden cases, as sample kernels: one per kind of launch.
 GOLDEN = ("none", "workspace", "locks", "both", "packed-mix", "simt-only", "ffts", "ordered-only", "unordered-only")
@@ -511,10 +511,10 @@ def test_int64_min_and_odd_kernel_names_are_valid_cpp():
 def test_golden_runs_in_simulation(key):
     """Compile the full launcher of each golden with the probe kernel; run it twice on one stream."""
     s, plan, site, args = case(key)
-    result = launcher_cli.simulate(plan, site, args, s.grid, tag="golden")
+    result = sim_harness.simulate(plan, site, args, s.grid, tag="golden")
     assert result["ok"], result
     assert not result["errors"]
-    exp = launcher_cli.expected(plan, site, s.grid)
+    exp = sim_harness.expected(plan, site, s.grid)
     assert len(result["launches"]) == 2
     for launch in result["launches"]:
         assert launch["lock_values_at_start"] == exp["lock_values_at_start"]
@@ -533,12 +533,12 @@ def test_simulation_catches_a_wrong_plan():
     """The harness is able to fail: claim more lock bytes than the launcher allocates."""
     s, plan, site, args = case("locks")
     wrong = plan_from_metadata(dict(s.metadata, lock_init_val=8), kernel=s.kernel)
-    src = launcher_cli.harness_source(wrong, site, args, s.grid, launcher_cpp=lc.launcher_source(plan, site, args).replace(
+    src = sim_harness.harness_source(wrong, site, args, s.grid, launcher_cpp=lc.launcher_source(plan, site, args).replace(
         lc.launcher_function_name(plan), lc.launcher_function_name(wrong)))
-    from torch_npu._inductor.patchset.tooling import sim_build
+    from torch_npu._inductor.patchset.tooling.sim import build as sim_build
 
-    raw = launcher_cli.run_program(sim_build.compile_program(src, "golden-wrong-init"))
-    judged = launcher_cli.judge(wrong, site, s.grid, raw)
+    raw = sim_harness.run_program(sim_build.compile_program(src, "golden-wrong-init"))
+    judged = sim_harness.judge(wrong, site, s.grid, raw)
     assert not judged["ok"]
     assert any("lock content at start [[7, 16]] != [[8, 16]]" in p for p in judged["launches"][0]["problems"])
 

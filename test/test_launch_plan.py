@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from torch_npu._inductor.patchset import launch_plan as lp
-from torch_npu._inductor.patchset.tooling.sample_kernels import SAMPLES
+from torch_npu._inductor.patchset.tooling.sim.samples import SAMPLES
 
 
 def meta_obj(**fields):

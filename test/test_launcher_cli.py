@@ -11,7 +11,8 @@ import pytest
 from torch_npu._inductor.patchset import cli
 from torch_npu._inductor.patchset import launch_codegen as lc
 from torch_npu._inductor.patchset.launch_plan import plan_from_metadata
-from torch_npu._inductor.patchset.tooling import launcher_cli
+from torch_npu._inductor.patchset.tooling.commands import launcher as launcher_cli
+from torch_npu._inductor.patchset.tooling.sim import harness as sim_harness
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -239,7 +240,7 @@ def test_inject_fault_in_the_lambda_returns_code_no_exception_nothing_live(fault
     code, data = _sim_json(capsys, "--inject-fault", fault)
     assert code == 0 and data["ok"], data
     first = data["launches"][0]
-    assert first["acl_code"] == launcher_cli.FAULT_CODE and not first["exception_escaped"]
+    assert first["acl_code"] == sim_harness.FAULT_CODE and not first["exception_escaped"]
     assert first["live_allocations_after"] == 0 and not first["call_threw"]
     assert len([x for x in data["app_logs"] if "triton_mix" in x]) == (1 if fault == "fill" else 0)
     # torch_npu's queue is stopped now: the next launch call reports it
@@ -266,7 +267,7 @@ def _simulate_mutant(launcher_cpp, meta, grid, tag):
     plan = plan_from_metadata(meta, kernel=meta["name"].split()[0])
     site = lc.LaunchSite()
     args = lc.args_from_signature("*fp32,i32")
-    return launcher_cli.simulate(plan, site, args, grid, launcher_cpp=launcher_cpp(plan, site, args), tag=tag)
+    return sim_harness.simulate(plan, site, args, grid, launcher_cpp=launcher_cpp(plan, site, args), tag=tag)
 
 
 BOTH = {"name": "triton_both", "workspace_size": 1024, "lock_num": 4, "lock_init_val": 7}
@@ -343,17 +344,17 @@ FAILS_BEFORE_ISSUE_22 = {name: FAILS_BEFORE_ISSUE_17[name] for name in
 def test_scenario_names_agree_with_the_program(capsys):
     code, out, err = run_cli("--scenario", "list", "--json", capsys=capsys)
     assert code == 0, err
-    assert [r["name"] for r in json.loads(out)["scenarios"]] == list(launcher_cli.SCENARIOS)
-    assert set(FAILS_BEFORE_ISSUE_17) == set(launcher_cli.SCENARIOS)
+    assert [r["name"] for r in json.loads(out)["scenarios"]] == list(sim_harness.SCENARIOS)
+    assert set(FAILS_BEFORE_ISSUE_17) == set(sim_harness.SCENARIOS)
 
 
 def test_unknown_scenario_exits_2_naming_the_valid_ones(capsys):
     code, out, err = run_cli("--scenario", "capture-then-shrink", "--json", capsys=capsys)
     assert code == 2 and out == ""
-    assert "capture-then-shrink" in err and all(name in err for name in launcher_cli.SCENARIOS)
+    assert "capture-then-shrink" in err and all(name in err for name in sim_harness.SCENARIOS)
 
 
-@pytest.mark.parametrize("name", launcher_cli.SCENARIOS)
+@pytest.mark.parametrize("name", sim_harness.SCENARIOS)
 def test_scenario_runs_clean(name, capsys):
     code, out, err = run_cli("--scenario", name, "--json", capsys=capsys)
     data = json.loads(out)
@@ -392,17 +393,17 @@ def _assert_fails_with(data: dict, evidence):
         assert any(e.startswith(evidence + ":") for e in data["sim_errors"]), data["sim_errors"][:5]
 
 
-@pytest.mark.parametrize("name", launcher_cli.SCENARIOS)
+@pytest.mark.parametrize("name", sim_harness.SCENARIOS)
 def test_scenario_fails_with_the_helper_before_issue_17(name, tmp_path):
-    data = launcher_cli.run_scenario(name, helper_dir=_helper_at(BEFORE_ISSUE_17, tmp_path))
+    data = sim_harness.run_scenario(name, helper_dir=_helper_at(BEFORE_ISSUE_17, tmp_path))
     assert "inside the launch lambda" in data["helper_way"]
     _assert_fails_with(data, FAILS_BEFORE_ISSUE_17[name])
 
 
-@pytest.mark.parametrize("name", launcher_cli.SCENARIOS)
+@pytest.mark.parametrize("name", sim_harness.SCENARIOS)
 def test_scenario_against_the_helper_before_issue_22(name, tmp_path):
     """b45157f's helper (memory inside the lambda) fixed issue 17's five scenarios and fails issue 22's three."""
-    data = launcher_cli.run_scenario(name, helper_dir=_helper_at(BEFORE_ISSUE_22, tmp_path))
+    data = sim_harness.run_scenario(name, helper_dir=_helper_at(BEFORE_ISSUE_22, tmp_path))
     assert "inside the launch lambda" in data["helper_way"]
     if name in FAILS_BEFORE_ISSUE_22:
         _assert_fails_with(data, FAILS_BEFORE_ISSUE_22[name])

@@ -18,8 +18,8 @@ import pytest
 from test_upstream_torch_npu import FIXED, NEWEST, harness
 
 from torch_npu._inductor.patchset.launch_plan import plan_from_metadata
-from torch_npu._inductor.patchset.tooling import release_matrix
-from torch_npu._inductor.patchset.tooling.sample_kernels import SAMPLES
+from torch_npu._inductor.patchset.tooling.releases import release_matrix
+from torch_npu._inductor.patchset.tooling.sim.samples import SAMPLES
 
 WITH_LOCKS = [s for s in SAMPLES if plan_from_metadata(s.metadata, kernel=s.kernel).needs_locks
               and s.metadata.get("lock_num", 0) < (1 << 32)]  # upstream asks for 32 GiB there

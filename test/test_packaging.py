@@ -93,19 +93,19 @@ def test_real_artifact_check_runs_from_the_installed_package(installed):
     the helper's headers all come from site-packages (run from outside the checkout)."""
     import torch
 
-    from torch_npu._inductor.patchset.tooling import real_artifacts as ra
+    from torch_npu._inductor.patchset.tooling.releases import real_artifacts as ra
 
     version = {"2.7": "2.7.1.post10", "2.14": "2.14.0"}.get(ra.line_of(torch.__version__))
     if version is None:
         pytest.skip(f"no torch_npu wheel of torch {torch.__version__}'s line is checked here")
     py, site, env, tmp_path = installed
-    where = subprocess.run([py, "-c", "import torch_npu._inductor.patchset.tooling.real_artifacts as m; "
+    where = subprocess.run([py, "-c", "import torch_npu._inductor.patchset.tooling.releases.real_artifacts as m; "
                             "print(m.__file__, m.HARNESS, m.DEFAULT_HELPER)"],
                            capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
     assert where.returncode == 0, where.stderr
     paths = where.stdout.split()
     assert all(p.startswith(str(site)) and Path(p).is_file() for p in paths), paths
-    proc = subprocess.run([py, "-m", "torch_npu._inductor.patchset.tooling.real_artifacts", "check", version],
+    proc = subprocess.run([py, "-m", "torch_npu._inductor.patchset.tooling.releases.real_artifacts", "check", version],
                           capture_output=True, text=True, timeout=1500, cwd=tmp_path,
                           env=dict(env, TORCH_DEVICE_BACKEND_AUTOLOAD="0"))
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]

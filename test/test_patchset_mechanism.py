@@ -458,7 +458,7 @@ def test_against_something_that_is_not_a_version():
 
 @pytest.mark.parametrize("version", ["9.9.9", "same-line"])
 def test_against_an_unknown_release_is_one_line_with_the_known_releases(version):
-    from torch_npu._inductor.patchset.tooling import upstream_wheels
+    from torch_npu._inductor.patchset.tooling.releases import wheels as upstream_wheels
 
     known = upstream_wheels.index_releases()
     if known is None:

@@ -1,7 +1,7 @@
 """The real-artifact tier: the patched launchers must compile against a released torch_npu wheel's
 own headers and link, with ``-Wl,--no-undefined``, against its real ``libtorch_npu.so``.
 
-See ``torch_npu/_inductor/patchset/tooling/real_artifacts.py`` for what is built. The simulation
+See ``torch_npu/_inductor/patchset/tooling/releases/real_artifacts.py`` for what is built. The simulation
 defines whatever the helper calls; only this tier shows whether the real libraries export it. Each
 CI leg covers the wheels of its torch line (rendering needs the wheel's own torch).
 """
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from torch_npu._inductor.patchset.tooling import real_artifacts as ra
+from torch_npu._inductor.patchset.tooling.releases import real_artifacts as ra
 
 #: Wheels per torch line: the CI legs.
 WHEELS = ("2.7.1.post10", "2.7.1.post11", "2.14.0")  # the wheels of CI's two torch legs
@@ -51,7 +51,7 @@ def test_launchers_link_against_the_real_wheel(version):
     r = tier(version)
     assert r.ok, r.message
     # Every launcher of every sample kernel went into the one translation unit.
-    from torch_npu._inductor.patchset.tooling.sample_kernels import SAMPLES
+    from torch_npu._inductor.patchset.tooling.sim.samples import SAMPLES
 
     assert sorted(r.info["launchers"]) == sorted(s.key for s in SAMPLES)
     assert r.info["std"] == ("c++17" if version.startswith("2.7.") else "c++20")

@@ -70,7 +70,7 @@ _APPLY_AND_LIST = r"""
 import json, sys
 before = set(sys.modules)
 if sys.argv[1] != "-":  # a released torch_npu's Inductor code, behind the tooling's stand-ins
-    from torch_npu._inductor.patchset.tooling import upstream_wheels
+    from torch_npu._inductor.patchset.tooling.releases import wheels as upstream_wheels
     upstream_wheels.load(sys.argv[1])
     before = set(sys.modules)
 import torch

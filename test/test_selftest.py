@@ -17,7 +17,7 @@ import torch
 import torch_npu._inductor.patchset as patchset
 from torch_npu._inductor.patchset import launch_codegen as lc
 from torch_npu._inductor.patchset.launch_plan import plan_from_metadata
-from torch_npu._inductor.patchset.tooling import selftest as st
+from torch_npu._inductor.patchset.tooling.commands import selftest as st
 
 COMMAND = [sys.executable, "-m", "torch_npu._inductor.patchset", "selftest"]
 NEEDS_NOTHING = plan_from_metadata({}, kernel="triton_poi_fused_0")

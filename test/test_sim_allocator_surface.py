@@ -7,7 +7,7 @@ also asks ``hasCapturesUnderway``. They call through the exported
 ``c10_npu::NPUCachingAllocator::allocator`` pointer. For every cached torch_npu
 wheel (``~/.cache/torch-npu-inductor-patches/wheels`` or
 ``$TORCH_NPU_PATCHSET_WHEEL_CACHE``, plus 2.7.1.post10 and 2.14.0, fetched
-with ``tooling/upstream_wheels.py`` when missing): each inline
+with ``tooling/releases/wheels.py`` when missing): each inline
 function the stand-in defines is an inline function of the wheel's header with
 the same prototype, the header declares the allocator pointer, and
 ``libtorch_npu.so`` exports it. The real-artifact tier compiles and links the
@@ -50,7 +50,7 @@ VERSIONS = sorted({p.name.split("-")[1] for p in wheel_cache().glob("torch_npu-*
 
 
 def wheel(version: str) -> Path:
-    from torch_npu._inductor.patchset.tooling import upstream_wheels
+    from torch_npu._inductor.patchset.tooling.releases import wheels as upstream_wheels
 
     try:
         return upstream_wheels.wheel_path(version)

@@ -59,13 +59,13 @@ REQUIRED = ("2.7.1.post10", "2.14.0")
 
 
 def _load_sim_build():
-    from torch_npu._inductor.patchset.tooling import sim_build
+    from torch_npu._inductor.patchset.tooling.sim import build as sim_build
 
     return sim_build
 
 
 def wheel_cache() -> Path:
-    from torch_npu._inductor.patchset.tooling import upstream_wheels
+    from torch_npu._inductor.patchset.tooling.releases import wheels as upstream_wheels
 
     return upstream_wheels.cache_dir()
 
@@ -81,7 +81,7 @@ def versions_to_check() -> list[str]:
 
 def wheel_file(version: str) -> Path:
     """The cached wheel, downloaded on first use; skips only when the package index cannot be reached."""
-    from torch_npu._inductor.patchset.tooling import upstream_wheels
+    from torch_npu._inductor.patchset.tooling.releases import wheels as upstream_wheels
 
     try:
         return upstream_wheels.wheel_path(version)

@@ -24,10 +24,10 @@ import pytest
 
 from torch_npu._inductor.patchset import cli, launch_codegen
 from torch_npu._inductor.patchset.launch_plan import plan_from_metadata
-from torch_npu._inductor.patchset.tooling import upstream_patch as up
-from torch_npu._inductor.patchset.tooling import upstream_patch_edits as edits
-from torch_npu._inductor.patchset.tooling import upstream_patch_module as upm
-from torch_npu._inductor.patchset.tooling.sample_kernels import SAMPLES
+from torch_npu._inductor.patchset.tooling.sim.samples import SAMPLES
+from torch_npu._inductor.patchset.tooling.upstream import edits
+from torch_npu._inductor.patchset.tooling.upstream import module as upm
+from torch_npu._inductor.patchset.tooling.upstream import patch as up
 
 REPO = Path(__file__).resolve().parents[1]
 BRANCHES = ("master", "v2.7.1", "v2.7.1-26.1.0", "v2.9.0", "v2.9.0-26.1.0", "v2.10.0", "v2.10.0-26.1.0",
@@ -374,7 +374,7 @@ def test_anchor_missing_names_file_and_anchor(repo, tmp_path):
 
 
 def test_report_names_no_path_of_this_machine(tmp_path):
-    from torch_npu._inductor.patchset.tooling import upstream_patch_matrix as mx
+    from torch_npu._inductor.patchset.tooling.upstream import matrix as mx
 
     local = (str(tmp_path), str(REPO), str(Path.home()))
     row = {"name": "v2.7.1", "layout": "cpp_wrapper_npu", "files": 9, "added": 800, "removed": 3, "applies": True,
@@ -402,7 +402,7 @@ VERIFIED = {"2.7": ("v2.7.1", "v2.7.1-26.1.0"), "2.14": ("master",)}
 
 @pytest.mark.parametrize("branch", [b for bs in VERIFIED.values() for b in bs])
 def test_verified_on_branch(repo, branch):
-    from torch_npu._inductor.patchset.tooling import upstream_patch_verify as v
+    from torch_npu._inductor.patchset.tooling.upstream import verify as v
 
     line = next(k for k, bs in VERIFIED.items() if branch in bs)
     if _torch_line() != line:
@@ -421,8 +421,8 @@ def test_verified_on_branch(repo, branch):
 
 # ---- released sources as targets -------------------------------------------------------------------------
 def _release(repo: Path, version: str, dest: Path) -> Path:
-    from torch_npu._inductor.patchset.tooling import upstream_patch_verify as v
-    from torch_npu._inductor.patchset.tooling import upstream_wheels as uw
+    from torch_npu._inductor.patchset.tooling.releases import wheels as uw
+    from torch_npu._inductor.patchset.tooling.upstream import verify as v
 
     try:
         return v.release_checkout(version, repo, dest)
@@ -457,7 +457,7 @@ RELEASES = {"2.7": ("2.7.1.post10", "2.7.1.post6", "2.7.1.post11"), "2.14": ("2.
 
 @pytest.mark.parametrize("version", [r for rs in RELEASES.values() for r in rs])
 def test_verified_on_release_source(repo, version, tmp_path):
-    from torch_npu._inductor.patchset.tooling import upstream_patch_verify as v
+    from torch_npu._inductor.patchset.tooling.upstream import verify as v
 
     line = next(k for k, rs in RELEASES.items() if version in rs)
     if _torch_line() != line:

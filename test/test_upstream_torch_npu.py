@@ -1,6 +1,6 @@
 """The two launch patches (and the Flex grid) against the REAL torch_npu Inductor code of released wheels.
 
-Each version runs ``tooling/wheel_harness.py`` in its own interpreter (the
+Each version runs ``tooling/releases/wheel_harness.py`` in its own interpreter (the
 stand-ins replace ``torch_npu``): the real ``NPUCachingAutotuner.save_gpu_kernel``
 saves every sample kernel, the real ``DeferredNpuTritonCallWrapper`` /
 ``CppWrapperNpu`` render its launcher, before and after ``patchset.apply()``.
@@ -30,8 +30,10 @@ import pytest
 
 from torch_npu._inductor.patchset import launch_codegen as lc
 from torch_npu._inductor.patchset.launch_plan import plan_from_metadata, plan_from_params
-from torch_npu._inductor.patchset.tooling import launcher_cli, real_artifacts, release_matrix, sim_build
-from torch_npu._inductor.patchset.tooling.sample_kernels import SAMPLES
+from torch_npu._inductor.patchset.tooling.releases import real_artifacts, release_matrix
+from torch_npu._inductor.patchset.tooling.sim import build as sim_build
+from torch_npu._inductor.patchset.tooling.sim import harness as sim_harness
+from torch_npu._inductor.patchset.tooling.sim.samples import SAMPLES
 
 HARNESS = Path(real_artifacts.__file__).with_name("wheel_harness.py")
 NO_FIX, FIXED, LEGACY = "2.7.1.post10", "2.7.1.post11", "2.7.1.post6"
@@ -99,9 +101,9 @@ def run_rendered(version: str, s, entry: dict, data: dict) -> dict:
     grid = (math.prod(s.grid), 1, 1)  # Grid1D (GridNpu in the older layout), XBLOCK=64: numel = 64 * grid_0
     call = release_matrix.rendered_call(entry["cpp"], f"call_{s.kernel}_patched", grid[0])
     cpp = release_matrix.rendered_source(entry["cpp"], data.get("launch_api") == "rtKernelLaunch")
-    src = launcher_cli.harness_source(plan, site, args, grid, launcher_cpp=cpp, call=call)
+    src = sim_harness.harness_source(plan, site, args, grid, launcher_cpp=cpp, call=call)
     exe = sim_build.compile_program(src, f"upstream-{version}-{s.key}")
-    return launcher_cli.judge(plan, site, grid, launcher_cli.run_program(exe))
+    return sim_harness.judge(plan, site, grid, sim_harness.run_program(exe))
 
 
 # ---- 2.7.1.post10: no upstream fix (NULL pointers) ------------------------------------------
@@ -242,7 +244,7 @@ def test_post6_import_hooks_patch_the_older_layout():
     code = (
         "import torch_npu_patchset_autoload as a\n"
         "a.autoload()\n"
-        "from torch_npu._inductor.patchset.tooling import upstream_wheels as uw\n"
+        "from torch_npu._inductor.patchset.tooling.releases import wheels as uw\n"
         f"uw.install_stand_ins(uw.extracted_tree({LEGACY!r}))\n"
         "import importlib\n"
         "importlib.import_module('torch_npu._inductor.codegen.cpp_wrapper')\n"
@@ -284,7 +286,7 @@ def test_flex_backward_template_the_npu_compiles(tmp_path_factory):
 
 
 def test_status_against_wheel_reports_versions():
-    from torch_npu._inductor.patchset.tooling import upstream_wheels
+    from torch_npu._inductor.patchset.tooling.releases import wheels as upstream_wheels
 
     needs_torch_271()
     data = upstream_wheels.status_in_subprocess(FIXED)
@@ -417,7 +419,7 @@ def older_layout_module(version: str, tmp_path):
     import importlib.util
     import textwrap
 
-    from torch_npu._inductor.patchset.tooling import upstream_wheels as uw
+    from torch_npu._inductor.patchset.tooling.releases import wheels as uw
 
     try:
         tree = uw.extracted_tree(version) / "torch_npu" / "_inductor"

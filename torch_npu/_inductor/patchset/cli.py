@@ -44,7 +44,7 @@ def _torch_line(version: str) -> str:
 def _check_wheel_release(version: str) -> None:
     """Before anything is downloaded or loaded: ``version`` is a torch_npu release, and of this
     torch's line (a release's Inductor code imports its own torch's internals)."""
-    from .tooling import upstream_wheels
+    from .tooling.releases import wheels as upstream_wheels
 
     flag = f"--against-wheel {version}"
     m = _RELEASE.fullmatch(version)
@@ -69,7 +69,7 @@ def _status_against_wheel(args) -> int:
     """Apply the patch set to a downloaded torch_npu wheel's Inductor code, or a source
     checkout's (loaded with stand-ins for the NPU, in a subprocess) and report."""
     from ._applier import PatchStatus
-    from .tooling import upstream_wheels
+    from .tooling.releases import wheels as upstream_wheels
 
     source = args.against_source
     if args.against_wheel and not source:
@@ -84,7 +84,7 @@ def _status_against_wheel(args) -> int:
             return 1
     schemas = args.against_wheel
     if source and not schemas:  # the checkout's operators as its line's release declares them
-        from .tooling.upstream_patch_verify import line_wheel
+        from .tooling.upstream.verify import line_wheel
 
         schemas = line_wheel(source)
     what = (schemas or source) if source else args.against_wheel  # names the release loaded
@@ -158,14 +158,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     st.set_defaults(func=_status)
     try:
-        from .tooling import launcher_cli, selftest
+        from .tooling.commands import launcher as launcher_cli
+        from .tooling.commands import selftest
     except ImportError:
         pass
     else:
         launcher_cli.add_parser(sub)
         selftest.add_parser(sub)  # `selftest`: the acceptance checks on this machine
     try:
-        from .tooling import upstream_patch_cli
+        from .tooling.upstream import cli as upstream_patch_cli
     except ImportError:
         pass
     else:

@@ -62,7 +62,7 @@ def release_after_launches(buffer, starts: list[int], afters: list, kernel: str)
 HEADER_PATH = launch_codegen.HELPER_DIR / launch_codegen.HELPER_HEADER
 
 
-#: The upstream form of this fix (the pull request tooling/upstream_patch.py writes): torch_npu's
+#: The upstream form of this fix (the pull request tooling/upstream/patch.py writes): torch_npu's
 #: own code calls these functions of its module codegen/npu_launch_resources.py.
 UPSTREAM_MODULE = "torch_npu._inductor.codegen.npu_launch_resources"
 UPSTREAM_LINES_FN = "launch_resource_lines"

@@ -1,10 +1,10 @@
 """An AOT-compiled launcher library, run in a process that never imported the patch set.
 
 What an AOTInductor model is, reduced to its launches: the aot_mode launchers that a wheel's real
-classes rendered after ``patchset.apply()`` (``tooling/wheel_harness.py --aot``), with the helper's
+classes rendered after ``patchset.apply()`` (``tooling/releases/wheel_harness.py --aot``), with the helper's
 text exactly as the rendered AOT header carries it (no include path, no patch set), compiled into a
 shared library against the host ACL simulation's headers only (:func:`library`). A small C++ host
-(``launcher_cli.harness_source``, without the helper's header) ``dlopen``\\ s one or two such
+(``sim_harness.harness_source``, without the helper's header) ``dlopen``\\ s one or two such
 libraries and runs their launches in the simulation, which the host exports to them
 (:func:`run`): no Python, no ``torch_npu._inductor.patchset`` in that process.
 
@@ -18,8 +18,10 @@ import re
 import subprocess
 from pathlib import Path
 
-from .. import launch_codegen as lc
-from . import aot_artifacts, launcher_cli, release_matrix, sim_build
+from ... import launch_codegen as lc
+from ..sim import build as sim_build
+from ..sim import harness as sim_harness
+from . import aot_artifacts, rendered
 
 _KERNEL_FIELD = re.compile(r"\bkernels_\.(\w+)")
 _ABI_NAMESPACE = re.compile(r"torch_npu::inductor::(v_[0-9a-f]+)::")
@@ -42,12 +44,12 @@ def library_source(version: str, harness: dict, helper_dir: Path | None = None) 
     in, out, numel, stream)`` per sample."""
     helper = "\n".join(lc.helper_inline_lines(helper_dir)) if helper_dir else inlined_helper(harness, version)
     legacy = harness.get("launch_api") == "rtKernelLaunch"
-    rendered = {k: e for k, e in harness["patched"].items() if "cpp" in e}
-    launchers = "".join(f"\n// ---- sample {k} ----\n{e['cpp']}\n" for k, e in rendered.items())
+    entries_by_key = {k: e for k, e in harness["patched"].items() if "cpp" in e}
+    launchers = "".join(f"\n// ---- sample {k} ----\n{e['cpp']}\n" for k, e in entries_by_key.items())
     kernels = sorted(set(_KERNEL_FIELD.findall(launchers)))
     fields = "".join(f"  void* {k}{{nullptr}};\n" for k in kernels)
     entries = []
-    for key, entry in rendered.items():
+    for key, entry in entries_by_key.items():
         name = re.search(r"void\s+(call_\w+)\(", entry["cpp"]).group(1)
         device_idx = "0, " if "int32_t device_idx_," in entry["cpp"] else ""
         entries.append(
@@ -61,7 +63,7 @@ def library_source(version: str, harness: dict, helper_dir: Path | None = None) 
     return (f"// AOT launcher library: torch_npu {version}, aot_mode launchers rendered by the wheel's classes\n"
             "#include <acl/acl.h>\n#include <torch_npu/csrc/framework/OpCommand.h>\n#include <algorithm>\n"
             "#include <functional>\n#include <optional>\n#include <string>\n"
-            f"{helper}\n{launch_kernel}\n{release_matrix.rendered_source('', legacy)}"
+            f"{helper}\n{launch_kernel}\n{rendered.rendered_source('', legacy)}"
             f"struct AotKernels {{  // what AOTInductorModelKernels holds: one handle per kernel\n{fields}}};\n"
             f"{launchers}{''.join(entries)}")
 
@@ -93,9 +95,9 @@ static AotLaunch aot_symbol(const char* path, const char* symbol) {
 
 
 def host_source(harness: dict, sample, libraries: list[Path], inject_fault: str | None = None) -> str:
-    """A simulation host (``launcher_cli.harness_source``) whose launches call the libraries' entry
+    """A simulation host (``sim_harness.harness_source``) whose launches call the libraries' entry
     point for ``sample`` in turn (launch i goes to library i mod n), without the helper's header."""
-    plan, site, args, grid = release_matrix.sample_setup(harness, sample)
+    plan, site, args, grid = rendered.sample_setup(harness, sample)
     symbol = f"{ENTRY}{_c_name(sample.key)}"
     glue = _HOST_GLUE + "".join(f"static AotLaunch g_aot_{i} = aot_symbol({lc.c_string(str(p))}, \"{symbol}\");\n"
                                 for i, p in enumerate(libraries))
@@ -103,7 +105,7 @@ def host_source(harness: dict, sample, libraries: list[Path], inject_fault: str 
     glue += f"static AotLaunch g_aot[] = {{{table}}};\nstatic unsigned g_aot_turn = 0;\n"
     call = (f"g_aot[g_aot_turn++ % {len(libraries)}](kernel_handle, bufs[0], bufs[1], "
             f"static_cast<int64_t>({64 * grid[0]}), stream)")
-    src = launcher_cli.harness_source(plan, site, args, grid, launcher_cpp=glue, call=call, inject_fault=inject_fault)
+    src = sim_harness.harness_source(plan, site, args, grid, launcher_cpp=glue, call=call, inject_fault=inject_fault)
     helper_lines = lc.helper_include_lines(absolute=False)
     kept = [ln for ln in src.splitlines() if ln not in helper_lines]
     if len(kept) != len(src.splitlines()) - len(helper_lines):
@@ -112,12 +114,12 @@ def host_source(harness: dict, sample, libraries: list[Path], inject_fault: str 
 
 
 def run(version: str, harness: dict, sample, libraries: list[Path], inject_fault: str | None = None) -> dict:
-    """The judge's verdict (``launcher_cli.judge``) on ``sample``'s launches through ``libraries``."""
-    plan, site, _args, grid = release_matrix.sample_setup(harness, sample)
+    """The judge's verdict (``sim_harness.judge``) on ``sample``'s launches through ``libraries``."""
+    plan, site, _args, grid = rendered.sample_setup(harness, sample)
     src = host_source(harness, sample, libraries, inject_fault)
     name = f"aot-host-{version}-{sample.key}" + (f"-{inject_fault}" if inject_fault else "")
     exe = sim_build.compile_program(src, name, export_simulation=True)
-    return launcher_cli.judge(plan, site, grid, launcher_cli.run_program(exe), inject_fault=inject_fault)
+    return sim_harness.judge(plan, site, grid, sim_harness.run_program(exe), inject_fault=inject_fault)
 
 
 def helper_namespaces(lib: Path) -> set[str]:

@@ -40,10 +40,9 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from .. import launch_codegen
-from . import upstream_patch_edits as edits
-from . import upstream_patch_module as upm
-from . import upstream_patch_test_text
+from ... import launch_codegen
+from . import edits, test_text
+from . import module as upm
 
 ISSUE = "Ascend/pytorch#4431"
 HEADER_DEST = "torch_npu/csrc/inductor"
@@ -193,7 +192,7 @@ def edited_files(root: Path, shown: str | None = None) -> tuple[str, dict[str, b
             changes += [f"{edits.FLEX}: {c}" for c in src.changes]
     out[upm.MODULE_PATH] = upm.module_text().encode()
     out.update(_helper_files())
-    out[upstream_patch_test_text.PATH] = upstream_patch_test_text.text(
+    out[test_text.PATH] = test_text.text(
         edits.WRAPPER[layout], edits.HEURISTICS[layout]).encode()
     return layout, out, changes
 
@@ -244,7 +243,7 @@ def _message(layout: str, changes: list[str], base: str) -> str:
         "Changes:",
         *[f"- {c}" for c in changes],
         "",
-        "Verified without an NPU (torch-npu-inductor-patches, tooling/upstream_patch_verify.py):",
+        "Verified without an NPU (torch-npu-inductor-patches, tooling/upstream/verify.py):",
         f"git am onto {base[:12]}; py_compile of the changed files; every sample kernel's",
         "launcher rendered through the patched CppWrapperNpu equals, line for line, what",
         "the runtime patch set renders on the unpatched code (include and versioning",

@@ -13,7 +13,7 @@
 // helper's own way: acquire_launch_resources inside the lambda.
 //
 // Used by `python -m torch_npu._inductor.patchset launcher --scenario NAME`
-// (tooling/launcher_cli.py) and by test/cpp/test_capture_threads.cpp. Define
+// (tooling/commands/launcher.py) and by test/cpp/test_capture_threads.cpp. Define
 // ACL_SIM_SCENARIO_HELPER to another helper's header path to build against it.
 #pragma once
 

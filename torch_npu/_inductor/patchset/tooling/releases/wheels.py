@@ -1,6 +1,6 @@
 """Load the real torch_npu Inductor Python code from a released wheel, without an NPU.
 
-Used by the tests (and by ``python -m torch_npu._inductor.patchset.tooling.upstream_wheels
+Used by the tests (and by ``python -m torch_npu._inductor.patchset.tooling.releases.wheels
 status VERSION``) to apply this patch set to the code torch_npu actually ships.
 
 * :func:`wheel_path` finds ``torch_npu-<version>-*.whl`` in the cache
@@ -36,7 +36,7 @@ import types
 import zipfile
 from pathlib import Path
 
-from .sample_kernels import VECTOR_CORES  # the stand-in device's vector cores, defined once
+from ..sim.samples import VECTOR_CORES  # the stand-in device's vector cores, defined once
 
 #: What the stand-ins answer (an Ascend 910B-like device). torch_npu's Ascend910B1 is 220; from
 #: Ascend950 (260) on, torch_npu honours a kernel's SIMT-only flag. Tests set
@@ -50,7 +50,7 @@ TRITON_ASCEND = {"ffts": True, "auto_blockify": True}
 #: Names of everything stubbed or faked in this process (for reports).
 STAND_INS: list[str] = []
 
-PATCHSET_DIR = Path(__file__).resolve().parent.parent
+PATCHSET_DIR = Path(__file__).resolve().parents[2]
 _OUR_INDUCTOR = PATCHSET_DIR.parent  # <checkout or site-packages>/torch_npu/_inductor
 _OUR_TORCH_NPU = _OUR_INDUCTOR.parent
 
@@ -465,7 +465,7 @@ def load(version: str, download: bool = True, source: str | os.PathLike | None =
 def status_against(version: str, download: bool = True, source: str | os.PathLike | None = None) -> dict:
     """In THIS process: load ``version`` (or the checkout ``source``), apply the patch set, return its status."""
     loaded = load(version, download=download, source=source)
-    from .. import _applier
+    from ... import _applier
 
     rows = _applier.apply(import_targets=True)
     return {
@@ -484,7 +484,7 @@ def status_in_subprocess(version: str, timeout: float = 600, source: str | os.Pa
     The result always has ``"ok"``; when false, ``"error"`` says exactly why
     (download failure, index unreachable, import failure, crash).
     """
-    cmd = [sys.executable, "-m", "torch_npu._inductor.patchset.tooling.upstream_wheels", "status", version]
+    cmd = [sys.executable, "-m", "torch_npu._inductor.patchset.tooling.releases.wheels", "status", version]
     if source is not None:
         cmd += ["--source", str(Path(source).resolve())]
     env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0")
@@ -502,7 +502,7 @@ def status_in_subprocess(version: str, timeout: float = 600, source: str | os.Pa
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m torch_npu._inductor.patchset.tooling.upstream_wheels")
+    parser = argparse.ArgumentParser(prog="python -m torch_npu._inductor.patchset.tooling.releases.wheels")
     sub = parser.add_subparsers(dest="cmd", required=True)
     st = sub.add_parser("status", help="apply the patch set to a torch_npu wheel's code; print status JSON")
     st.add_argument("version")

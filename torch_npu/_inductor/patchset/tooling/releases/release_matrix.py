@@ -1,7 +1,7 @@
 """Every torch_npu release line through the real-artifact tier: ``docs/release-matrix.md``.
 
 Driven by ``.ci/release-matrix`` (which prepares one python per torch line), through
-``python -m torch_npu._inductor.patchset.tooling.real_artifacts matrix``:
+``python -m torch_npu._inductor.patchset.tooling.releases.release_matrix``:
 
 * ``--list-releases``: the releases to check: the newest post release of every X.Y.Z line on the
   index (``pip index versions torch-npu``) from 2.7.1 on, plus :data:`PINNED` (releases the tests
@@ -12,16 +12,18 @@ Driven by ``.ci/release-matrix`` (which prepares one python per torch line), thr
 """
 from __future__ import annotations
 
+import argparse
 import datetime
 import json
-import math
 import re
 import subprocess
 import sys
 import traceback
 from pathlib import Path
 
+from . import aot_sim, rendered
 from . import real_artifacts as ra
+from . import wheels as uw
 
 FIRST = (2, 7, 1)
 #: Releases checked besides the newest of each line: the tests pin them (older codegen layout;
@@ -63,7 +65,6 @@ def releases(versions: list[str]) -> list[str]:
 
 
 def imports_triton(release: str) -> bool:
-    from torch_npu._inductor.patchset.tooling import upstream_wheels as uw
 
     ind = uw.extracted_tree(release) / "torch_npu" / "_inductor"
     files = [ind / "runtime" / "triton_heuristics.py", ind / "codegen" / "cpp_wrapper_npu.py",
@@ -73,7 +74,6 @@ def imports_triton(release: str) -> bool:
 
 def upstream_launch(release: str) -> tuple[str, str]:
     """(layout, what upstream's C++ wrapper passes for workspace and locks), read from the wheel's source."""
-    from torch_npu._inductor.patchset.tooling import upstream_wheels as uw
 
     tree = uw.extracted_tree(release)
     layout = uw.layout_of(tree)
@@ -102,132 +102,14 @@ def status_cell(harness: dict) -> str:
     return "<br>".join(out) or "no status rows"
 
 
-# ---- simulation of the rendered (patched) launchers ------------------------------------------------
-SIM_PREAMBLE = r"""
-#include <cstdint>
-#include <optional>
-#include <string>
-#pragma GCC diagnostic ignored "-Wunused-variable"
-#pragma GCC diagnostic ignored "-Wunused-parameter"
-#pragma GCC diagnostic ignored "-Wunused-but-set-variable"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-// A rendered launcher inside the simulation's launch harness. loadKernel hands out the probe kernel
-// whatever a release passes it; launchKernel is torch_npu's (launch_codegen.includes(): the lambda goes
-// to OpCommand::RunOpApiV2, the simulated task queue), so the launcher runs on the calling thread and
-// its lambda where torch_npu would run it.
-static aclrtFuncHandle g_matrix_probe = nullptr;
-template <typename... Args> [[maybe_unused]] static void* loadKernel(Args&&...) { return g_matrix_probe; }
-struct MatrixTensor { void* p; void* data_ptr() const { return p; } };
-"""
-
-#: The older layout launches through CANN's legacy rt* API, which the simulation does not offer:
-#: these forward to the ACL calls it does offer (the matrix's own glue, not part of the simulation).
-SIM_LEGACY_RT = r"""
-typedef int32_t rtError_t;
-#define RT_ERROR_NONE 0
-static rtError_t rtKernelLaunch(const void* fn, uint32_t blocks, void* args, uint32_t size, void*, aclrtStream s) {
-  return aclrtLaunchKernelWithHostArgs(const_cast<void*>(fn), blocks, s, nullptr, args, size, nullptr, 0);
-}
-[[maybe_unused]] static rtError_t rtGetC2cCtrlAddr(uint64_t* addr, uint32_t* len) {
-  void* p = nullptr;
-  aclError rc = aclrtGetHardwareSyncAddr(&p);
-  *addr = reinterpret_cast<uint64_t>(p);
-  *len = 0;
-  return rc;
-}
-"""
-
-
-def sample_setup(harness: dict, sample, tag: str = "patched") -> tuple:
-    """(plan, site, kernel_args, grid) of one rendered sample launcher, as the simulation runs it."""
-    from torch_npu._inductor.patchset import launch_codegen as lc
-    from torch_npu._inductor.patchset.launch_plan import plan_from_metadata
-
-    entry = harness[tag][sample.key]
-    plan = plan_from_metadata(sample.metadata, kernel=f"{sample.kernel}_{tag}")
-    if harness.get("launch_api") == "rtKernelLaunch":  # that layout never clamps; FFTS as its launcher says
-        site = lc.LaunchSite(block_clamp=None, has_ffts="void* ffts_addr __attribute__" in entry["cpp"], simt_only=False)
-    else:
-        site = lc.LaunchSite(block_clamp=sample.block_clamp, has_ffts=sample.has_ffts, simt_only=False)
-    args = lc.args_from_signature("*fp32,*fp32,i32")  # the harness kernel's own arguments
-    grid = (math.prod(sample.grid), 1, 1)  # XBLOCK=64: numel = 64 * grid_0
-    return plan, site, args, grid
-
-
-def rendered_call(entry_cpp: str, function: str, grid0: int) -> str:
-    """The harness's call expression for a rendered launcher ``function`` (``in_ptr0, out_ptr0, xnumel``,
-    XBLOCK 64; newer wrappers also take the device index): 0 once its launch is queued."""
-    device_idx = "0, " if "int32_t device_idx_," in entry_cpp else ""
-    return (f"(g_matrix_probe = kernel_handle, {function}(MatrixTensor{{bufs[0]}}, MatrixTensor{{bufs[1]}}, "
-            f"static_cast<int64_t>({64 * grid0}), {device_idx}stream), 0)")
-
-
-def rendered_source(entry_cpp: str, legacy: bool) -> str:
-    """A rendered launcher with the glue it needs in the simulation harness."""
-    return SIM_PREAMBLE + (SIM_LEGACY_RT if legacy else "") + entry_cpp
-
-
-def simulate_sample(release: str, harness: dict, sample, inject_fault: str | None = None, tag: str = "patched") -> dict:
-    """Run one rendered launcher of ``harness`` (``tag``: patched or upstream) in the host simulation; the
-    judge's verdict."""
-    from torch_npu._inductor.patchset.tooling import launcher_cli, sim_build
-
-    entry = harness[tag][sample.key]
-    plan, site, args, grid = sample_setup(harness, sample, tag)
-    call = rendered_call(entry["cpp"], f"call_{sample.kernel}_{tag}", grid[0])
-    cpp = rendered_source(entry["cpp"], harness.get("launch_api") == "rtKernelLaunch")
-    src = launcher_cli.harness_source(plan, site, args, grid, launcher_cpp=cpp, call=call, inject_fault=inject_fault)
-    name = f"matrix-{release}-{tag}-{sample.key}" + (f"-{inject_fault}" if inject_fault else "")
-    return launcher_cli.judge(plan, site, grid, launcher_cli.run_program(sim_build.compile_program(src, name)),
-                              inject_fault=inject_fault)
-
-
-def simulate(release: str, harness: dict) -> tuple[str, list]:
-    """Run every patched launcher of ``harness`` in the host simulation (as the wheel tests do)."""
-    try:
-        from torch_npu._inductor.patchset.tooling.sample_kernels import SAMPLES
-    except Exception as exc:  # the simulation API is not importable here
-        return f"not run: {type(exc).__name__}: {exc}", []
-    ok, problems = 0, []
-    for s in SAMPLES:
-        entry = harness.get("patched", {}).get(s.key)
-        if not entry or "cpp" not in entry:
-            problems.append(f"{s.key}: not rendered")
-            continue
-        try:
-            verdict = simulate_sample(release, harness, s)
-        except Exception as exc:
-            problems.append(f"{s.key}: {type(exc).__name__}: {str(exc).strip().splitlines()[0][:300]}")
-            continue
-        if verdict.get("ok"):
-            ok += 1
-        else:
-            problems.append(f"{s.key}: {json.dumps(verdict.get('problems', verdict))[:300]}")
-    return f"{ok}/{len(SAMPLES)} launchers ok", problems
-
-
 def aot_simulate(release: str, harness: dict) -> tuple[str, list]:
     """The aot_mode launchers as one shared library, each sample run by a host without the patch set
-    (``tooling/aot_sim.py``)."""
-    from torch_npu._inductor.patchset.tooling import aot_sim
-    from torch_npu._inductor.patchset.tooling.sample_kernels import SAMPLES
-
+    (``aot_sim``)."""
     try:
         lib = aot_sim.library(release, harness)
     except Exception as exc:
         return "not run: the library did not build", [f"{type(exc).__name__}: {str(exc).strip()[:300]}"]
-    ok, problems = 0, []
-    for s in SAMPLES:
-        try:
-            verdict = aot_sim.run(release, harness, s, [lib])
-        except Exception as exc:
-            problems.append(f"{s.key}: {type(exc).__name__}: {str(exc).strip().splitlines()[0][:300]}")
-            continue
-        if verdict.get("ok"):
-            ok += 1
-        else:
-            problems.append(f"{s.key}: {json.dumps([x['problems'] for x in verdict['launches']])[:300]}")
-    return f"{ok}/{len(SAMPLES)} launchers ok", problems
+    return rendered.each_sample(lambda s: aot_sim.run(release, harness, s, [lib]))
 
 
 def aot_check(release: str, python: str, run_simulation: bool) -> dict:
@@ -299,7 +181,7 @@ def check(release: str, python: str | None, no_python: str | None, run_simulatio
     if run_simulation and "patched" in harness and not rendered:
         row["simulation"] = "not run: the harness rendered no patched launcher"
     elif run_simulation and "patched" in harness:
-        row["simulation"], row["simulation_problems"] = simulate(release, harness)
+        row["simulation"], row["simulation_problems"] = rendered.simulate(release, harness)
     elif "patched" not in harness:
         row["simulation"] = "not run: the harness rendered no patched launchers for this layout"
     row["aot"] = aot_check(release, python, run_simulation)
@@ -349,8 +231,8 @@ def render_markdown(rows: list[dict], command: str, source: str) -> str:
         "",
         "Columns: **layout** is the wheel's codegen layout (`upstream_wheels.layout_of`) and its launch call; "
         "**upstream** is what the wheel's own C++ wrapper passes for the kernel's workspace and sync locks, read "
-        "from its source; **after apply** is the patch set's status rows from `tooling/wheel_harness.py`; "
-        "**compile** / **link** are the real-artifact tier (`tooling/real_artifacts.py`): every sample "
+        "from its source; **after apply** is the patch set's status rows from `tooling/releases/wheel_harness.py`; "
+        "**compile** / **link** are the real-artifact tier (`tooling/releases/real_artifacts.py`): every sample "
         "launcher rendered by the wheel's own wrapper classes after apply, in one translation unit with the "
         "real wrapper header and the helper, compiled against the wheel's `torch_npu/include` and the "
         "matching torch's headers, linked with `-Wl,--no-undefined` against the wheel's `libtorch_npu.so`, "
@@ -361,7 +243,7 @@ def render_markdown(rows: list[dict], command: str, source: str) -> str:
         "with a stand-in for what only a compiled graph defines (the kernels struct and the `AOTInductorModel` "
         "members the wheel's `model.h` declares), compiled and linked with `-Wl,--no-undefined` as above; then "
         "the same launchers built into a shared library, run in the host simulation by a C++ host that never "
-        "loaded the patch set (`tooling/aot_sim.py`).",
+        "loaded the patch set (`tooling/releases/aot_sim.py`).",
         "",
     ]
     has_aot = any("aot" in r for r in rows)
@@ -500,7 +382,7 @@ def run(args) -> int:
         if "aot" in row:
             print(f"   AOT: {_aot_cell(row['aot'])[:400]}", flush=True)
         rows.append(row)
-    command = args.command or "python -m torch_npu._inductor.patchset.tooling.real_artifacts matrix"
+    command = args.command or "python -m torch_npu._inductor.patchset.tooling.releases.release_matrix"
     text = render_markdown(rows, command, source)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -511,3 +393,14 @@ def run(args) -> int:
     if args.json:
         args.json.write_text(json.dumps({"command": command, "source": source, "rows": rows}, indent=1, default=str))
     return 0
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m torch_npu._inductor.patchset.tooling.releases.release_matrix",
+                                     description="run every release line; write docs/release-matrix.md")
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

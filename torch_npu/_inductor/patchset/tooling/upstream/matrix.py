@@ -4,7 +4,7 @@
 Driven by ``.ci/upstream-patches``, which clones the branch bundle and finds one python per
 torch line (the release matrix's venvs):
 
-    python -m torch_npu._inductor.patchset.tooling.upstream_patch_matrix --repo CLONE \\
+    python -m torch_npu._inductor.patchset.tooling.upstream.matrix --repo CLONE \\
         --out docs/upstream-patches.md --python 2.7=PATH ... [--no-python 2.9=why] [--branches b1 2.7.1.post11]
 
 A name that is a release (``2.7.1.post11``) is that release's Python source
@@ -23,8 +23,8 @@ import tempfile
 import traceback
 from pathlib import Path
 
-from . import upstream_patch as up
-from . import upstream_patch_verify as v
+from . import patch as up
+from . import verify as v
 
 BRANCHES = ("master", "v2.7.1", "v2.7.1-26.1.0", "v2.9.0", "v2.9.0-26.1.0", "v2.10.0", "v2.10.0-26.1.0",
             "v2.11.0", "v2.11.0-26.1.0", "v2.12.0", "v2.12.0-26.1.0")
@@ -67,7 +67,7 @@ def check(repo: Path, branch: str, pythons: dict, reasons: dict) -> dict:
 
 def check_release(repo: Path, version: str, pythons: dict, reasons: dict) -> dict:
     """A release's Python source (with its line's setup.py) as the target, built against its own wheel."""
-    from . import real_artifacts as ra
+    from ..releases import real_artifacts as ra
 
     line = ra.line_of(version)
     python = pythons.get(line)
@@ -95,7 +95,7 @@ def check_release(repo: Path, version: str, pythons: dict, reasons: dict) -> dic
 
 #: Paths of this machine, as the markdown names them instead (it is committed).
 def _local_paths() -> list[tuple[str, str]]:
-    from . import real_artifacts as ra
+    from ..releases import real_artifacts as ra
 
     found = [(str(ra.REPO_ROOT), "<repo>"), (tempfile.gettempdir(), "<tmp>"), (str(Path.home()), "~")]
     return sorted(((p, name) for p, name in found if p and p != os.sep), key=lambda x: -len(x[0]))
@@ -181,7 +181,7 @@ def _write(args, previous: list, rows: list) -> list:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m torch_npu._inductor.patchset.tooling.upstream_patch_matrix")
+    p = argparse.ArgumentParser(prog="python -m torch_npu._inductor.patchset.tooling.upstream.matrix")
     p.add_argument("--repo", required=True, type=Path, help="a clone of the branch bundle")
     p.add_argument("--out", type=Path, help="markdown to write")
     p.add_argument("--json", type=Path, help="rows as JSON")

@@ -1,6 +1,6 @@
 """The real-artifact tier in aot_mode: AOTInductor launchers against what a torch_npu wheel ships.
 
-``tooling/wheel_harness.py VERSION OUT --aot`` renders every sample launcher through the wheel's
+``tooling/releases/wheel_harness.py VERSION OUT --aot`` renders every sample launcher through the wheel's
 real classes with ``V.graph.aot_mode`` set, and records the header the real ``write_header`` wrote
 in aot_mode (the wheel's AOTI includes, torch's or torch_npu's AOTI ``interface.cpp`` adapted to the
 NPU, the kernel driver) with, after ``patchset.apply()``, the helper's text inlined
@@ -31,7 +31,8 @@ import textwrap
 from pathlib import Path
 from typing import Sequence
 
-from .. import launch_codegen as lc
+from ... import launch_codegen as lc
+from . import launchers
 
 #: How torch_npu's ``aoti_runtime/model.h`` (every release checked) opens the model class.
 _MODEL_CLASS = re.compile(r"class\s+AOTInductorModel\s*:\s*public\s+AOTInductorModelBase\s*<\s*AOTInductorModel\s*>\s*\{")
@@ -171,31 +172,14 @@ def portable_header(head: str, version: str, helper_dir: Path) -> str:
     return _INLINED.sub(lambda m: "\n".join(lc.helper_inline_lines(helper_dir)), head, count=1)
 
 
-def sample_parts(harness: dict, version: str, error: type[Exception], tag: str = "patched") -> tuple[list[str], list[str]]:
-    """Every sample launcher the harness rendered (``tag``: "patched", after apply; "upstream", as
-    shipped), as translation-unit parts, and their keys; ``error`` naming the samples it could not render."""
-    parts, launchers, errors = [], [], {}
-    for key, entry in harness[tag].items():
-        if "error" in entry:
-            errors[key] = entry["error"]
-            continue
-        parts.append(f"\n// ---- sample {key} ----\n{entry['cpp']}\n")
-        launchers.append(key)
-    if errors:
-        raise error(f"torch_npu {version}: the harness could not render {sorted(errors)}: {errors}")
-    return parts, launchers
-
-
 #: What torch's lazy-compile launch writes (torch 2.14's ``generate_lazy``), never torch_npu's lambda.
 LAZY_LAUNCH = re.compile(r"\bLazyKernelCompileResult\b|\brunTritonKernelWithAutotune\(")
 
 
-def translation_unit(version: str, harness: dict, helper: Path, include_dirs: Sequence[Path], entry_point,
+def translation_unit(version: str, harness: dict, helper: Path, include_dirs: Sequence[Path],
                      tag: str = "patched") -> tuple[str, dict]:
-    """The AOT TU and a description of how it was made (``entry_point(match, i, types)``: the JIT tier's).
-    ``tag`` "upstream": the launchers as the release ships them (to show what they are), else patched."""
-    from .real_artifacts import _CALL_FN  # one definition of a rendered launcher's signature
-
+    """The AOT TU and a description of how it was made. ``tag`` "upstream": the launchers as the release
+    ships them (to show what they are), else patched."""
     if not harness.get("aot_mode"):
         raise AotError(f"torch_npu {version}: the harness did not render in aot_mode")
     head = portable_header(header_of(harness, version), version, helper.parent)
@@ -203,7 +187,7 @@ def translation_unit(version: str, harness: dict, helper: Path, include_dirs: Se
     parts = [f"// Real-artifact tier, aot_mode: torch_npu {version}, every sample launcher rendered by the wheel's\n"
              f"// own classes with V.graph.aot_mode set, {when}, under its real AOT header.\n",
              "#include <ATen/ATen.h>\n", head]
-    samples, launchers = sample_parts(harness, version, AotError, tag)
+    samples, keys = launchers.sample_parts(harness, version, AotError, tag)
     parts += samples
     body = "".join(parts)
     if tag == "patched" and LAZY_LAUNCH.search(body):
@@ -214,14 +198,14 @@ def translation_unit(version: str, harness: dict, helper: Path, include_dirs: Se
         raise AotError(f"torch_npu {version}: no launcher reaches its kernel through kernels_.<name> (not aot_mode code)")
     model_h = model_header(include_dirs)
     parts.append(model_stand_in(model_h.read_text(), harness.get("cpp_kernel_type") or "void*", kernels))
-    calls = list(_CALL_FN.finditer(body))
-    if len(calls) != len(launchers):
-        raise AotError(f"torch_npu {version}: found {len(calls)} call_* functions for {len(launchers)} launchers")
+    calls = list(launchers.CALL_FN.finditer(body))
+    if len(calls) != len(keys):
+        raise AotError(f"torch_npu {version}: found {len(calls)} call_* functions for {len(keys)} launchers")
     parts.append("\n// ---- exported entry points: instantiate every launcher ----\n")
     kernels_type = {"kernels_type_": "torch::aot_inductor::AOTInductorModelKernels"}
-    parts.extend(entry_point(fn, i, kernels_type) for i, fn in enumerate(calls))
-    info = {"aot_mode": True, "launchers": launchers, "calls": [fn.group("name") for fn in calls],
-            "header_from": "CppWrapperNpu.write_header() in aot_mode (real, after apply), as tooling/wheel_harness.py "
+    parts.extend(launchers.entry_point(fn, i, kernels_type) for i, fn in enumerate(calls))
+    info = {"aot_mode": True, "launchers": keys, "calls": [fn.group("name") for fn in calls],
+            "header_from": "CppWrapperNpu.write_header() in aot_mode (real, after apply), as tooling/releases/wheel_harness.py "
                            "--aot rendered it; helper inlined, no absolute include",
             "model_stand_in": f"AOTInductorModelKernels ({len(kernels)} handles) and the AOTInductorModel members "
                               f"declared in {model_h.relative_to(model_h.parents[5])}"}

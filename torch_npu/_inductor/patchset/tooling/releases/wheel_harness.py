@@ -2,10 +2,10 @@
 
 Run in a fresh interpreter per version (the stand-ins replace ``torch_npu``):
 
-    python -m torch_npu._inductor.patchset.tooling.wheel_harness 2.7.1.post10 OUT.json
+    python -m torch_npu._inductor.patchset.tooling.releases.wheel_harness 2.7.1.post10 OUT.json
 
 It loads the wheel's ``torch_npu/_inductor`` Python files
-(``torch_npu._inductor.patchset.tooling.upstream_wheels``), then for every sample
+(``torch_npu._inductor.patchset.tooling.releases.wheels``), then for every sample
 kernel (``sample_kernels.SAMPLES``):
 
 1. builds an ``NPUCachingAutotuner`` (its real class, attributes set as its
@@ -55,7 +55,7 @@ SOURCE = sys.argv[sys.argv.index("--source") + 1] if "--source" in sys.argv[3:-1
 PATCHSET_OFF = "--patchset-off" in sys.argv[3:]
 os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="upstream-harness-inductor-"))
 
-from torch_npu._inductor.patchset.tooling import upstream_wheels as uw  # noqa: E402
+from torch_npu._inductor.patchset.tooling.releases import wheels as uw  # noqa: E402
 
 result: dict = {"version": VERSION, "aot_mode": AOT}
 
@@ -98,7 +98,7 @@ import importlib  # noqa: E402
 import torch  # noqa: E402
 
 import torch_npu._inductor.patchset as patchset  # noqa: E402
-from torch_npu._inductor.patchset.tooling.sample_kernels import SAMPLES  # noqa: E402
+from torch_npu._inductor.patchset.tooling.sim.samples import SAMPLES  # noqa: E402
 
 OLDER = loaded["layout"] != "cpp_wrapper_npu"  # codegen/cpp_wrapper.py, rtKernelLaunch
 result["launch_api"] = "rtKernelLaunch" if OLDER else "aclrtLaunchKernelWithHostArgs"

@@ -14,7 +14,7 @@ against the real artifacts, without an NPU:
 3. **ACL link stub.** ``libascendcl.so`` defining every function the wheel's
    own ACL headers declare with ``ACL_FUNC_VISIBILITY`` (names are enough to
    link; nothing is ever run).
-4. **Rendering.** ``tooling/wheel_harness.py`` renders every sample kernel's
+4. **Rendering.** ``tooling/releases/wheel_harness.py`` renders every sample kernel's
    launcher through the wheel's real ``CppWrapperNpu`` /
    ``DeferredNpuTritonCallWrapper`` after ``patchset.apply()``; this module's
    ``render-header`` command writes the real wrapper header (its include lines
@@ -40,9 +40,9 @@ Results are cached by a hash of everything that goes in
 
 Command line::
 
-    python -m torch_npu._inductor.patchset.tooling.real_artifacts check 2.7.1.post10 [--helper PATH] [--json]
-    python -m torch_npu._inductor.patchset.tooling.real_artifacts render-header VERSION OUT.json  # internal
-    python -m torch_npu._inductor.patchset.tooling.real_artifacts matrix --out docs/release-matrix.md ...
+    python -m torch_npu._inductor.patchset.tooling.releases.real_artifacts check 2.7.1.post10 [--helper PATH] [--json]
+    python -m torch_npu._inductor.patchset.tooling.releases.real_artifacts render-header VERSION OUT.json  # internal
+    python -m torch_npu._inductor.patchset.tooling.releases.real_artifacts matrix --out docs/release-matrix.md ...
 """
 from __future__ import annotations
 
@@ -62,14 +62,17 @@ import zipfile
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from . import aot_artifacts
+from . import aot_artifacts, launchers
 
-PATCHSET_DIR = Path(__file__).resolve().parent.parent
+PATCHSET_DIR = Path(__file__).resolve().parents[2]
 #: What holds this ``torch_npu/`` portion: the checkout, or site-packages when installed (renderers get it
 #: first on PYTHONPATH, so they import this copy of the patch set either way).
 REPO_ROOT = PATCHSET_DIR.parents[2]  # <root>/torch_npu/_inductor/patchset
 DEFAULT_HELPER = PATCHSET_DIR / "csrc" / "npu_launch_resources.h"
 HARNESS = Path(__file__).with_name("wheel_harness.py")
+#: Every tooling file a rendering runs (the harness and what it imports, transitively): what they do shapes
+#: the rendering, so they key its cache (test_tooling_imports checks the list against the harness's imports).
+HARNESS_INPUTS = (HARNESS, Path(__file__).with_name("wheels.py"), Path(__file__).parents[1] / "sim" / "samples.py")
 CACHE_ROOT = Path(os.environ.get("TORCH_NPU_PATCHSET_CACHE", Path.home() / ".cache" / "torch-npu-inductor-patches"))
 
 #: Headers the real wrapper header includes that no wheel ships (they come with
@@ -164,7 +167,7 @@ def _run(cmd: Sequence[str], timeout: float = 1800, **kw) -> subprocess.Complete
 
 def _publish(tmp: Path, final: Path) -> None:
     """Atomic rename of a finished directory; a concurrent winner is fine."""
-    from .sim_build import _publish as publish  # one implementation for both caches
+    from ..sim.build import _publish as publish  # one implementation for both caches
 
     publish(tmp, final)
 
@@ -202,7 +205,7 @@ def demangle(names: Sequence[str]) -> list[str]:
 
 # ---- 1. torch_npu wheel members ----------------------------------------------------------------------
 def npu_wheel(version: str) -> Path:
-    from torch_npu._inductor.patchset.tooling import upstream_wheels as uw
+    from torch_npu._inductor.patchset.tooling.releases import wheels as uw
 
     try:
         return uw.wheel_path(version)
@@ -394,7 +397,7 @@ def _render_key(version: str, python: str, what: str) -> str:
 
     # The runtime's Python and the helper's headers: an aot_mode rendering carries the helper's text.
     ours = [b for b in _tree_digest(PATCHSET_DIR, (".py", ".toml", ".h")) if not b.startswith(b"tooling")]
-    return _digest([what, version, python, HARNESS.read_bytes(), inspect.getsource(_render_header_main),
+    return _digest([what, version, python, *(p.read_bytes() for p in HARNESS_INPUTS), inspect.getsource(_render_header_main),
                     *ours, *_tree_digest(declarations_dir())])  # patches/, or _declarations/ when installed
 
 
@@ -419,14 +422,14 @@ def _cached_json(kind: str, version: str, python: str, cmd: list, timeout: float
 
 
 def harness_json(version: str, python: str, timeout: float = 1200, aot: bool = False) -> dict:
-    """``tooling/wheel_harness.py VERSION OUT [--aot]`` run in ``python`` (cached per input hash)."""
+    """``tooling/releases/wheel_harness.py VERSION OUT [--aot]`` run in ``python`` (cached per input hash)."""
     if aot:
         return _cached_json("harness-aot", version, python, [str(HARNESS)], timeout, tail=["--aot"])
     return _cached_json("harness", version, python, [str(HARNESS)], timeout)
 
 
 def header_json(version: str, python: str, timeout: float = 1200) -> dict:
-    return _cached_json("header", version, python, ["-m", "torch_npu._inductor.patchset.tooling.real_artifacts",
+    return _cached_json("header", version, python, ["-m", "torch_npu._inductor.patchset.tooling.releases.real_artifacts",
                                                     "render-header"], timeout)
 
 
@@ -438,7 +441,7 @@ def _render_header_main(version: str, out: str) -> int:
         Path(out).write_text(json.dumps(result, indent=1, default=str))
         return 0
 
-    from torch_npu._inductor.patchset.tooling import upstream_wheels as uw
+    from torch_npu._inductor.patchset.tooling.releases import wheels as uw
 
     try:
         loaded = uw.load(version)
@@ -488,33 +491,12 @@ def _render_header_main(version: str, out: str) -> int:
 
 # ---- 5. the translation unit -------------------------------------------------------------------------
 _HELPER_INCLUDE = re.compile(r'^\s*#include\s+"[^"]*npu_launch_resources\.h"\s*$', re.M)
-_CALL_FN = re.compile(r"(?:template\s*<(?P<tparams>[^>]*)>\s*)?static\s+(?:inline\s+|__attribute__\(\([^)]*\)\)\s+)*"
-                      r"void\s+(?P<name>call_\w+)\((?P<params>.*?)\)\s*\{", re.S)
-
-
 def cpp_part_of_header(header: str) -> str:
     """The C++ of a JIT wrapper header: torch writes it inside a Python string literal."""
     # (What a JIT header writes before that literal, CppWrapperNpu's aoti_runtime includes among it,
     # is Python, so comments there, not C++.) Opened with ''', r''' or r""" depending on the release.
     m = re.search(r"""cpp_wrapper_src\s*=\s*\(\s*r?(?:'''|\"\"\")[ \t]*\n""", header)
     return header[m.end():] if m else header
-
-
-def entry_point(fn: re.Match, index: int, types: dict | None = None) -> str:
-    """An exported function that instantiates ``call_*`` with at::Tensor arguments (or the type
-    ``types`` names for a template parameter: an AOT launcher's ``kernels_type_``) and calls it."""
-    tparams = [t.strip().split()[-1] for t in (fn.group("tparams") or "").split(",") if t.strip()]
-    params, names = [], []
-    for raw in [p.strip() for p in fn.group("params").split(",") if p.strip()]:
-        if "=" in raw:  # defaulted (cubin_dir_): left to its default
-            continue
-        decl = raw
-        for t in tparams:
-            decl = re.sub(rf"\b{re.escape(t)}\b", (types or {}).get(t, "at::Tensor"), decl)
-        params.append(decl)
-        names.append(re.findall(r"\w+", raw)[-1])
-    return (f'extern "C" __attribute__((visibility("default"))) void npu_patchset_real_artifacts_launch_{index}'
-            f"({', '.join(params)}) {{\n    {fn.group('name')}({', '.join(names)});\n}}\n")
 
 
 def translation_unit(version: str, harness: dict, header: dict, helper: Path) -> tuple[str, dict]:
@@ -527,7 +509,7 @@ def translation_unit(version: str, harness: dict, header: dict, helper: Path) ->
         any_entry = next(iter(harness["patched"].values()))
         head = cpp_part_of_header(any_entry.get("include", ""))
         info["header_from"] = ("CppWrapperNpu.write_header() of codegen/cpp_wrapper.py (real, after apply), "
-                               "as tooling/wheel_harness.py rendered it")
+                               "as tooling/releases/wheel_harness.py rendered it")
     else:  # the include lines the harness saw, then the kernel driver, as write_header splices them
         any_entry = next(iter(harness["patched"].values()))
         head = any_entry.get("include", "") + "\n" + header.get("kernel_driver", "")
@@ -539,14 +521,14 @@ def translation_unit(version: str, harness: dict, header: dict, helper: Path) ->
     parts = [f"// Real-artifact tier: torch_npu {version}, every sample launcher rendered by the wheel's own\n"
              f"// CppWrapperNpu after patchset.apply(), with the helper {helper}.\n",
              "#include <ATen/ATen.h>\n", head]
-    samples, launchers = aot_artifacts.sample_parts(harness, version, TierError)
+    samples, keys = launchers.sample_parts(harness, version, TierError)
     parts += samples
-    calls = list(_CALL_FN.finditer("\n".join(parts)))
-    if len(calls) != len(launchers):
-        raise TierError(f"torch_npu {version}: found {len(calls)} call_* functions for {len(launchers)} launchers")
+    calls = list(launchers.CALL_FN.finditer("\n".join(parts)))
+    if len(calls) != len(keys):
+        raise TierError(f"torch_npu {version}: found {len(calls)} call_* functions for {len(keys)} launchers")
     parts.append("\n// ---- exported entry points: instantiate every launcher ----\n")
-    parts.extend(entry_point(fn, i) for i, fn in enumerate(calls))
-    info["launchers"] = launchers
+    parts.extend(launchers.entry_point(fn, i) for i, fn in enumerate(calls))
+    info["launchers"] = keys
     info["calls"] = [fn.group("name") for fn in calls]
     return "".join(parts), info
 
@@ -657,7 +639,7 @@ def account(shared_object: Path, libraries: dict[str, Path]) -> list:
 def build(version: str, *, python: str | None = None, helper: Path | None = None, aot: bool = False,
           upstream: bool = False) -> TierResult:
     """Run the tier for torch_npu ``version``; renders with ``python`` (default: this interpreter).
-    ``aot``: render in aot_mode and build the AOT translation unit (``tooling/aot_artifacts.py``);
+    ``aot``: render in aot_mode and build the AOT translation unit (``tooling/releases/aot_artifacts.py``);
     with ``upstream``, of the launchers as the release ships them (what a user gets without the patch set)."""
     if upstream and not aot:
         raise ValueError("real_artifacts.build: upstream=True builds the aot_mode launchers only")
@@ -679,7 +661,7 @@ def build(version: str, *, python: str | None = None, helper: Path | None = None
     if aot:
 
         try:
-            tu, info = aot_artifacts.translation_unit(version, harness, helper, inc_dirs, entry_point,
+            tu, info = aot_artifacts.translation_unit(version, harness, helper, inc_dirs,
                                                       "upstream" if upstream else "patched")
         except aot_artifacts.AotError as exc:
             raise TierError(str(exc)) from exc
@@ -780,7 +762,7 @@ def format_accounting(rows) -> str:
 
 # ---- command line ------------------------------------------------------------------------------------
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m torch_npu._inductor.patchset.tooling.real_artifacts")
+    parser = argparse.ArgumentParser(prog="python -m torch_npu._inductor.patchset.tooling.releases.real_artifacts")
     sub = parser.add_subparsers(dest="cmd", required=True)
     chk = sub.add_parser("check", help="run the tier for torch_npu wheels (render with this interpreter)")
     chk.add_argument("versions", nargs="+")
@@ -791,15 +773,9 @@ def main(argv=None) -> int:
     rh = sub.add_parser("render-header", help=argparse.SUPPRESS)
     rh.add_argument("version")
     rh.add_argument("out")
-    mx = sub.add_parser("matrix", help="run every release line; write docs/release-matrix.md")
-    from . import release_matrix
-
-    release_matrix.add_arguments(mx)
     args = parser.parse_args(argv)
     if args.cmd == "render-header":
         return _render_header_main(args.version, args.out)
-    if args.cmd == "matrix":
-        return release_matrix.run(args)
     rc = 0
     for v in args.versions:
         try:

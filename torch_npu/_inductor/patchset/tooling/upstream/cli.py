@@ -10,7 +10,7 @@ import json
 import sys
 from pathlib import Path
 
-from . import upstream_patch as up
+from . import patch as up
 
 
 def add_parser(sub) -> None:

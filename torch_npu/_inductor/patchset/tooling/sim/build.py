@@ -33,7 +33,7 @@ _HERE = Path(__file__).resolve().parent
 SIM_ROOT = _HERE / "acl_sim"
 SIM_INCLUDE = SIM_ROOT / "include"
 SIM_SOURCES = SIM_ROOT / "src"
-CSRC = _HERE.parent / "csrc"  # the runtime helper
+CSRC = _HERE.parents[1] / "csrc"  # the runtime helper
 
 CXX_FLAGS: tuple[str, ...] = ("-std=c++17", "-O2", "-g", "-pthread", "-Wall", "-Wextra", "-Werror")
 _DEFAULT_CACHE = Path("~/.cache/torch-npu-inductor-patches/build")

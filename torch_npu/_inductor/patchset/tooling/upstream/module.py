@@ -16,8 +16,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from .. import launch_codegen, launch_plan
-from ..fixes import _shared
+from ... import launch_codegen, launch_plan
+from ...fixes import _shared
 
 #: Where the module goes in a torch_npu checkout.
 MODULE_PATH = "torch_npu/_inductor/codegen/npu_launch_resources.py"

@@ -322,7 +322,7 @@ def npu_driver_version(path: str = NPU_DRIVER_VERSION_FILE) -> str:
 def environment(choice: DeviceChoice) -> dict:
     import importlib.metadata
 
-    from .. import _environment
+    from ... import _environment
 
     env = _environment.describe()
     for dist in ("triton", "triton-ascend"):
@@ -338,7 +338,7 @@ def environment(choice: DeviceChoice) -> dict:
 
 # ---- status, codegen, simulation -----------------------------------------------------------------------
 def check_status(device: str) -> tuple[str, dict]:
-    from .. import _applier
+    from ... import _applier
 
     rows = _applier.apply(import_targets=True)
     states = {r.id: r.label for r in rows}
@@ -355,9 +355,9 @@ def check_status(device: str) -> tuple[str, dict]:
 def check_codegen() -> tuple[str, dict]:
     """Each sample kernel's launcher (``launch_codegen.launcher_source``: ``call_<k>`` ending in
     ``launchKernel`` and the release), read back as a generated wrapper is."""
-    from .. import launch_codegen as lc
-    from ..launch_plan import plan_from_metadata
-    from .sample_kernels import SAMPLES
+    from ... import launch_codegen as lc
+    from ...launch_plan import plan_from_metadata
+    from ..sim.samples import SAMPLES
 
     wrong, taking = [], 0
     for s in SAMPLES:
@@ -380,7 +380,7 @@ def check_simulation() -> tuple[str, dict]:
     cxx = os.environ.get("CXX") or "g++"
     if shutil.which(cxx) is None:
         raise CheckSkipped(f"no C++ compiler ({cxx}) to build the host ACL simulation")
-    from .launcher_cli import run_samples
+    from .launcher import run_samples
 
     rows = run_samples(simulate_them=True)
     bad = {r["sample"]: [p for la in r["launches"] for p in la["problems"]] + r["errors"] for r in rows if not r["ok"]}
@@ -599,7 +599,7 @@ def kernel_plans() -> dict:
     """``{kernel: SyncPlan}`` of every kernel Inductor saved for the C++ wrapper in this process."""
     from torch._inductor.codecache import CudaKernelParamCache
 
-    from ..launch_plan import plan_from_params
+    from ...launch_plan import plan_from_params
 
     plans = {}
     for name, params in list(getattr(CudaKernelParamCache, "cache", {}).items()):
@@ -889,7 +889,7 @@ print("patch set imported:", any(m.startswith("torch_npu._inductor.patchset.fixe
 def aot_source_problems(name: str, source: str) -> list[str]:
     """Why an aot_mode wrapper would not build elsewhere or would launch unpatched: an include of a
     path of this machine, or the helper not inlined exactly once."""
-    from ..launch_codegen import INLINE_BEGIN
+    from ...launch_codegen import INLINE_BEGIN
 
     problems = [f"{name} includes {path!r} by this machine's path" for path in _QUOTED_ABSOLUTE_INCLUDE.findall(source)]
     copies = source.count(INLINE_BEGIN)
@@ -1134,7 +1134,7 @@ def add_parser(subparsers):
 if __name__ == "__main__":
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m torch_npu._inductor.patchset.tooling.selftest")
+    parser = argparse.ArgumentParser(prog="python -m torch_npu._inductor.patchset.tooling.commands.selftest")
     sub = parser.add_subparsers(dest="command")
     add_parser(sub)
     ns = parser.parse_args(["selftest", *sys.argv[1:]])

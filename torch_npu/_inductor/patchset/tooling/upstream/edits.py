@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from . import upstream_patch_module as upm
+from . import module as upm
 
 IND = "torch_npu/_inductor"
 NPU_WRAPPER = f"{IND}/codegen/cpp_wrapper_npu.py"

@@ -1,6 +1,6 @@
 """``bash .ci/demo``: the fix on two real torch_npu releases, before and after, without an NPU.
 
-    python -m torch_npu._inductor.patchset.tooling.demo [--versions 2.7.1.post10 2.7.1.post11] [--sample both] [--json]
+    python -m torch_npu._inductor.patchset.tooling.commands.demo [--versions 2.7.1.post10 2.7.1.post11] [--sample both] [--json]
 
 For each release (its wheel downloaded once and cached by ``upstream_wheels``):
 
@@ -25,8 +25,8 @@ import json
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
-from . import real_artifacts, release_matrix
-from .sample_kernels import BY_KEY
+from ..releases import real_artifacts, rendered
+from ..sim.samples import BY_KEY
 
 #: 2.7.1.post10 hands the kernel NULL; 2.7.1.post11 carries upstream's own allocation (two requests that alias).
 DEFAULT_VERSIONS = ("2.7.1.post10", "2.7.1.post11")
@@ -71,7 +71,7 @@ def simulate_rendered(version: str, sample_key: str, data: dict, tag: str) -> di
     entry = data[tag][sample_key]
     if "error" in entry:
         raise DemoError(f"torch_npu {version}: rendering {sample_key} ({tag}) failed: {entry['error']}")
-    return release_matrix.simulate_sample(version, data, BY_KEY[sample_key], tag=tag)
+    return rendered.simulate_sample(version, data, BY_KEY[sample_key], tag=tag)
 
 
 #: (words, what in a judge problem says it), most telling first.
@@ -151,7 +151,7 @@ def expected_ok(results: list[dict]) -> bool:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m torch_npu._inductor.patchset.tooling.demo",
+    parser = argparse.ArgumentParser(prog="python -m torch_npu._inductor.patchset.tooling.commands.demo",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--versions", nargs="+", default=list(DEFAULT_VERSIONS))
     parser.add_argument("--sample", default=DEFAULT_SAMPLE, choices=sorted(BY_KEY))

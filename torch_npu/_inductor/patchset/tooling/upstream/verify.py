@@ -14,7 +14,7 @@ For one torch_npu checkout (a branch head, or a release's source) and its patch:
    them), and **links** with ``-Wl,--no-undefined`` against that wheel's ``libtorch_npu.so``
    (:mod:`.real_artifacts`' compile / link / accounting);
 5. **simulates** them in the host ACL simulation with the lock content each kernel needs
-   (:func:`.release_matrix.simulate`);
+   (:func:`.rendered.simulate`);
 6. ``status --against-source`` on the patched code: the launch fixes read ``upstream-has-fix``.
 """
 from __future__ import annotations
@@ -27,10 +27,10 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from .. import launch_codegen
-from . import real_artifacts as ra
-from . import release_matrix
-from . import upstream_patch as up
+from ... import launch_codegen
+from ..releases import real_artifacts as ra
+from ..releases import rendered
+from . import patch as up
 
 HARNESS = ra.HARNESS
 #: Lines of a rendered launcher that may differ between the upstream code and the runtime patch set.
@@ -93,7 +93,7 @@ def harness(python: str, name: str, source: Path, off: bool, cache: Path, timeou
 
 
 def status_after(python: str, name: str, source: Path, timeout: float = 900) -> dict:
-    proc = _run([python, "-m", "torch_npu._inductor.patchset.tooling.upstream_wheels", "status", name,
+    proc = _run([python, "-m", "torch_npu._inductor.patchset.tooling.releases.wheels", "status", name,
                  "--source", source], timeout=timeout, env=_env(), cwd=str(ra.REPO_ROOT))
     try:
         return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -192,7 +192,7 @@ def build(name: str, wheel: str, python: str, patched_root: Path, patched_code: 
 def simulate(name: str, patched_code: dict) -> tuple[str, list]:
     """The patched code's launchers in the host simulation (as the release matrix runs them); a
     launcher that does not build says the compiler's first error, not only that it failed."""
-    from .sample_kernels import SAMPLES
+    from ..sim.samples import SAMPLES
 
     entries = {k: dict(e, cpp=e["cpp"].replace("_upstream", "_patched")) for k, e in patched_code["upstream"].items()
                if "cpp" in e}
@@ -204,7 +204,7 @@ def simulate(name: str, patched_code: dict) -> tuple[str, list]:
             problems.append(f"{s.key}: not rendered")
             continue
         try:
-            verdict = release_matrix.simulate_sample(f"upstream-{name}", harness_json, s)
+            verdict = rendered.simulate_sample(f"upstream-{name}", harness_json, s)
         except Exception as exc:
             text = str(exc)
             first = next((ln.strip() for ln in text.splitlines() if " error: " in ln), text.strip().splitlines()[0])
@@ -293,7 +293,7 @@ def release_checkout(version: str, repo: Path, dest: Path) -> Path:
     """A git work tree of torch_npu ``version``'s released Python source (the wheel's
     ``torch_npu/_inductor``, cached), with the setup.py of its line's branch from ``repo`` (a clone of
     the branch bundle) and a version.txt: what a patch for that release applies to."""
-    from . import upstream_wheels as uw
+    from ..releases import wheels as uw
 
     line = ra.line_of(version)
     branch = RELEASE_BRANCHES.get(line)

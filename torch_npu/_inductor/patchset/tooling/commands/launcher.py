@@ -1,0 +1,366 @@
+"""``launcher``: inspect and dry-run one kernel's sync plan; ``launcher --samples`` for a table.
+
+    python -m torch_npu._inductor.patchset launcher --metadata JSON --grid X,Y,Z
+        [--signature '*fp32,i32'] [--vector-cores N] [--ffts] [--emit-cpp] [--simulate] [--json]
+    python -m torch_npu._inductor.patchset launcher --samples [--json]
+    python -m torch_npu._inductor.patchset launcher --scenario NAME|list [--json] [--helper DIR]
+
+``--metadata`` takes a JSON object (or ``@file``) with triton-ascend's kernel
+metadata fields this patch set reads (an unknown key is an error naming the
+valid ones). ``--simulate`` compiles the launcher this patch set generates,
+with the simulation's probe kernel, against the host ACL simulation (a test
+double; no NPU): the launch memory is taken on the calling thread, the lambda
+goes through torch_npu's task queue; it runs twice back to back on one stream
+and reports per launch what the kernel saw and what the launch cost. Bad
+input exits 2 with one line on stderr.
+
+``--scenario`` runs one of the graph-capture / thread / memory-pressure
+scenarios (``sim/acl_sim/scenarios/scenarios.h``; ``--scenario list`` names
+them) in the simulation and reports each step's ACL code in the order they
+ran (replays included), the simulation's error reports and ``ok``. ``--helper
+DIR`` builds it against another copy of the helper; one without
+``LaunchMemory`` (the helper of commit b45157f) runs the scenarios its own
+way, with the memory taken inside the launch lambda.
+"""
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from ... import launch_codegen as lc
+from ...launch_plan import SIMT_FLAGS, SyncPlan, plan_from_metadata
+from ..sim.harness import (
+    DEVICE_MEMORY,
+    FAULT_APIS,
+    MAX_SIMULATED_BLOCKS,
+    SCENARIOS,
+    block_count,
+    content_text,
+    expected,
+    expected_lock_content,
+    rle,
+    run_scenario,
+    scenario_list,
+    simulate,
+)
+
+#: The launcher computes the block count in 32 bits (``uint32_t block_num = grid_0 * grid_1 * grid_2``).
+MAX_BLOCKS = (1 << 32) - 1
+#: The metadata fields plan_from_metadata reads (``launch_plan``).
+METADATA_KEYS = ("name", "mix_mode", "workspace_size", "lock_num", "lock_init_val", "lock_init_value",
+                 "sync_block_lock_layout", "auto_tile_and_bind_subblock", *SIMT_FLAGS)
+
+
+class UsageError(ValueError):
+    """Bad input to the command: one line, exit 2."""
+
+
+# ---- command line -------------------------------------------------------------
+def _parse_grid(text: str) -> tuple[int, int, int]:
+    parts = [p.strip() for p in text.split(",")]
+    if len(parts) > 3 or not all(re.fullmatch(r"-?\d+", p) for p in parts):
+        raise argparse.ArgumentTypeError(f"wants up to three positive integers X,Y,Z, got {text!r}")
+    vals = [int(p) for p in parts] + [1] * (3 - len(parts))
+    if any(v <= 0 or v >= 1 << 31 for v in vals):
+        raise argparse.ArgumentTypeError(f"each of X,Y,Z must be in 1..2**31-1 (the argument struct's int32), "
+                                         f"got {text!r}")
+    return vals[0], vals[1], vals[2]
+
+
+def _load_metadata(text: str) -> dict:
+    if text.startswith("@"):
+        try:
+            text = Path(text[1:]).read_text()
+        except OSError as exc:
+            raise UsageError(f"--metadata {text}: cannot read the file: {exc.strerror or exc}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"bad metadata: not JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise UsageError(f"bad metadata: --metadata must be a JSON object, got {type(data).__name__}")
+    unknown = [k for k in data if k not in METADATA_KEYS]
+    if unknown:
+        hints = [f"{k!r} (did you mean {difflib.get_close_matches(k, METADATA_KEYS, 1)[0]!r}?)"
+                 if difflib.get_close_matches(k, METADATA_KEYS, 1) else repr(k) for k in unknown]
+        raise UsageError(f"bad metadata: unknown key{'s' if len(unknown) > 1 else ''} {', '.join(hints)}; "
+                         f"valid keys: {', '.join(METADATA_KEYS)}")
+    return data
+
+
+def plan_summary(plan: SyncPlan, site: lc.LaunchSite, grid) -> dict:
+    exp = expected(plan, site, grid)
+    return {**plan.to_dict(), "description": plan.describe(), "grid": list(grid), **exp}
+
+
+def _check_grid(grid, site: lc.LaunchSite, simulate_it: bool) -> None:
+    programs = grid[0] * grid[1] * grid[2]
+    if programs > MAX_BLOCKS:
+        raise UsageError(f"--grid {','.join(map(str, grid))}: {programs} programs; the launcher counts blocks in "
+                         f"32 bits (uint32_t block_num = grid_0 * grid_1 * grid_2), at most {MAX_BLOCKS}")
+    blocks = block_count(grid, site.block_clamp)
+    if simulate_it and blocks > MAX_SIMULATED_BLOCKS:
+        raise UsageError(f"--grid {','.join(map(str, grid))}: {blocks} blocks; --simulate runs every block on the "
+                         f"host, at most {MAX_SIMULATED_BLOCKS} (--vector-cores N clamps them as auto-blockify does)")
+
+
+def _costs_text(x: dict) -> str:
+    return (f"{x['allocator_calls']} allocator call{'s' if x['allocator_calls'] != 1 else ''}, "
+            f"{x['device_synchronizations']} device synchronisations, {x['host_blocking_calls']} host-blocking calls, "
+            f"{x['page_locked_allocations']} page-locked allocations; launch block freed on: {x['block_freed_on']}")
+
+
+COUNTERS_LEGEND = ("allocator calls: requests to torch_npu's caching or workspace allocator; host-blocking calls: "
+                   "synchronous copies, stream or device synchronisations, the workspace allocator growing its block; "
+                   "page-locked allocations: aclrtMallocHost. Launch block: the memory a launch takes for its locks "
+                   "and workspace.")
+
+
+def _one(args) -> int:
+    try:
+        metadata = _load_metadata(args.metadata)
+        name = args.kernel or metadata.get("name")
+        try:
+            plan = plan_from_metadata(metadata, kernel=str(name).split()[0] if isinstance(name, str) and name else None)
+        except ValueError as exc:
+            raise UsageError(f"bad metadata: {exc}") from None
+        try:
+            kernel_args = lc.args_from_signature(args.signature)
+        except ValueError as exc:
+            raise UsageError(f"--signature {args.signature!r}: {exc}") from None
+        if args.vector_cores < 0:
+            raise UsageError(f"--vector-cores {args.vector_cores}: must be 0 (no clamp) or a positive count")
+        site = lc.LaunchSite(block_clamp=args.vector_cores or None, has_ffts=args.ffts)
+        _check_grid(args.grid, site, args.simulate)
+    except UsageError as exc:
+        print(f"launcher: {exc}", file=sys.stderr)
+        return 2
+    out: dict = {"plan": plan_summary(plan, site, args.grid)}
+    if args.emit_cpp:
+        out["cpp"] = lc.launcher_source(plan, site, kernel_args)
+    ok = True
+    if args.simulate:
+        try:
+            sim = simulate(plan, site, kernel_args, args.grid, devices=args.devices, capture=args.capture,
+                           queue=args.queue == "on", inject_fault=args.inject_fault)
+        except (RuntimeError, subprocess.TimeoutExpired) as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            print(f"launcher: the simulation could not run: {first}", file=sys.stderr)
+            return 1
+        out["launches"], out["errors"] = sim["launches"], sim["errors"]
+        out["app_logs"], out["notes"] = sim["app_logs"], sim["notes"]
+        out["live_allocations_end"] = sim["live_allocations_end"]
+        ok = sim["ok"]
+    out["ok"] = ok
+    if args.json:
+        print(json.dumps(out, indent=2))
+        return 0 if ok else 1
+    if args.simulate and not args.inject_fault:
+        threw = [x for x in out["launches"] if x["phase"] != "replay" and x["call_threw"]]
+        if threw and len(threw) == len([x for x in out["launches"] if x["phase"] != "replay"]):
+            print(f"launcher: kernel {plan.kernel!r}: every launch fails on the calling thread, before anything is "
+                  f"queued: {threw[0]['call_error']}", file=sys.stderr)
+            return 1
+    p = out["plan"]
+    content = rle(expected_lock_content(plan, p["block_num"])) if not site.simt(plan) else []
+    lines = [plan.describe(), ""]
+    lines.append(f"  grid              {','.join(map(str, args.grid))}  (block_num {p['block_num']}"
+                 + (f", clamped to {site.block_clamp} vector cores)" if site.block_clamp else ")"))
+    lines.append(f"  lock layout       {plan.lock_layout}" + (f", init {plan.lock_init_value}" if plan.needs_locks else ""))
+    lines.append(f"  lock bytes        {p['lock_bytes']}")
+    lines.append(f"  workspace bytes   {p['workspace_bytes']}")
+    lines.append(f"  lock content      {content_text(content)}")
+    lines.append(f"  launch memory     {'one caching-allocator block per launch, on the calling thread' if plan.needs_resources and not site.simt(plan) else 'none'}")
+    if args.emit_cpp:
+        lines += ["", out["cpp"].rstrip()]
+    if args.simulate:
+        lines += ["", "simulation (HOST ACL SIMULATION, a test double: probe kernel, launches through torch_npu's "
+                      f"task queue {args.queue}, {args.devices} device(s){', capture + replays' if args.capture else ''}"
+                      f"{', fault ' + args.inject_fault if args.inject_fault else ''}):"]
+        for i, launch in enumerate(out["launches"], 1):
+            head = f"  launch {i} ({launch['phase']}, device {launch['device']}): {'ok' if launch['ok'] else 'NOT OK'}"
+            if args.inject_fault and i == 1:
+                head += " (the injected fault must make it fail cleanly)"
+            error = " ".join(launch["call_error"].split())
+            if launch["call_threw"]:
+                lines.append(f"{head}; threw on the calling thread: {error}")
+            elif launch["acl_code"]:
+                lines.append(f"{head}; the lambda returned ACL error {launch['acl_code']}")
+            elif launch["phase"] == "capture":
+                lines.append(f"{head}; recorded into the graph (its kernel runs in the replays)")
+            else:
+                lines.append(f"{head}; kernel saw lock content {content_text(launch['lock_content'])}, "
+                             f"{launch['workspace_bytes']} workspace bytes reachable, "
+                             f"regions {'OVERLAP' if launch['regions_overlap'] else 'disjoint'}")
+            if launch["phase"] != "replay":
+                lines.append(f"    costs: {_costs_text(launch)}")
+            for prob in launch["problems"]:
+                lines.append(f"    problem: {prob}")
+        for err in out["errors"]:
+            lines.append(f"  simulation error: {err}")
+        lines.append(f"  ({COUNTERS_LEGEND})")
+        lines.append(f"  ok: {ok}")
+    print("\n".join(lines))
+    return 0 if ok else 1
+
+
+def run_samples(simulate_them: bool = True) -> list[dict]:
+    from ..sim.samples import SAMPLES
+
+    rows = []
+    for s in SAMPLES:
+        plan = plan_from_metadata(s.metadata, kernel=s.kernel)
+        site = lc.LaunchSite(block_clamp=s.block_clamp, has_ffts=s.has_ffts)
+        row = {"sample": s.key, "title": s.title, "plan": plan_summary(plan, site, s.grid)}
+        if simulate_them:
+            sim = simulate(plan, site, lc.args_from_signature(s.signature), s.grid, tag="sample")
+            row.update(launches=sim["launches"], errors=sim["errors"], ok=sim["ok"])
+        rows.append(row)
+    return rows
+
+
+def _samples(args) -> int:
+    rows = run_samples(simulate_them=not args.no_simulate)
+    ok = all(r.get("ok", True) for r in rows)
+    if args.json:
+        print(json.dumps({"samples": rows, "ok": ok}, indent=2))
+        return 0 if ok else 1
+    head = (f"{'sample':<16}{'grid':<9}{'blocks':>6}{'lock B':>8}{'workspace B':>12}  {'lock values at start':<22}"
+            f"{'alloc':>6}{'sync':>6}{'block':>6}{'pinned':>7}  ok")
+    out = [head, "-" * len(head)]
+    for r in rows:
+        p = r["plan"]
+        grid = "x".join(map(str, p["grid"]))
+        if "launches" in r:
+            last = r["launches"][-1]
+            vals = ",".join(map(str, last["lock_values_at_start"])) or "-"
+            tail = (f"{vals:<22}{last['allocator_calls']:>6}{last['device_synchronizations']:>6}"
+                    f"{last['host_blocking_calls']:>6}{last['page_locked_allocations']:>7}  {'yes' if r['ok'] else 'NO'}")
+        else:
+            tail = f"{','.join(map(str, p['lock_values_at_start'])) or '-':<22}"
+        out.append(f"{r['sample']:<16}{grid:<9}{p['block_num']:>6}{p['lock_bytes']:>8}{p['workspace_bytes']:>12}  {tail}")
+    out.append("")
+    out += [f"  {r['sample']}: {r['plan']['description']}" for r in rows]
+    if any("launches" in r for r in rows):
+        out.append("")
+        out.append("Each kernel ran twice back to back on one stream in the host ACL simulation (probe kernel); the")
+        out.append("columns show launch 2, per launch: alloc = allocator calls, sync = device synchronisations,")
+        out.append("block = host-blocking calls, pinned = page-locked allocations.")
+        for r in rows:
+            for i, launch in enumerate(r.get("launches", []), 1):
+                for prob in launch["problems"]:
+                    out.append(f"  {r['sample']} launch {i}: {prob}")
+            for err in r.get("errors", []):
+                out.append(f"  {r['sample']}: simulation error: {err}")
+    out.append(f"all ok: {ok}")
+    print("\n".join(out))
+    return 0 if ok else 1
+
+
+# ---- capture / thread / memory scenarios ------------------------------------------------
+def scenario_text(out: dict) -> str:
+    """The scenario's report in words, steps in the order they ran."""
+    lines = [f"scenario {out['scenario']} (HOST ACL SIMULATION, a test double; {out['helper_way']})"]
+    for s in out["steps"]:
+        if s["replay"] >= 0:
+            r = out["replays"][s["replay"]]
+            lines.append(f"  {s['acl_code']:>7}  {s['step']}: kernels seen {r['kernels_seen']}, "
+                         f"lock content {'ok' if r['lock_content_ok'] else 'WRONG'}")
+        else:
+            lines.append(f"  {s['acl_code']:>7}  {s['step']}" + (f": {s['detail']}" if s["detail"] else ""))
+    lines += [f"  simulation error: {e}" for e in out["sim_errors"]]
+    lines += [f"  note: {n}" for n in out["notes"]]
+    lines.append("  (the number before each step: its ACL code, 0 = success)")
+    lines.append(f"  ok: {out['ok']}")
+    return "\n".join(lines)
+
+
+def _scenario(args) -> int:
+    if args.helper is not None and not (args.helper / lc.HELPER_HEADER).is_file():
+        print(f"launcher: --helper {args.helper}: no {lc.HELPER_HEADER} there", file=sys.stderr)
+        return 2
+    if args.scenario == "list":
+        rows = scenario_list(args.helper)
+        if args.json:
+            print(json.dumps({"scenarios": rows}, indent=2))
+        else:
+            print("\n".join(f"{r['name']:<36}{r['what']}" for r in rows))
+        return 0
+    if args.scenario not in SCENARIOS:
+        print(f"launcher: unknown scenario {args.scenario!r}; valid: {', '.join(SCENARIOS)} (or list)",
+              file=sys.stderr)
+        return 2
+    try:
+        out = run_scenario(args.scenario, args.helper)
+    except (FileNotFoundError, RuntimeError) as exc:
+        print(f"launcher: {str(exc).strip().splitlines()[0]}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(out, indent=2))
+    else:
+        print(scenario_text(out))
+    return 0 if out["ok"] else 1
+
+
+def run(args) -> int:
+    if args.helper is not None and args.scenario is None:
+        print("launcher: --helper goes with --scenario", file=sys.stderr)
+        return 2
+    if args.scenario is not None:
+        return _scenario(args)
+    if args.samples:
+        return _samples(args)
+    if args.metadata is None:
+        print("launcher: --metadata is required (or use --samples or --scenario)", file=sys.stderr)
+        return 2
+    return _one(args)
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    p = subparsers.add_parser(
+        "launcher",
+        help="show the sync plan / generated C++ for a kernel's metadata; dry-run it in the ACL simulation",
+        description=__doc__.split("\n\n")[0],
+    )
+    # "-8,1,1" is a value (a wrong grid), not an option: argparse would take it for one.
+    p._negative_number_matcher = re.compile(r"^-\d[\d,]*$")
+
+    def one_line_error(message: str):  # a usage error is one line, not the usage dump
+        print(f"launcher: {message}", file=sys.stderr)
+        sys.exit(2)
+
+    p.error = one_line_error
+    p.add_argument("--metadata", help="kernel metadata as a JSON object, or @FILE; keys: " + ", ".join(METADATA_KEYS))
+    p.add_argument("--kernel", help="kernel name for messages (default: the metadata's name)")
+    p.add_argument("--grid", type=_parse_grid, default=(1, 1, 1), help="X,Y,Z (default 1,1,1)")
+    p.add_argument("--signature", default="*fp32,i32", help="Triton signature of the kernel's own arguments")
+    p.add_argument("--vector-cores", type=int, default=0,
+                   help="clamp the block count to N (auto-blockify); default: no clamp")
+    p.add_argument("--ffts", action="store_true", help="the target has FFTS (ffts_addr field)")
+    p.add_argument("--emit-cpp", action="store_true", help="print the generated launcher C++")
+    p.add_argument("--simulate", action="store_true",
+                   help=f"compile and run it twice in the host ACL simulation ({DEVICE_MEMORY >> 30} GiB per device)")
+    p.add_argument("--json", action="store_true", help="one JSON object")
+    p.add_argument("--devices", type=int, default=1, choices=range(1, 9), metavar="N",
+                   help="with --simulate: launch on each of N simulated devices (default 1)")
+    p.add_argument("--capture", action="store_true",
+                   help="with --simulate: warm up, capture one launch, replay it 3 times with an eager launch and "
+                        "torch.npu.empty_cache() between replays")
+    p.add_argument("--queue", choices=("on", "off"), default="on",
+                   help="with --simulate: torch_npu's task queue on (default) or off")
+    p.add_argument("--inject-fault", choices=sorted(FAULT_APIS), default=None,
+                   help="with --simulate: make the first launch's allocator request, lock fill or kernel launch fail")
+    p.add_argument("--samples", action="store_true", help="run the bundled sample kernels and print a table")
+    p.add_argument("--no-simulate", action="store_true", help="with --samples: plans only")
+    p.add_argument("--scenario", metavar="NAME",
+                   help="run a graph-capture / thread / memory scenario in the simulation ('list' names them)")
+    p.add_argument("--helper", type=Path, default=None, metavar="DIR",
+                   help="with --scenario: build against the helper in DIR instead of this package's csrc/ "
+                        "(one without LaunchMemory runs the scenarios its own way)")
+    p.set_defaults(func=run)
+    return p
