@@ -20,10 +20,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_real_artifacts import MALLOC_WITH_STREAM, needs_matching_torch, scratch_helper
+from test_real_artifacts import MALLOC_WITH_STREAM, needs_matching_torch, scratch_helper, tier
 
 from torch_npu._inductor.patchset import launch_codegen as lc
-from torch_npu._inductor.patchset.tooling.releases import aot_artifacts, aot_sim, release_matrix
+from torch_npu._inductor.patchset.tooling.releases import aot_artifacts, aot_sim, release_matrix, rendered
 from torch_npu._inductor.patchset.tooling.releases import real_artifacts as ra
 from torch_npu._inductor.patchset.tooling.sim.samples import SAMPLES
 
@@ -32,7 +32,6 @@ from torch_npu._inductor.patchset.tooling.sim.samples import SAMPLES
 #: launch in aot_mode, both replaced (aot-npu-launch-lambda keeps torch_npu's launch lambda).
 AOT_WHEELS = ("2.7.1.post6", "2.7.1.post10", "2.7.1.post11", "2.14.0")
 SAMPLE = {s.key: s for s in SAMPLES}
-_tiers: dict = {}
 
 
 def harness(version: str, aot: bool) -> dict:
@@ -41,14 +40,7 @@ def harness(version: str, aot: bool) -> dict:
 
 
 def aot_tier(version: str, helper: Path | None = None) -> ra.TierResult:
-    needs_matching_torch(version)
-    key = (version, str(helper))
-    if key not in _tiers:
-        try:
-            _tiers[key] = ra.build(version, python=sys.executable, helper=helper, aot=True)
-        except ra.TierError as exc:
-            pytest.fail(str(exc))
-    return _tiers[key]
+    return tier(version, helper, aot=True)
 
 
 # ---- the real-artifact tier in aot_mode ----------------------------------------------------------
@@ -232,7 +224,7 @@ def test_aot_library_runs_without_the_patch_set_like_jit(version):
     for key in COMPARED[version]:
         got = aot_sim.run(version, aot, SAMPLE[key], [lib])
         assert got["ok"], (key, got)
-        want = release_matrix.simulate_sample(version, jit, SAMPLE[key])
+        want = rendered.simulate_sample(version, jit, SAMPLE[key])
         assert want["ok"], (key, want)
         assert _launch_facts(got) == _launch_facts(want), key
 
@@ -242,7 +234,7 @@ def test_aot_error_codes_are_jit_error_codes(fault):
     version, sample = "2.7.1.post10", SAMPLE["both"]
     aot, jit = harness(version, aot=True), harness(version, aot=False)
     got = aot_sim.run(version, aot, sample, [aot_sim.library(version, aot)], inject_fault=fault)
-    want = release_matrix.simulate_sample(version, jit, sample, inject_fault=fault)
+    want = rendered.simulate_sample(version, jit, sample, inject_fault=fault)
     assert got["ok"] and want["ok"], (got, want)
     first = got["launches"][0]
     if fault == "alloc":  # the allocator's error, thrown on the calling thread: nothing queued, nothing held

@@ -18,7 +18,7 @@ import pytest
 from test_upstream_torch_npu import FIXED, NEWEST, harness
 
 from torch_npu._inductor.patchset.launch_plan import plan_from_metadata
-from torch_npu._inductor.patchset.tooling.releases import release_matrix
+from torch_npu._inductor.patchset.tooling.releases import rendered
 from torch_npu._inductor.patchset.tooling.sim.samples import SAMPLES
 
 WITH_LOCKS = [s for s in SAMPLES if plan_from_metadata(s.metadata, kernel=s.kernel).needs_locks
@@ -27,7 +27,7 @@ WITH_LOCKS = [s for s in SAMPLES if plan_from_metadata(s.metadata, kernel=s.kern
 
 def lock_content_seen(version: str, s, data: dict, tag: str) -> list:
     """Run the launcher rendered as `tag` ("upstream" or "patched"); the probe's lock content, per launch."""
-    judged = release_matrix.simulate_sample(version, data, s, tag=tag)
+    judged = rendered.simulate_sample(version, data, s, tag=tag)
     launches = [la for la in judged["launches"] if la.get("phase", "launch") == "launch"]
     assert launches and all(la["acl_code"] == 0 for la in launches), judged
     return [la["lock_content"] for la in launches]

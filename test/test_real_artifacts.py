@@ -35,12 +35,13 @@ def needs_matching_torch(version: str) -> None:
         pytest.fail(f"torch_npu {version}'s Inductor code imports triton; test/requirements-torch2.14.1.txt installs it")
 
 
-def tier(version: str, helper: Path | None = None) -> ra.TierResult:
+def tier(version: str, helper: Path | None = None, aot: bool = False) -> ra.TierResult:
+    """The real-artifact tier of ``version`` (JIT, or aot_mode), once per input in this session."""
     needs_matching_torch(version)
-    key = (version, str(helper))
+    key = (version, str(helper), aot)
     if key not in _results:
         try:
-            _results[key] = ra.build(version, python=sys.executable, helper=helper)
+            _results[key] = ra.build(version, python=sys.executable, helper=helper, aot=aot)
         except ra.TierError as exc:
             pytest.fail(str(exc))
     return _results[key]
@@ -152,3 +153,15 @@ def test_render_cache_key_follows_the_helpers_headers(tmp_path, monkeypatch):
     abi = copy / "csrc" / "npu_launch_resources" / "abi.h"
     abi.write_text(abi.read_text() + "// one more line\n")
     assert ra._render_key("2.7.1.post10", sys.executable, "harness-aot") != before
+
+
+def test_render_cache_key_follows_the_settings_a_rendering_reads(monkeypatch):
+    """The stand-in device's SoC decides whether SIMT-only kernels are honoured: it keys the cache,
+    whether asked for (``soc=``) or set in the environment."""
+    base = ra._render_key("2.7.1.post10", sys.executable, "harness")
+    assert ra._render_key("2.7.1.post10", sys.executable, "harness", {"TORCH_NPU_PATCHSET_STAND_IN_SOC": 260}) != base
+    monkeypatch.setenv("TORCH_NPU_PATCHSET_STAND_IN_SOC", "260")
+    assert ra._render_key("2.7.1.post10", sys.executable, "harness") == base  # the default wins unless asked for
+    from torch_npu._inductor.patchset.tooling.releases import wheels
+
+    assert set(ra.RENDER_SETTINGS) == {"TORCH_NPU_PATCHSET_STAND_IN_SOC"} and wheels.SOC_VERSION in (220, 260)

@@ -30,7 +30,7 @@ import pytest
 
 from torch_npu._inductor.patchset import launch_codegen as lc
 from torch_npu._inductor.patchset.launch_plan import plan_from_metadata, plan_from_params
-from torch_npu._inductor.patchset.tooling.releases import real_artifacts, release_matrix
+from torch_npu._inductor.patchset.tooling.releases import real_artifacts, rendered
 from torch_npu._inductor.patchset.tooling.sim import build as sim_build
 from torch_npu._inductor.patchset.tooling.sim import harness as sim_harness
 from torch_npu._inductor.patchset.tooling.sim.samples import SAMPLES
@@ -60,16 +60,14 @@ def needs_torch_271() -> None:
 
 def harness(version: str, tmp_path_factory, soc: int = 220) -> dict:
     """The harness's JSON for ``version``, rendered for a stand-in device of SoC ``soc``
-    (220: Ascend 910B1; 260: Ascend 950, where SIMT-only kernels are honoured)."""
+    (220: Ascend 910B1; 260: Ascend 950, where SIMT-only kernels are honoured): the one rendering of
+    that input per run, which the real-artifact tier, the AOT tests and the demo share."""
     needs_matching_torch(version)
     if (version, soc) not in _cache:
-        out = tmp_path_factory.mktemp("upstream") / f"{version}-{soc}.json"
-        env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0", TORCH_NPU_PATCHSET_STAND_IN_SOC=str(soc))
-        proc = subprocess.run([sys.executable, str(HARNESS), version, str(out)], capture_output=True, text=True,
-                              timeout=900, env=env)
-        if not out.exists():
-            pytest.fail(f"harness for torch-npu=={version} crashed (exit {proc.returncode}):\n{proc.stderr[-4000:]}")
-        _cache[(version, soc)] = json.loads(out.read_text())
+        try:
+            _cache[(version, soc)] = real_artifacts.harness_json(version, sys.executable, soc=soc)
+        except real_artifacts.TierError as exc:
+            pytest.fail(f"harness for torch-npu=={version}: {exc}")
     data = _cache[(version, soc)]
     if not data.get("loaded"):
         if data.get("index_unreachable"):
@@ -99,8 +97,8 @@ def run_rendered(version: str, s, entry: dict, data: dict) -> dict:
     site = sample_site(s, data, entry["cpp"])
     args = lc.args_from_signature("*fp32,*fp32,i32")  # the harness kernel's own arguments
     grid = (math.prod(s.grid), 1, 1)  # Grid1D (GridNpu in the older layout), XBLOCK=64: numel = 64 * grid_0
-    call = release_matrix.rendered_call(entry["cpp"], f"call_{s.kernel}_patched", grid[0])
-    cpp = release_matrix.rendered_source(entry["cpp"], data.get("launch_api") == "rtKernelLaunch")
+    call = rendered.rendered_call(entry["cpp"], f"call_{s.kernel}_patched", grid[0])
+    cpp = rendered.rendered_source(entry["cpp"], data.get("launch_api") == "rtKernelLaunch")
     src = sim_harness.harness_source(plan, site, args, grid, launcher_cpp=cpp, call=call)
     exe = sim_build.compile_program(src, f"upstream-{version}-{s.key}")
     return sim_harness.judge(plan, site, grid, sim_harness.run_program(exe))

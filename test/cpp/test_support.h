@@ -15,6 +15,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "lock_layouts.h"
 #include "sim_support.h"
 
 namespace t {
@@ -33,37 +34,9 @@ inline LaunchSizes sizes(const char *name, uint32_t gx, uint32_t gy, uint32_t gz
   return torch_npu::inductor::launch_sizes(name, gx, gy, gz, block_num, ws_per_block, l);
 }
 
-// A legacy lock layout: n int64 slots, each = v.
-inline LockLayout legacy(uint64_t n, int64_t v) {
-  LockLayout l;
-  l.legacy_slots = n;
-  l.init_value = v;
-  return l;
-}
-inline LockLayout packed(uint32_t ordered, uint32_t unordered, uint32_t factor = 1, int64_t init = 0) {
-  LockLayout l;
-  l.ordered = ordered;
-  l.unordered = unordered;
-  l.participant_factor = factor;
-  l.init_value = init;
-  return l;
-}
-
-// Lock content as torch_npu's own fix writes it (docs/design.md, "Lock content"),
-// computed independently of the helper: init_value everywhere for lock_num slots
-// and ordered-only layouts; with any unordered lock, zero but slot 0 of each
-// unordered lock = P.
-inline std::vector<int64_t> expected_locks(const LockLayout &l, uint32_t block_num) {
-  if (l.ordered == 0 && l.unordered == 0) return std::vector<int64_t>(l.legacy_slots, l.init_value);
-  const int64_t fill = l.unordered == 0 ? l.init_value : 0;
-  std::vector<int64_t> v(size_t(l.ordered) * 8, fill);
-  const int64_t p = int64_t(block_num) * l.participant_factor;
-  for (uint32_t u = 0; u < l.unordered; ++u) {
-    v.push_back(p);
-    v.insert(v.end(), size_t((1 + 2 * p) * 8 - 1), 0);
-  }
-  return v;
-}
+using acl_sim_scenarios::expected_locks;  // lock layouts and the content they need (scenarios/lock_layouts.h)
+using acl_sim_scenarios::legacy;
+using acl_sim_scenarios::packed;
 
 // One launch of the generated shape, through torch_npu's launchKernel (RunOpApiV2).
 struct Launch {

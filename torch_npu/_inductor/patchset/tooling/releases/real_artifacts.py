@@ -42,7 +42,7 @@ Command line::
 
     python -m torch_npu._inductor.patchset.tooling.releases.real_artifacts check 2.7.1.post10 [--helper PATH] [--json]
     python -m torch_npu._inductor.patchset.tooling.releases.real_artifacts render-header VERSION OUT.json  # internal
-    python -m torch_npu._inductor.patchset.tooling.releases.real_artifacts matrix --out docs/release-matrix.md ...
+    python -m torch_npu._inductor.patchset.tooling.releases.release_matrix --out docs/release-matrix.md ...
 """
 from __future__ import annotations
 
@@ -384,32 +384,40 @@ def link_stub(name: str, functions: Iterable[str], origin: str) -> Path:
 
 
 # ---- 4. rendering (in a python whose torch matches the wheel) --------------------------------------
-def _render_env() -> dict:
+#: The environment a rendering reads, with its default: part of the render cache key (``releases.wheels``).
+RENDER_SETTINGS = {"TORCH_NPU_PATCHSET_STAND_IN_SOC": "220"}
+
+
+def _render_env(settings: dict | None = None) -> dict:
     env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0")
+    env.update({k: str(v) for k, v in {**RENDER_SETTINGS, **(settings or {})}.items()})
     env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), *filter(None, [env.get("PYTHONPATH")])])
     return env
 
 
-def _render_key(version: str, python: str, what: str) -> str:
+def _render_key(version: str, python: str, what: str, settings: dict | None = None) -> str:
     import inspect
 
     from torch_npu_patchset_autoload import declarations_dir
 
     # The runtime's Python and the helper's headers: an aot_mode rendering carries the helper's text.
     ours = [b for b in _tree_digest(PATCHSET_DIR, (".py", ".toml", ".h")) if not b.startswith(b"tooling")]
+    env = _render_env(settings)
     return _digest([what, version, python, *(p.read_bytes() for p in HARNESS_INPUTS), inspect.getsource(_render_header_main),
+                    *(f"{k}={env[k]}" for k in sorted(RENDER_SETTINGS)),
                     *ours, *_tree_digest(declarations_dir())])  # patches/, or _declarations/ when installed
 
 
-def _cached_json(kind: str, version: str, python: str, cmd: list, timeout: float, tail: Sequence[str] = ()) -> dict:
-    final = build_cache() / f"render-{kind}-{version}-{_render_key(version, python, kind)}.json"
+def _cached_json(kind: str, version: str, python: str, cmd: list, timeout: float, tail: Sequence[str] = (),
+                 settings: dict | None = None) -> dict:
+    final = build_cache() / f"render-{kind}-{version}-{_render_key(version, python, kind, settings)}.json"
     if final.exists():
         return json.loads(final.read_text())
     fd, tmp = tempfile.mkstemp(prefix=f".render-{kind}-", suffix=".json", dir=build_cache())
     os.close(fd)
     os.unlink(tmp)
     try:
-        proc = _run([python, *cmd, version, tmp, *tail], timeout=timeout, env=_render_env(), cwd=str(REPO_ROOT))
+        proc = _run([python, *cmd, version, tmp, *tail], timeout=timeout, env=_render_env(settings), cwd=str(REPO_ROOT))
         if not Path(tmp).exists():
             raise TierError(f"torch_npu {version}: {kind} rendering crashed (exit {proc.returncode}): "
                             f"{proc.stderr.strip()[-3000:]}")
@@ -421,11 +429,13 @@ def _cached_json(kind: str, version: str, python: str, cmd: list, timeout: float
             os.unlink(tmp)
 
 
-def harness_json(version: str, python: str, timeout: float = 1200, aot: bool = False) -> dict:
-    """``tooling/releases/wheel_harness.py VERSION OUT [--aot]`` run in ``python`` (cached per input hash)."""
+def harness_json(version: str, python: str, timeout: float = 1200, aot: bool = False, soc: int | None = None) -> dict:
+    """``tooling/releases/wheel_harness.py VERSION OUT [--aot]`` run in ``python`` (cached per input hash);
+    ``soc``: the stand-in device's SoC (220: Ascend 910B1, the default; 260: Ascend 950)."""
+    settings = {"TORCH_NPU_PATCHSET_STAND_IN_SOC": soc} if soc is not None else None
     if aot:
-        return _cached_json("harness-aot", version, python, [str(HARNESS)], timeout, tail=["--aot"])
-    return _cached_json("harness", version, python, [str(HARNESS)], timeout)
+        return _cached_json("harness-aot", version, python, [str(HARNESS)], timeout, tail=["--aot"], settings=settings)
+    return _cached_json("harness", version, python, [str(HARNESS)], timeout, settings=settings)
 
 
 def header_json(version: str, python: str, timeout: float = 1200) -> dict:

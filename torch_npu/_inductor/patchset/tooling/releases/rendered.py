@@ -92,14 +92,16 @@ def simulate_sample(release: str, harness: dict, sample, inject_fault: str | Non
                               inject_fault=inject_fault)
 
 
-def each_sample(run_one: Callable[[object], dict]) -> tuple[str, list]:
-    """``run_one(sample)`` (a judge's verdict) for every sample: ("k/N launchers ok", the problems)."""
+def each_sample(run_one: Callable[[object], dict], explain: Callable[[Exception], str] | None = None) -> tuple[str, list]:
+    """``run_one(sample)`` (a judge's verdict) for every sample: ("k/N launchers ok", the problems); ``explain``
+    turns an exception into its one line (default: its first line)."""
     ok, problems = 0, []
     for s in SAMPLES:
         try:
             verdict = run_one(s)
         except Exception as exc:
-            problems.append(f"{s.key}: {type(exc).__name__}: {str(exc).strip().splitlines()[0][:300]}")
+            why = explain(exc) if explain else str(exc).strip().splitlines()[0]
+            problems.append(f"{s.key}: {type(exc).__name__}: {why[:300]}")
             continue
         if verdict.get("ok"):
             ok += 1

@@ -28,8 +28,8 @@ import tempfile
 from pathlib import Path
 
 from ... import launch_codegen
+from ..releases import launchers, rendered
 from ..releases import real_artifacts as ra
-from ..releases import rendered
 from . import patch as up
 
 HARNESS = ra.HARNESS
@@ -146,9 +146,9 @@ def translation_unit(name: str, patched_code: dict) -> str:
         if "error" in entry:
             raise ra.TierError(f"{name}: the patched code could not render {key}: {entry['error']}")
         parts.append(f"\n// ---- sample {key} ----\n{entry['cpp']}\n")
-    calls = list(ra._CALL_FN.finditer("\n".join(parts)))
+    calls = list(launchers.CALL_FN.finditer("\n".join(parts)))
     parts.append("\n// ---- exported entry points ----\n")
-    parts.extend(ra.entry_point(fn, i) for i, fn in enumerate(calls))
+    parts.extend(launchers.entry_point(fn, i) for i, fn in enumerate(calls))
     return "".join(parts)
 
 
@@ -192,29 +192,22 @@ def build(name: str, wheel: str, python: str, patched_root: Path, patched_code: 
 def simulate(name: str, patched_code: dict) -> tuple[str, list]:
     """The patched code's launchers in the host simulation (as the release matrix runs them); a
     launcher that does not build says the compiler's first error, not only that it failed."""
-    from ..sim.samples import SAMPLES
-
     entries = {k: dict(e, cpp=e["cpp"].replace("_upstream", "_patched")) for k, e in patched_code["upstream"].items()
                if "cpp" in e}
     launch_api = "rtKernelLaunch" if patched_code.get("layout") == "legacy" else "aclrtLaunchKernelWithHostArgs"
     harness_json = {"patched": entries, "launch_api": launch_api}
-    ok, problems = 0, []
-    for s in SAMPLES:
+
+    def one(s):
         if s.key not in entries:
-            problems.append(f"{s.key}: not rendered")
-            continue
-        try:
-            verdict = rendered.simulate_sample(f"upstream-{name}", harness_json, s)
-        except Exception as exc:
-            text = str(exc)
-            first = next((ln.strip() for ln in text.splitlines() if " error: " in ln), text.strip().splitlines()[0])
-            problems.append(f"{s.key}: {type(exc).__name__}: {_COMPILER_PATH.sub('', first)[:300]}")
-            continue
-        if verdict.get("ok"):
-            ok += 1
-        else:
-            problems.append(f"{s.key}: {json.dumps(verdict.get('problems', verdict))[:300]}")
-    return f"{ok}/{len(SAMPLES)} launchers ok", problems
+            raise LookupError("not rendered")
+        return rendered.simulate_sample(f"upstream-{name}", harness_json, s)
+
+    def first_error(exc: Exception) -> str:
+        text = str(exc)
+        first = next((ln.strip() for ln in text.splitlines() if " error: " in ln), text.strip().splitlines()[0])
+        return _COMPILER_PATH.sub("", first)
+
+    return rendered.each_sample(one, explain=first_error)
 
 
 #: The build folder's path in a compiler message (``/.../prog-x/x.cpp:12:3: error: ...``).

@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "acl_sim/control.h"
+#include "lock_layouts.h"
 #include "torch_npu/csrc/core/npu/NPUCachingAllocator.h"
 #include "torch_npu/csrc/framework/OpCommand.h"
 
@@ -73,32 +74,6 @@ struct Kernel {
   uint64_t workspace_per_block = 0;
   LockLayout locks;
 };
-
-inline LockLayout packed(uint32_t ordered, uint32_t unordered) {
-  LockLayout l;
-  l.ordered = ordered;
-  l.unordered = unordered;
-  return l;
-}
-inline LockLayout legacy(uint64_t slots, int64_t value) {
-  LockLayout l;
-  l.legacy_slots = slots;
-  l.init_value = value;
-  return l;
-}
-
-// Lock content at kernel start (design.md's table), computed here, not by the helper.
-inline std::vector<int64_t> expected_locks(const LockLayout &l, uint32_t blocks) {
-  if (l.ordered == 0 && l.unordered == 0) return std::vector<int64_t>(l.legacy_slots, l.init_value);
-  const int64_t fill = l.unordered == 0 ? l.init_value : 0;
-  std::vector<int64_t> v(size_t(l.ordered) * 8, fill);
-  const int64_t p = int64_t(blocks) * l.participant_factor;
-  for (uint32_t u = 0; u < l.unordered; ++u) {
-    v.push_back(p);
-    v.insert(v.end(), size_t((1 + 2 * p) * 8 - 1), 0);
-  }
-  return v;
-}
 
 inline Kernel kernel(const std::string &name, uint32_t blocks, uint64_t workspace_per_block, const LockLayout &locks,
                      uint32_t run_us = 200) {
