@@ -45,12 +45,21 @@ def not_run() -> dict[str, str]:
     return out
 
 
+def _xdist_worker(config) -> bool:
+    """A pytest-xdist worker sees only its share of the tests; the controller sees every report."""
+    return hasattr(config, "workerinput")
+
+
 def pytest_sessionfinish(session, exitstatus):
+    if _xdist_worker(session.config):
+        return
     if not_run() and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    if _xdist_worker(config):
+        return
     missing = not_run()
     if missing:
         terminalreporter.section(f"guards that did not run ({MUST_RUN_ENV})", red=True)

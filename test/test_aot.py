@@ -211,7 +211,8 @@ def _launch_facts(verdict: dict) -> list:
 
 #: Per release, the samples compared (every one for post10; the lock layouts for the others).
 COMPARED = {"2.7.1.post10": tuple(SAMPLE), "2.7.1.post11": ("locks", "packed-mix", "ordered-only", "unordered-only"),
-            "2.7.1.post6": ("both", "packed-mix", "unordered-only", "ffts")}
+            "2.7.1.post6": ("both", "packed-mix", "unordered-only", "ffts"),
+            "2.14.0": ("both", "packed-mix", "ordered-only", "unordered-only", "simt-only")}
 
 
 @pytest.mark.parametrize("version", AOT_WHEELS)

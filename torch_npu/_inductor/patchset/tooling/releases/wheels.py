@@ -29,6 +29,7 @@ import importlib.util
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -136,9 +137,13 @@ def wheel_path(version: str, download: bool = True) -> Path:
     ]
     errors, outputs = [], []
     for extra in attempts:
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
-               "-d", str(cache_dir()), f"torch-npu=={version}", *extra]
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+        # Into a folder of its own, then renamed into the cache: another process never sees half a wheel.
+        with tempfile.TemporaryDirectory(prefix=".download-", dir=cache_dir()) as tmp:
+            cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
+                   "-d", tmp, f"torch-npu=={version}", *extra]
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+            for got in Path(tmp).glob(f"torch_npu-{version}-*.whl"):
+                os.replace(got, cache_dir() / got.name)
         found = _find_wheel(version)
         if found is not None:
             return found
@@ -161,22 +166,34 @@ _PY_MEMBERS = ("torch_npu/_inductor/", "torch_npu/_compat/")
 
 
 def extracted_tree(version: str, download: bool = True) -> Path:
-    """Directory containing ``torch_npu/_inductor`` (and ``_compat``) of the wheel (extracted once)."""
+    """Directory containing ``torch_npu/_inductor`` (and ``_compat``) of the wheel (extracted once,
+    into a folder of its own then renamed into place: another process never reads a partial tree)."""
     dest = cache_dir() / "extracted" / version
-    marker = dest / ".complete"
-    if marker.exists() and marker.read_text().split("\n")[1:2] == [" ".join(_PY_MEMBERS)]:
+    members = " ".join(_PY_MEMBERS)
+    if (dest / ".complete").exists() and (dest / ".complete").read_text().split("\n")[1:2] == [members]:
         return dest
     wheel = wheel_path(version, download=download)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{version}-", dir=dest.parent))
     try:
         with zipfile.ZipFile(wheel) as zf:
             names = [n for n in zf.namelist() if n.startswith(_PY_MEMBERS) and n.endswith(".py")]
             if not any(n.startswith(_PY_MEMBERS[0]) for n in names):
                 raise WheelUnavailable(f"{wheel.name} has no {_PY_MEMBERS[0]} Python files")
             for n in names:
-                zf.extract(n, dest)
+                zf.extract(n, tmp)
+        (tmp / ".complete").write_text(wheel.name + "\n" + members + "\n")
+        if dest.exists():  # an extraction of fewer members (an older layout of this cache): set aside
+            shutil.rmtree(dest.rename(dest.with_name(f".{version}-old-{os.getpid()}")), ignore_errors=True)
+        try:
+            os.rename(tmp, dest)
+        except OSError:
+            if not (dest / ".complete").exists():  # not a concurrent winner
+                raise
     except zipfile.BadZipFile as exc:
         raise WheelUnavailable(f"{wheel} is not a valid wheel ({exc}); delete it to download again") from exc
-    marker.write_text(wheel.name + "\n" + " ".join(_PY_MEMBERS) + "\n")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     return dest
 
 
