@@ -255,7 +255,7 @@ def test_build_dir_from_env(monkeypatch, tmp_path):
 
 
 def test_no_init_py_in_package_data():
-    for d in (PATCHSET / "csrc", PATCHSET / "tooling" / "acl_sim"):
+    for d in (PATCHSET / "csrc", PATCHSET / "tooling" / "sim" / "acl_sim"):
         assert not list(d.rglob("__init__.py")), d
 
 

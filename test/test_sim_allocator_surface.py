@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-STAND_IN = (ROOT / "torch_npu" / "_inductor" / "patchset" / "tooling" / "acl_sim" / "include" / "torch_npu" / "csrc"
+STAND_IN = (ROOT / "torch_npu" / "_inductor" / "patchset" / "tooling" / "sim" / "acl_sim" / "include" / "torch_npu" / "csrc"
             / "core" / "npu" / "NPUCachingAllocator.h")
 REAL_HEADER = "torch_npu/include/torch_npu/csrc/core/npu/NPUCachingAllocator.h"
 ALLOCATOR_SYMBOL = "_ZN7c10_npu19NPUCachingAllocator9allocatorE"

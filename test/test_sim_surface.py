@@ -20,7 +20,7 @@ compile against, and load with, what a real torch_npu install provides. So:
   ``nm -D --defined-only torch_npu/lib/libtorch_npu.so``.
 
 Wheels come from the wheel cache (``~/.cache/torch-npu-inductor-patches/wheels``
-or ``$TORCH_NPU_PATCHSET_WHEEL_CACHE``) through ``tooling/upstream_wheels``,
+or ``$TORCH_NPU_PATCHSET_WHEEL_CACHE``) through ``tooling/releases/wheels``,
 which downloads a missing one: the required releases (2.7.1.post10 and 2.14.0)
 are checked on a fresh machine too, and only an unreachable package index
 skips them, saying so. Every other cached wheel is checked as well. What is
@@ -45,7 +45,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PATCHSET = ROOT / "torch_npu" / "_inductor" / "patchset"
-SIM_INCLUDE = PATCHSET / "tooling" / "acl_sim" / "include"
+SIM_INCLUDE = PATCHSET / "tooling" / "sim" / "acl_sim" / "include"
 SIM_ACL = SIM_INCLUDE / "acl"
 SIM_TORCH_NPU = SIM_INCLUDE / "torch_npu"
 SIM_TENSOR = SIM_INCLUDE / "ATen" / "core" / "Tensor.h"

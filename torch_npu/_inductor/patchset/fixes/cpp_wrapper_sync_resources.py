@@ -215,10 +215,9 @@ def apply(modules, patcher) -> str:
                 "DeferredNpuTritonCallWrapper.generate_launch_kernel; refusing to size sync resources whose "
                 "release cannot be placed after the launch"
             )
-        if kernel_params is not None and "enable_auto_blockify" in kernel_params:
-            launch_site = dataclasses.replace(launch, block_clamp=_block_clamp(mod, launch.params, kernel_params))
-        else:
-            launch_site = launch
+        clamp = launch.block_clamp
+        if kernel_params is not None and "enable_auto_blockify" in kernel_params:  # the launch's own decision
+            clamp = _block_clamp(mod, launch.params, kernel_params)
         # kernel_params, when given, describe this very launch (a grouped variant's own fields).
         plan = plan_from_params(kernel_params if kernel_params is not None else launch.params, launch.kernel)
         if kernel_params is not None:  # post11 and later: keep upstream from allocating on its own
@@ -233,7 +232,7 @@ def apply(modules, patcher) -> str:
                 raise RuntimeError(f"torch_npu_patchset: SIMT-only launch code for {launch.kernel} has sync fields")
             launch.afters.append([])
             return text
-        code = resource_code(plan, LaunchSite(block_clamp=launch_site.block_clamp, simt_only=False))
+        code = resource_code(plan, LaunchSite(block_clamp=clamp, simt_only=False))
         text = splice_lambda_lines(text, code, launch.kernel)
         write_before_lambda(bound.arguments["code"], code)  # upstream writes the lambda next
         launch.afters.append(code.after)
