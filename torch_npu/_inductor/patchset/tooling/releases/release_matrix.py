@@ -177,8 +177,8 @@ def check(release: str, python: str | None, no_python: str | None, run_simulatio
         row["tier_skip"] = str(exc)
     except Exception as exc:
         row["tier_skip"] = f"{type(exc).__name__}: {exc}\n{traceback.format_exc()[-1500:]}"
-    rendered = [e for e in harness.get("patched", {}).values() if "cpp" in e]
-    if run_simulation and "patched" in harness and not rendered:
+    any_rendered = [e for e in harness.get("patched", {}).values() if "cpp" in e]
+    if run_simulation and "patched" in harness and not any_rendered:
         row["simulation"] = "not run: the harness rendered no patched launcher"
     elif run_simulation and "patched" in harness:
         row["simulation"], row["simulation_problems"] = rendered.simulate(release, harness)
