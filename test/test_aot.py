@@ -277,6 +277,8 @@ def test_matrix_aot_column_says_ok_failed_or_why_not():
         "ok: rendered in aot_mode, compiled (c++17), linked: 3 undefined symbols, all provided; "
         "library without the patch set: 10/10 launchers ok")
     assert release_matrix._aot_cell({"tier": failed}) == "**FAILED** (link): `c10_npu::f()`"
+    assert release_matrix._aot_cell({"tier": ok_tier, "launch_patch": "applied (kept on the lambda)"}).endswith(
+        "<br>aot-npu-launch-lambda: applied (kept on the lambda)")
     assert release_matrix._aot_cell({"skip": "torch_npu 2.14.0: no NPU launcher in aot_mode: why"}).startswith(
         "not built: torch_npu 2.14.0: no NPU launcher in aot_mode: why")
     row = {"release": "2.7.1.post10", "skip": "no python with torch 2.7"}

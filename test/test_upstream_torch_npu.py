@@ -521,3 +521,12 @@ def test_older_layout_hooks_on_each_releases_own_code(version, tmp_path, monkeyp
         assert f'#include "{Path(sim_build.CSRC, lc.HELPER_HEADER)}"' in wrapper.header.getvalue()
     patcher.rollback()
     assert cw_fix.probe(cw_modules).reason != "already patched"
+
+
+@pytest.mark.parametrize("version", [NO_FIX, FIXED, NEWEST, LEGACY])
+def test_aot_launch_lambda_patch_reads_each_layout(version, tmp_path_factory):
+    """aot-npu-launch-lambda applies only where torch's generate goes lazy in aot_mode (2.14.0 on torch 2.14);
+    everywhere else it says why the aot_mode launches already are torch_npu's lambda, the older layout's
+    class of its own included (it once read that as an unknown layout)."""
+    row = rows(harness(version, tmp_path_factory))["aot-npu-launch-lambda"]
+    assert row["state"] == ("applied" if version == NEWEST else "upstream-has-fix"), row

@@ -71,10 +71,16 @@ def classify(torch_generate_src: str, npu_generate_src: str | None) -> tuple[str
 def shape(modules) -> tuple[str, str]:
     """(shape, detail): 'lazy-in-aot' (needed), 'ours', 'no-lazy-in-aot' (upstream-has-fix) or 'unknown'."""
     _, cls, base = _classes(modules)
-    if cls is None or base is None:
-        return "unknown", f"{CLASS} or torch's DeferredTritonCallWrapper.generate not found"
+    if cls is None:
+        return "unknown", f"{CLASS} not found"
     if getattr(vars(cls).get("generate_lazy"), _MARK, False):
         return "ours", "already patched"
+    if base is None:  # the older layout (codegen/cpp_wrapper.py): a class of its own, not torch's subclass
+        own_src = source_of(vars(cls).get("generate")) if "generate" in vars(cls) else ""
+        if not own_src or "generate_lazy" in own_src or "super()" in own_src:
+            return "unknown", f"{CLASS} has no generate of torch's, and its own is not one this patch knows"
+        return "no-lazy-in-aot", (f"{CLASS} writes its launches with a generate of its own, not torch's: no "
+                                  f"lazy-compile path, aot_mode launches are torch_npu's launch lambda")
     torch_src = source_of(vars(base)["generate"])
     if not torch_src:
         return "unknown", f"the source of {base.__qualname__}.generate is not readable"

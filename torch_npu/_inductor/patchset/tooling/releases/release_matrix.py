@@ -123,8 +123,12 @@ def aot_check(release: str, python: str, run_simulation: bool) -> dict:
     except Exception as exc:
         out["skip"] = f"{type(exc).__name__}: {exc}"
         return out
+    harness = ra.harness_json(release, python, aot=True)
+    row = next((r for r in harness.get("status", []) if r["id"] == "aot-npu-launch-lambda"), None)
+    if row is not None:  # whether the aot_mode launches needed keeping on torch_npu's lambda, and why
+        out["launch_patch"] = f"{row['state']} ({row.get('note') or row.get('reason') or ''})"
     if run_simulation and out["tier"]["ok"]:
-        out["simulation"], out["simulation_problems"] = aot_simulate(release, ra.harness_json(release, python, aot=True))
+        out["simulation"], out["simulation_problems"] = aot_simulate(release, harness)
     return out
 
 
@@ -143,6 +147,8 @@ def _aot_cell(aot) -> str:
         cell += f"; library without the patch set: {aot['simulation']}"
         if aot.get("simulation_problems"):
             cell += ": " + "; ".join(aot["simulation_problems"][:4])
+    if aot.get("launch_patch"):
+        cell += f"<br>aot-npu-launch-lambda: {aot['launch_patch']}"
     return cell
 
 
