@@ -113,8 +113,9 @@ def _cell(text) -> str:
 
 
 def _status_cell(after: dict, before: dict | None = None) -> str:
-    keys = ("kernel-sync-metadata", "cpp-wrapper-sync-resources", "flex-attention-backward-symbolic-grid",
-            "npu-flex-attention-backward-grid")
+    from ... import _declarations
+
+    keys = [d.id for d in _declarations.load()]  # every patch the runtime patch set declares
     if "error" in after:
         return f"not read: {after['error']}"
     cell = "<br>".join(f"{k}: **{after.get(k, '?')}**" for k in keys)
