@@ -98,7 +98,7 @@ static inline void call_triton_red_fused_sum_1(
     uint32_t grid_2,
     aclrtStream stream_) {
     if (grid_0 == 0 || grid_1 == 0 || grid_2 == 0) return;
-    // npu-sync-resources: 256 B workspace per block x grid.
+    // npu-sync-resources: workspace 256 B per block x grid.
     // ONE block from torch_npu's caching allocator for stream_, taken here before the launch is queued
     // and carved into [locks | workspace]; the lambda gets only the raw pointers. Released once queued.
     uint32_t npu_sync_block_num = grid_0 * grid_1 * grid_2;
@@ -158,7 +158,7 @@ static inline void call_triton_red_fused_max_2(
     uint32_t grid_2,
     aclrtStream stream_) {
     if (grid_0 == 0 || grid_1 == 0 || grid_2 == 0) return;
-    // npu-sync-resources: 16 int64 lock slots = 7.
+    // npu-sync-resources: locks 16 int64 slots, each 7.
     // ONE block from torch_npu's caching allocator for stream_, taken here before the launch is queued
     // and carved into [locks | workspace]; the lambda gets only the raw pointers. Released once queued.
     uint32_t npu_sync_block_num = grid_0 * grid_1 * grid_2;
@@ -222,7 +222,7 @@ static inline void call_triton_tem_fused_flex_bwd_3(
     uint32_t grid_2,
     aclrtStream stream_) {
     if (grid_0 == 0 || grid_1 == 0 || grid_2 == 0) return;
-    // npu-sync-resources: 4 int64 lock slots = 1 + 1024 B workspace per block x grid.
+    // npu-sync-resources: locks 4 int64 slots, each 1; workspace 1024 B per block x grid.
     // ONE block from torch_npu's caching allocator for stream_, taken here before the launch is queued
     // and carved into [locks | workspace]; the lambda gets only the raw pointers. Released once queued.
     uint32_t npu_sync_block_num = grid_0 * grid_1 * grid_2;
@@ -293,7 +293,7 @@ static inline void call_triton_mm_splitk_4(
     uint32_t grid_2,
     aclrtStream stream_) {
     if (grid_0 == 0 || grid_1 == 0 || grid_2 == 0) return;
-    // npu-sync-resources: 2 ordered lock(s) = 0 + 1 unordered lock(s) [P = 2 x blocks, then zeros].
+    // npu-sync-resources: locks 2 ordered (0), 1 unordered (slot 0 = 2 x blocks, then 0).
     // ONE block from torch_npu's caching allocator for stream_, taken here before the launch is queued
     // and carved into [locks | workspace]; the lambda gets only the raw pointers. Released once queued.
     uint32_t npu_sync_block_num = grid_0 * grid_1 * grid_2;
@@ -405,7 +405,7 @@ static inline void call_triton_tem_fused_mm_7(
     uint32_t grid_2,
     aclrtStream stream_) {
     if (grid_0 == 0 || grid_1 == 0 || grid_2 == 0) return;
-    // npu-sync-resources: 2 int64 lock slots = -1 + 512 B workspace per block x grid.
+    // npu-sync-resources: locks 2 int64 slots, each -1; workspace 512 B per block x grid.
     // ONE block from torch_npu's caching allocator for stream_, taken here before the launch is queued
     // and carved into [locks | workspace]; the lambda gets only the raw pointers. Released once queued.
     uint32_t npu_sync_block_num = grid_0 * grid_1 * grid_2;

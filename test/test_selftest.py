@@ -42,7 +42,7 @@ static inline void call_triton_red_fused_sum_1(const in_ptr0_type_& in_ptr0, int
     if (triton_red_fused_sum_1 == nullptr) {
         triton_red_fused_sum_1 = loadKernel("/tmp/x.cubin", "triton_red_fused_sum_1 mix {", 1, cubin_dir_);
     }
-    // npu-sync-resources: 4 int64 lock slots = 1 + 1024 B workspace per block x grid. }
+    // npu-sync-resources: locks 4 int64 slots, each 1; workspace 1024 B per block x grid. }
     uint32_t npu_sync_block_num = grid_0 * grid_1 * grid_2;
     torch_npu::inductor::LockLayout npu_sync_locks;
     torch_npu::inductor::LaunchMemory npu_sync_memory("triton_red_fused_sum_1", stream_,

@@ -134,18 +134,17 @@ def _comment(plan: SyncPlan, site: LaunchSite) -> list[str]:
     what = []
     if plan.needs_locks:
         if plan.lock_layout == LAYOUT_LEGACY:
-            what.append(f"{plan.legacy_slots} int64 lock slots = {plan.lock_init_value}")
+            what.append(f"locks {plan.legacy_slots} int64 slots, each {plan.lock_init_value}")
         elif not plan.unordered_locks:
-            what.append(f"{plan.ordered_locks} ordered lock(s) = {plan.lock_init_value}")
+            what.append(f"locks {plan.ordered_locks} ordered, each {plan.lock_init_value}")
         else:  # with any unordered lock the region starts zeroed (docs/design.md, lock content)
-            if plan.ordered_locks:
-                what.append(f"{plan.ordered_locks} ordered lock(s) = 0")
             p = "2 x blocks" if plan.participant_factor == 2 else "blocks"
-            what.append(f"{plan.unordered_locks} unordered lock(s) [P = {p}, then zeros]")
+            ordered = f"{plan.ordered_locks} ordered (0), " if plan.ordered_locks else ""
+            what.append(f"locks {ordered}{plan.unordered_locks} unordered (slot 0 = {p}, then 0)")
     if plan.needs_workspace:
-        what.append(f"{plan.workspace_per_block} B workspace per block x grid")
+        what.append(f"workspace {plan.workspace_per_block} B per block x grid")
     return [
-        f"// {MARKER}: {' + '.join(what)}.",
+        f"// {MARKER}: {'; '.join(what)}.",
         f"// ONE block from torch_npu's caching allocator for {site.stream}, taken here before the launch is queued",
         "// and carved into [locks | workspace]; the lambda gets only the raw pointers. Released once queued.",
     ]
