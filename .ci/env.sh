@@ -20,13 +20,17 @@ _overlay="$_cache/checkout-$(printf %s "$_root" | sha256sum | cut -c1-12)-torch$
 _env_sh_main() {
   set -euo pipefail
   if [ ! -f "$_base/.complete" ]; then
-    echo "env.sh: creating $_base (first run for this leg; large download)" >&2
+    # Said before any work: the first run downloads for minutes, and pip's own lines are the progress.
+    echo "env.sh: first run for torch $_leg: making its virtual environment in $_base" >&2
+    echo "env.sh: pip downloads torch $_leg and the libraries it needs (about 3 GB): typically 3 to 6 minutes;" \
+      "later runs reuse it" >&2
     rm -rf "$_base"
     mkdir -p "$_cache"
     python3 -m venv "$_base"
     "$_base/bin/python" -m pip install -q --upgrade pip setuptools wheel
-    "$_base/bin/python" -m pip install -q -r "${_reqs[0]}"
+    "$_base/bin/python" -m pip install -r "${_reqs[0]}" -r "${_reqs[1]}" 1>&2
     touch "$_base/.complete"
+    echo "env.sh: torch $_leg environment ready" >&2
   fi
   # Test tools: a no-op once satisfied, so editing this list never re-downloads torch.
   "$_base/bin/python" -m pip install -q -r "${_reqs[1]}"

@@ -2,7 +2,8 @@
 
     python -m torch_npu._inductor.patchset.tooling.commands.demo [--versions 2.7.1.post10 2.7.1.post11] [--sample both] [--json]
 
-For each release (its wheel downloaded once and cached by ``upstream_wheels``):
+For each release (its wheel downloaded once and cached by ``releases.wheels``; every step
+says so on stderr, so that a first run is never silent):
 
 1. the wheel's own Inductor code renders every sample kernel's launcher, as
    shipped and after ``patchset.apply()`` (``wheel_harness``, run in a fresh
@@ -23,9 +24,10 @@ import argparse
 import difflib
 import json
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 
-from ..releases import real_artifacts, rendered
+from ..releases import real_artifacts, rendered, wheels
 from ..sim.samples import BY_KEY
 
 #: 2.7.1.post10 hands the kernel NULL; 2.7.1.post11 carries upstream's own allocation (two requests that alias).
@@ -95,18 +97,29 @@ def verdict(judged: dict) -> list[str]:
     return words or (["clean"] if judged["ok"] else ["not ok"])
 
 
-def evidence(judged: dict) -> str:
-    """The steady-state launch as the probe kernel measured it."""
+def _bytes(n: int) -> str:
+    return f"{n} B" if n < 1 << 20 else f"{n} B ({n / (1 << 20):.1f} MiB)"
+
+
+def evidence(judged: dict) -> list[str]:
+    """What the probe kernel received on the steady-state launch, a line per thing it needs:
+    the pointer's room (bytes from it to the end of its allocation, or to the other region), the
+    bytes the kernel needs, the lock content it found, and what the launch cost."""
     la = judged["launches"][-1]
-    ws = "NULL" if la["workspace_region"]["kind"] == "none" and la["workspace_bytes"] == 0 else f"{la['workspace_bytes']} B"
-    lk = "NULL" if la["lock_region"]["kind"] == "none" and la["lock_bytes"] == 0 else f"{la['lock_bytes']} B"
-    return (f"workspace {ws} (needs {la['promised_workspace_bytes']} B), locks {lk} (needs {la['promised_lock_bytes']} B), "
-            f"overlap {la['regions_overlap']}, lock values {la['lock_values_at_start'] or '-'}, "
-            f"allocator requests {la['allocator_calls']}, blocking copies {la['sync_copies']}")
+    rows = []
+    for what, key in (("workspace", "workspace"), ("locks", "lock")):
+        got, need = la[f"{key}_bytes"], la[f"promised_{key}_bytes"]
+        null = la[f"{key}_region"]["kind"] == "none" and got == 0
+        rows.append(f"{what + ':':<11}{'NULL' if null else _bytes(got) + ' usable':<16}kernel needs {_bytes(need)}")
+    values = la["lock_values_at_start"]
+    rows[-1] += f"; slots hold {', '.join(map(str, values))} at launch" if values else ""
+    rows.append(f"{'cost:':<11}allocator requests {la['allocator_calls']}, blocking copies {la['sync_copies']}, "
+                f"regions overlap: {'yes' if la['regions_overlap'] else 'no'}")
+    return rows
 
 
-def show(version: str, sample_key: str) -> dict:
-    data = render(version)
+def show(version: str, sample_key: str, data: dict) -> dict:
+    """One release's part of the demo, from its harness JSON (:func:`render`)."""
     s = BY_KEY[sample_key]
     up, ours = data["upstream"][sample_key], data["patched"][sample_key]
     result = {
@@ -138,9 +151,10 @@ def format_text(results: list[dict]) -> str:
         out.append(f"  sample kernel {s.kernel} ({s.title}): lines of its launcher the patch set changed")
         out += [f"    {line}" for line in r["diff"]] or ["    (none)"]
         out.append("")
-        for tag, name in (("upstream", "as shipped"), ("patched", "patched")):
-            out.append(f"  simulation, {name:<10} {', '.join(r[tag]['verdict'])}")
-            out.append(f"  {'':<22}{r[tag]['evidence']}")
+        out.append("  in the host ACL simulation (what the probe kernel received on its second launch):")
+        for tag, name in (("upstream", "as shipped:"), ("patched", "patched:")):
+            out.append(f"    {name:<13}{', '.join(r[tag]['verdict'])}")
+            out += [f"    {'':<13}{row}" for row in r[tag]["evidence"]]
         out.append("")
     return "\n".join(out)
 
@@ -148,6 +162,30 @@ def format_text(results: list[dict]) -> str:
 def expected_ok(results: list[dict]) -> bool:
     """The demo's claim: every release is wrong as shipped and clean patched."""
     return all(not r["upstream"]["ok"] and r["patched"]["ok"] for r in results)
+
+
+def _say(line: str) -> None:
+    """Progress on stderr (stdout is the report): a first run downloads and builds for a while."""
+    print(f"demo: {line}", file=sys.stderr, flush=True)
+
+
+def _run(versions: list[str], sample_key: str) -> list[dict]:
+    started = time.monotonic()
+    for v in versions:  # one at a time: each download says what it fetches and how big
+        try:
+            wheels.wheel_path(v, say=lambda line, v=v: _say(f"  {line}"))
+        except wheels.WheelUnavailable as exc:
+            raise DemoError(f"torch_npu {v}: {exc}") from exc
+    _say(f"rendering the launchers of {', '.join(versions)} through each release's own Inductor classes, "
+         "before and after the patch set (a fresh interpreter each; about 20 s the first time, cached after)")
+    with ThreadPoolExecutor(max_workers=len(versions)) as pool:
+        data = list(pool.map(render, versions))
+    _say("compiling and running them in the host ACL simulation (its library is built once, about a minute the "
+         "first time)")
+    with ThreadPoolExecutor(max_workers=len(versions)) as pool:
+        results = list(pool.map(lambda vd: show(vd[0], sample_key, vd[1]), zip(versions, data)))
+    _say(f"done in {time.monotonic() - started:.0f} s")
+    return results
 
 
 def main(argv=None) -> int:
@@ -158,8 +196,7 @@ def main(argv=None) -> int:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     try:
-        with ThreadPoolExecutor(max_workers=len(args.versions)) as pool:  # each renders in its own interpreter
-            results = list(pool.map(lambda v: show(v, args.sample), args.versions))
+        results = _run(args.versions, args.sample)
     except DemoError as exc:
         print(f"demo: {exc}", file=sys.stderr)
         return 1

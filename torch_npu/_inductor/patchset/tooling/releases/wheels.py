@@ -33,6 +33,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 import types
 import zipfile
 from pathlib import Path
@@ -121,7 +123,28 @@ def release_known(version: str) -> bool | None:
     return None if known is None else version in known
 
 
-def wheel_path(version: str, download: bool = True) -> Path:
+def _pip_download(cmd: list[str], say, timeout: float = 900) -> str:
+    """Run ``pip download``; hand each line pip prints that says what it fetches (and how big) to
+    ``say`` as it comes; return everything pip printed."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    timer = threading.Timer(timeout, proc.kill)
+    timer.start()
+    lines = []
+    try:
+        for line in proc.stdout:
+            lines.append(line)
+            if say is not None and line.lstrip().startswith("Downloading "):
+                say(line.strip())
+        proc.wait()
+    finally:
+        timer.cancel()
+    return "".join(lines)
+
+
+def wheel_path(version: str, download: bool = True, say=None) -> Path:
+    """The cached wheel of torch-npu ``version``, downloaded first when absent (and ``download``).
+    ``say``: called with a line for each step of a download (what, how big, how long), for a user
+    who would otherwise wait in silence; None for quiet."""
     found = _find_wheel(version)
     if found is not None or not download:
         if found is None:
@@ -136,18 +159,23 @@ def wheel_path(version: str, download: bool = True) -> Path:
         ["--only-binary=:all:", "--platform", "manylinux_2_28_aarch64", "--python-version", "3.11"],
     ]
     errors, outputs = [], []
+    started = time.monotonic()
+    if say is not None:
+        say(f"downloading torch-npu=={version} from the package index into {cache_dir()} (once; later runs use it)")
     for extra in attempts:
         # Into a folder of its own, then renamed into the cache: another process never sees half a wheel.
         with tempfile.TemporaryDirectory(prefix=".download-", dir=cache_dir()) as tmp:
             cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
-                   "-d", tmp, f"torch-npu=={version}", *extra]
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+                   "--progress-bar", "off", "-d", tmp, f"torch-npu=={version}", *extra]
+            printed = _pip_download(cmd, say)
             for got in Path(tmp).glob(f"torch_npu-{version}-*.whl"):
                 os.replace(got, cache_dir() / got.name)
         found = _find_wheel(version)
         if found is not None:
+            if say is not None:
+                say(f"torch-npu=={version}: {found.stat().st_size / 1e6:.1f} MB in {time.monotonic() - started:.0f} s")
             return found
-        outputs.append(proc.stdout + proc.stderr)
+        outputs.append(printed)
         errors.append(outputs[-1].strip().splitlines()[-3:])
     # Not a release at all: one line with what the index has (pip lists it once per attempt).
     known = _versions_in("\n".join(outputs))
