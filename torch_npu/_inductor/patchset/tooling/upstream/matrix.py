@@ -52,14 +52,25 @@ def check(repo: Path, branch: str, pythons: dict, reasons: dict) -> dict:
         line = v.torch_line(Path(d) / "co", branch)
     python = pythons.get(line)
     if python is None:
-        added, removed = patch.lines
-        return {"name": branch, "result": "applies (not verified)", "layout": patch.layout, "torch_line": line,
-                "files": len(patch.files), "added": added, "removed": removed,
-                "detail": f"no python with torch {line}: {reasons.get(line, 'none given')}"}
+        return _unverified(branch, patch, line, reasons)
+    return _verified(branch, lambda: v.verify(repo, ref, python, name=branch, line=line, patch=patch,
+                                              wheel=v.BRANCH_WHEELS.get(branch)))
+
+
+def _unverified(name: str, patch, line: str, reasons: dict) -> dict:
+    """The row of a patch that applies where no python of its torch line could be had."""
+    added, removed = patch.lines
+    return {"name": name, "result": "applies (not verified)", "layout": patch.layout, "torch_line": line,
+            "files": len(patch.files), "added": added, "removed": removed,
+            "detail": f"no python with torch {line}: {reasons.get(line, 'none given')}"}
+
+
+def _verified(name: str, verify) -> dict:
+    """``verify()``'s row with its result in words; a crash of the verifier is a row too, with its traceback."""
     try:
-        row = v.verify(repo, ref, python, name=branch, line=line, patch=patch, wheel=v.BRANCH_WHEELS.get(branch))
+        row = verify()
     except Exception as exc:
-        return {"name": branch, "result": "verification crashed",
+        return {"name": name, "result": "verification crashed",
                 "detail": f"{type(exc).__name__}: {exc}\n{traceback.format_exc()[-1500:]}"}
     row["result"] = "applies" if row.get("applies") else "does not apply"
     return row
@@ -80,17 +91,9 @@ def check_release(repo: Path, version: str, pythons: dict, reasons: dict) -> dic
         except Exception as exc:  # a wheel that cannot be had, an unknown shape: said, not hidden
             return {"name": version, "result": "cannot apply", "detail": f"{type(exc).__name__}: {exc}"}
         if python is None:
-            added, removed = patch.lines
-            return {"name": version, "result": "applies (not verified)", "layout": patch.layout, "torch_line": line,
-                    "files": len(patch.files), "added": added, "removed": removed,
-                    "detail": f"no python with torch {line}: {reasons.get(line, 'none given')}"}
-        try:
-            row = v.verify(co, None, python, name=version, line=line, patch=patch, wheel=version)
-        except Exception as exc:
-            return {"name": version, "result": "verification crashed",
-                    "detail": f"{type(exc).__name__}: {exc}\n{traceback.format_exc()[-1500:]}"}
-    row["result"] = "applies" if row.get("applies") else "does not apply"
-    return row
+            return _unverified(version, patch, line, reasons)
+        return _verified(version, lambda: v.verify(co, None, python, name=version, line=line, patch=patch,
+                                                   wheel=version))
 
 
 #: Paths of this machine, as the markdown names them instead (it is committed).

@@ -1125,6 +1125,12 @@ void queue_worker(OpQueue *q) {
   }
 }
 
+// The device's queue if one was made, else nullptr (never makes one).
+OpQueue *existing_queue(int device) {
+  std::lock_guard<std::mutex> g(g_queues_mu);
+  return g_queues[device];
+}
+
 OpQueue *queue_of(int device) {
   std::lock_guard<std::mutex> g(g_queues_mu);
   if (g_queues[device] == nullptr) {
@@ -1149,11 +1155,7 @@ void npu_sync_device(int device, const char *who) {
   C().host_blocking++;
   if (queue_on()) {  // emptyAllNPUStream: MakeSureQueueEmpty of every device's queue
     for (int d = 0; d < kMaxDevices; ++d) {
-      OpQueue *q;
-      {
-        std::lock_guard<std::mutex> g(g_queues_mu);
-        q = g_queues[d];
-      }
+      OpQueue *q = existing_queue(d);
       if (q == nullptr) continue;
       if (d == t_queue_device) {
         char buf[400];
@@ -1413,16 +1415,7 @@ void clear_op_tasks() {
   op_records().clear();
 }
 void drain_task_queues() {
-  for (int d = 0; d < kMaxDevices; ++d) {
-    OpQueue *q;
-    {
-      std::lock_guard<std::mutex> g(g_queues_mu);
-      q = g_queues[d];
-    }
-    if (q == nullptr) continue;
-    std::unique_lock<std::mutex> l(q->mu);
-    q->idle_cv.wait(l, [&] { return q->q.empty() && !q->busy; });
-  }
+  for (int d = 0; d < kMaxDevices; ++d) drain_task_queue(d);
 }
 QueueStatus task_queue_status(int device) {
   if (device < 0 || device >= kMaxDevices) return QueueStatus::kRun;
@@ -1438,11 +1431,7 @@ std::string task_queue_error(int device) {
 }
 void drain_task_queue(int device) {
   if (device < 0 || device >= kMaxDevices) return;
-  OpQueue *q;
-  {
-    std::lock_guard<std::mutex> g(g_queues_mu);
-    q = g_queues[device];
-  }
+  OpQueue *q = existing_queue(device);
   if (q == nullptr) return;
   std::unique_lock<std::mutex> l(q->mu);
   q->idle_cv.wait(l, [&] { return q->q.empty() && !q->busy; });
