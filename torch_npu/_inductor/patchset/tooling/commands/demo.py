@@ -177,10 +177,10 @@ def _run(versions: list[str], sample_key: str) -> list[dict]:
         except wheels.WheelUnavailable as exc:
             raise DemoError(f"torch_npu {v}: {exc}") from exc
     _say(f"rendering the launchers of {', '.join(versions)} through each release's own Inductor classes, "
-         "before and after the patch set (a fresh interpreter each; about 20 s the first time, cached after)")
+         "before and after the patch set (a fresh interpreter each; about 15 s the first time, cached after)")
     with ThreadPoolExecutor(max_workers=len(versions)) as pool:
         data = list(pool.map(render, versions))
-    _say("compiling and running them in the host ACL simulation (its library is built once, about a minute the "
+    _say("compiling and running them in the host ACL simulation (its library is built once: about 15 s the "
          "first time)")
     with ThreadPoolExecutor(max_workers=len(versions)) as pool:
         results = list(pool.map(lambda vd: show(vd[0], sample_key, vd[1]), zip(versions, data)))
