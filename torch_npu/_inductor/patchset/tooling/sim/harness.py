@@ -118,7 +118,9 @@ static void ext_json(std::string& o, const char* key, const acl_sim::Extent& e, 
   o += b;
 }
 
-// One launch, made on this (the calling) thread as the wrapper makes it; the task queue drained.
+// One launch, made on this (the calling) thread as the wrapper makes it. The queue threads are paused
+// during the call, so its lambda runs only after the call has returned (a queue that lags, as on a busy
+// device): whatever the launcher frees or keeps, it does so in the same order on every run. Then drained.
 static Launch one(const char* phase, int device, aclrtStream stream, void** bufs, const std::vector<std::string>& fault_apis) {
   (void)bufs;
   Launch L; L.phase = phase; L.device = device;
@@ -129,9 +131,11 @@ static Launch one(const char* phase, int device, aclrtStream stream, void** bufs
   const uint32_t grid_0 = @G0@, grid_1 = @G1@, grid_2 = @G2@;
   aclrtFuncHandle kernel_handle = g_kernel;
   int call_rc = 0;
+  acl_sim::set_task_queues_paused(true);
   try {
     call_rc = @CALL@;
   } catch (const std::exception& e) { L.call_threw = true; L.call_error = e.what(); }
+  acl_sim::set_task_queues_paused(false);
   acl_sim::drain_task_queues();
   acl_sim::clear_faults();
   acl_sim::Counters c1 = acl_sim::counters();
