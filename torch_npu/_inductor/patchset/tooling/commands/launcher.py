@@ -307,7 +307,127 @@ def _scenario(args) -> int:
     return 0 if out["ok"] else 1
 
 
+# ---- torch_npu's own runtime (releases/real_runtime.py) -----------------------------------------------
+REAL_RUNTIME_HEAD = ("torch_npu {release} {how}, on its own runtime (its libtorch_npu.so, task queue and caching "
+                     "allocator) over the host ACL library, a test double of CANN")
+
+
+def _real_runtime_usage(args) -> str | None:
+    """Why the options do not go together (one line), or None."""
+    if args.real_runtime is None:
+        return "--as-shipped goes with --real-runtime RELEASE"
+    for flag, given in (("--simulate", args.simulate), ("--capture", args.capture), ("--devices", args.devices != 1),
+                        ("--inject-fault", args.inject_fault), ("--helper", args.helper is not None),
+                        ("--emit-cpp", args.emit_cpp), ("--no-simulate", args.no_simulate)):
+        if given:
+            return f"{flag} goes with the simulation, not with --real-runtime (torch_npu's own runtime)"
+    if not args.samples and args.scenario is None:
+        return "--real-runtime RELEASE takes --samples or --scenario NAME"
+    if args.samples and args.scenario is not None:
+        return "--samples or --scenario NAME, not both"
+    return None
+
+
+def samples_text(out: dict) -> str:
+    how = "as shipped (without the patch set)" if out["as_shipped"] else "patched"
+    if out.get("mutant"):
+        how += f", launcher mutant {out['mutant']}"
+    lines = [REAL_RUNTIME_HEAD.format(release=out["release"], how=how) + f"; launches via {out['launch_api']}:"]
+    for q, run in out["runs"].items():
+        lines.append(f"  TASK_QUEUE_ENABLE={q}: " + (f"torch {run['torch']}, torch_npu {run['torch_npu']} imported in "
+                                                      f"{run['import_s']} s" if run["torch"] else "not imported")
+                     + (f", {run['processes']} processes (a fresh one after a launcher that failed)"
+                        if run["processes"] > 1 else ""))
+    qs = list(out["runs"])
+    head = (f"{'sample':<16}" + "".join(f"{'TQE=' + q:>7}" for q in qs) + f"  {'launched from':<14}{'allocs':>7}"
+            f"{'fills':>6}{'copies':>7}{'held while queued':>19}")
+    lines += ["", head, "-" * len(head)]
+    for r in out["samples"]:
+        first = next((run["launches"][-1] for run in r["runs"].values() if run["launches"]), None)
+        cells = "".join(f"{'ok' if run['ok'] else 'NO':>7}" for run in r["runs"].values())
+        if first is None:
+            lines.append(f"{r['sample']:<16}{cells}  (no launch recorded)")
+            continue
+        held = first["memory_allocated"]["while_queued"] - first["memory_allocated"]["before"]
+        where = {"torch_npu's task-queue thread": "queue thread", "calling thread": "caller"}.get(first["thread"],
+                                                                                                  first["thread"])
+        lines.append(f"{r['sample']:<16}{cells}  {where:<14}{first['caching_allocator_calls']:>7}{first['memsets']:>6}"
+                     f"{first['sync_copies']:>7}{str(held) + ' B':>19}")
+    lines += ["", f"(columns from launch {LAUNCHES_SHOWN} with TASK_QUEUE_ENABLE={qs[0]}: launched from = the thread that "
+                  "called the ACL launch; allocs = requests to torch_npu's caching allocator; fills = aclrtMemsetAsync; "
+                  "copies = blocking aclrtMemcpy; held while queued = memory_allocated more than before the call, while "
+                  "the launch waited in torch_npu's queue)"]
+    for r in out["samples"]:
+        seen: dict[str, list[str]] = {}  # each problem once, with the TASK_QUEUE_ENABLE values it was seen with
+        for q, run in r["runs"].items():
+            for prob in [p for launch in run["launches"] for p in launch["problems"]] + [run.get("failure")]:
+                if prob:
+                    queues = seen.setdefault(re.sub(r" \(launch \d+\)", "", prob), [])
+                    if q not in queues:
+                        queues.append(q)
+        lines += [f"  {r['sample']} (TQE={','.join(qs)}): {prob}" for prob, qs in seen.items()]
+    lines.append(f"all ok: {out['ok']}")
+    return "\n".join(lines)
+
+
+LAUNCHES_SHOWN = 2
+
+
+def real_scenario_text(out: dict) -> str:
+    how = "as shipped (without the patch set)" if out["as_shipped"] else "patched"
+    lines = [f"scenario {out['scenario']}: " + REAL_RUNTIME_HEAD.format(release=out["release"], how=how),
+             f"  {out['what']}",
+             f"  launch calls made {out['calls_made']} of {out['launches']}, threw {out['calls_threw']}; "
+             f"reached their kernel {out['reached_kernel']}, of which clean {out['clean_kernels']}",
+             f"  memory returned with aclrtFree: {out['device_frees']} times; out-of-memory retries: "
+             f"{out['alloc_retries']}" + ("; timed out" if out["timed_out"] else "")]
+    lines += [f"  host ACL library: {e}" for e in out["host_errors"][:6]]
+    lines += [f"  problem: {p}" for p in out["problems"]]
+    lines += [f"  not exercised: {p}" for p in out["not_exercised"]]
+    lines.append(f"  ok: {out['ok']}")
+    return "\n".join(lines)
+
+
+def _real_runtime(args) -> int:
+    from ... import cli
+    from ..releases import real_runtime as rr
+    from ..releases import wheels
+
+    why = _real_runtime_usage(args)
+    if why is None and args.scenario is not None and args.scenario != "list" and args.scenario not in rr.SCENARIOS:
+        why = f"unknown scenario {args.scenario!r} on the real runtime; valid: {', '.join(rr.SCENARIOS)} (or list)"
+    if why is None and args.scenario != "list":
+        try:
+            cli._check_wheel_release(args.real_runtime, "--real-runtime")
+        except cli.UsageError as exc:
+            why = str(exc)
+    if why is not None:
+        print(f"launcher: {why}", file=sys.stderr)
+        return 2
+    if args.scenario == "list":
+        rows = [{"name": k, "what": v} for k, v in rr.SCENARIOS.items()]
+        print(json.dumps({"scenarios": rows}, indent=2) if args.json else
+              "\n".join(f"{r['name']:<24}{r['what']}" for r in rows))
+        return 0
+    try:
+        if args.scenario is not None:
+            out = rr.run_scenario(args.real_runtime, args.scenario, as_shipped=args.as_shipped)
+        else:
+            out = rr.run_samples(args.real_runtime, as_shipped=args.as_shipped)
+    except (rr.RealRuntimeError, wheels.WheelUnavailable, subprocess.TimeoutExpired) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        print(f"launcher: torch_npu {args.real_runtime} could not run on its own runtime: {first}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(out, indent=2))
+    else:
+        print(real_scenario_text(out) if args.scenario is not None else samples_text(out))
+    return 0 if out["ok"] else 1
+
+
 def run(args) -> int:
+    if args.real_runtime is not None or args.as_shipped:
+        return _real_runtime(args)
     if args.helper is not None and args.scenario is None:
         print("launcher: --helper goes with --scenario", file=sys.stderr)
         return 2
@@ -362,5 +482,11 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--helper", type=Path, default=None, metavar="DIR",
                    help="with --scenario: build against the helper in DIR instead of this package's csrc/ "
                         "(one without LaunchMemory runs the scenarios its own way)")
+    p.add_argument("--real-runtime", metavar="RELEASE", default=None,
+                   help="with --samples or --scenario NAME: run the launchers on torch_npu RELEASE's own binaries "
+                        "(its libtorch_npu.so, task queue and caching allocator) over the host ACL library, a test "
+                        "double of CANN, in a subprocess; each sample with TASK_QUEUE_ENABLE=1, 0 and 2")
+    p.add_argument("--as-shipped", action="store_true",
+                   help="with --real-runtime: the release's own launchers, without the patch set")
     p.set_defaults(func=run)
     return p

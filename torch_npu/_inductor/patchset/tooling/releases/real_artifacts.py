@@ -60,7 +60,7 @@ import sys
 import tempfile
 import zipfile
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 from . import aot_artifacts, launchers
 
@@ -404,7 +404,7 @@ def _render_key(version: str, python: str, what: str, settings: dict | None = No
     ours = [b for b in _tree_digest(PATCHSET_DIR, (".py", ".toml", ".h")) if not b.startswith(b"tooling")]
     env = _render_env(settings)
     return _digest([what, version, python, *(p.read_bytes() for p in HARNESS_INPUTS), inspect.getsource(_render_header_main),
-                    *(f"{k}={env[k]}" for k in sorted(RENDER_SETTINGS)),
+                    *(f"{k}={env[k]}" for k in sorted({**RENDER_SETTINGS, **(settings or {})})),
                     *ours, *_tree_digest(declarations_dir())])  # patches/, or _declarations/ when installed
 
 
@@ -429,10 +429,17 @@ def _cached_json(kind: str, version: str, python: str, cmd: list, timeout: float
             os.unlink(tmp)
 
 
-def harness_json(version: str, python: str, timeout: float = 1200, aot: bool = False, soc: int | None = None) -> dict:
+def harness_json(version: str, python: str, timeout: float = 1200, aot: bool = False, soc: int | None = None,
+                 samples=None) -> dict:
     """``tooling/releases/wheel_harness.py VERSION OUT [--aot]`` run in ``python`` (cached per input hash);
-    ``soc``: the stand-in device's SoC (220: Ascend 910B1, the default; 260: Ascend 950)."""
-    settings = {"TORCH_NPU_PATCHSET_STAND_IN_SOC": soc} if soc is not None else None
+    ``soc``: the stand-in device's SoC (220: Ascend 910B1, the default; 260: Ascend 950); ``samples``:
+    kernels to render instead of ``sim.samples.SAMPLES``."""
+    from ..sim import samples as sample_list
+
+    settings = {"TORCH_NPU_PATCHSET_STAND_IN_SOC": soc} if soc is not None else {}
+    if samples is not None:
+        settings[sample_list.SAMPLES_ENV] = sample_list.to_json(samples)
+    settings = settings or None
     if aot:
         return _cached_json("harness-aot", version, python, [str(HARNESS)], timeout, tail=["--aot"], settings=settings)
     return _cached_json("harness", version, python, [str(HARNESS)], timeout, settings=settings)
@@ -509,8 +516,12 @@ def cpp_part_of_header(header: str) -> str:
     return header[m.end():] if m else header
 
 
-def translation_unit(version: str, harness: dict, header: dict, helper: Path) -> tuple[str, dict]:
-    """The TU text and a description of how it was made."""
+def translation_unit(version: str, harness: dict, header: dict, helper: Path, tags: Sequence[str] = ("patched",),
+                     entries=None, edit=None) -> tuple[str, dict]:
+    """The TU text and a description of how it was made. ``tags``: the renderings it holds ("patched",
+    after apply; "upstream", as shipped); ``entries(calls, keys)``: the exported functions instead of
+    one ``launchers.entry_point`` per launcher (the real-runtime tier calls them from Python); ``edit``:
+    a function applied to each rendered launcher's text (a mutant)."""
     info: dict = {}
     if "header" in header:
         head = cpp_part_of_header(header["header"])
@@ -527,17 +538,24 @@ def translation_unit(version: str, harness: dict, header: dict, helper: Path) ->
                                f"{header.get('write_header_error')}")
     if not _HELPER_INCLUDE.search(head):
         raise TierError(f"torch_npu {version}: the patched wrapper header does not include npu_launch_resources.h")
+    # The patched header is upstream's plus the helper include; an as-shipped launcher never reaches the helper.
     head = _HELPER_INCLUDE.sub(lambda m: f'#include "{helper}"', head)
-    parts = [f"// Real-artifact tier: torch_npu {version}, every sample launcher rendered by the wheel's own\n"
-             f"// CppWrapperNpu after patchset.apply(), with the helper {helper}.\n",
+    parts = [f"// Real-artifact tier: torch_npu {version}, sample launchers rendered by the wheel's own\n"
+             f"// CppWrapperNpu ({', '.join(tags)}), with the helper {helper}.\n",
              "#include <ATen/ATen.h>\n", head]
-    samples, keys = launchers.sample_parts(harness, version, TierError)
-    parts += samples
+    keys = []
+    for tag in tags:
+        samples, tag_keys = launchers.sample_parts(harness, version, TierError, tag)
+        parts += [edit(p) for p in samples] if edit else samples
+        keys += [f"{tag}/{k}" if len(tags) > 1 else k for k in tag_keys]
     calls = list(launchers.CALL_FN.finditer("\n".join(parts)))
     if len(calls) != len(keys):
         raise TierError(f"torch_npu {version}: found {len(calls)} call_* functions for {len(keys)} launchers")
     parts.append("\n// ---- exported entry points: instantiate every launcher ----\n")
-    parts.extend(launchers.entry_point(fn, i) for i, fn in enumerate(calls))
+    if entries is None:
+        parts.extend(launchers.entry_point(fn, i) for i, fn in enumerate(calls))
+    else:
+        parts.append(entries(calls, keys))
     info["launchers"] = keys
     info["calls"] = [fn.group("name") for fn in calls]
     return "".join(parts), info
@@ -646,13 +664,30 @@ def account(shared_object: Path, libraries: dict[str, Path]) -> list:
     return rows
 
 
+@dataclasses.dataclass(frozen=True)
+class Flavour:
+    """A JIT build for the real-runtime tier (``real_runtime.py``) instead of the link check: which renderings
+    go in, the exported functions it calls, a mutant's edit, and the libraries that stand for CANN's at run
+    time, linked by file name (DT_NEEDED names the file, found on LD_LIBRARY_PATH), not the link stubs."""
+
+    name: str  # in the cache folder's name
+    tags: tuple = ("patched",)
+    entries: Callable | None = None  # (calls, keys) -> C++ of the exported functions
+    edit: Callable | None = None  # applied to each rendered launcher's text
+    acl_libraries: dict = dataclasses.field(default_factory=dict)  # {file name: path}
+    harness: dict | None = None  # a rendering of other kernels than the samples (wheel_harness --samples)
+
+
 def build(version: str, *, python: str | None = None, helper: Path | None = None, aot: bool = False,
-          upstream: bool = False) -> TierResult:
+          upstream: bool = False, flavour: Flavour | None = None) -> TierResult:
     """Run the tier for torch_npu ``version``; renders with ``python`` (default: this interpreter).
     ``aot``: render in aot_mode and build the AOT translation unit (``tooling/releases/aot_artifacts.py``);
-    with ``upstream``, of the launchers as the release ships them (what a user gets without the patch set)."""
+    with ``upstream``, of the launchers as the release ships them (what a user gets without the patch set).
+    ``flavour``: the real-runtime tier's build of the JIT launchers (``info["shared_object"]``)."""
     if upstream and not aot:
         raise ValueError("real_artifacts.build: upstream=True builds the aot_mode launchers only")
+    if flavour is not None and aot:
+        raise ValueError("real_artifacts.build: the real-runtime flavour builds JIT launchers only")
     python = python or sys.executable
     helper = Path(helper or DEFAULT_HELPER).resolve()
     npu_root = npu_artifacts(version)
@@ -660,7 +695,7 @@ def build(version: str, *, python: str | None = None, helper: Path | None = None
     torch_art = torch_artifacts(torch_version, python)
     std = cxx_standard(torch_art.root)
     stub, acl_funcs = acl_stub(npu_root)
-    harness = harness_json(version, python, aot=aot)
+    harness = flavour.harness if flavour is not None and flavour.harness else harness_json(version, python, aot=aot)
     if not harness.get("loaded"):
         raise TierError(f"torch_npu {version}: the harness could not load the wheel: {harness.get('error')}")
     if harness.get("error"):
@@ -679,19 +714,25 @@ def build(version: str, *, python: str | None = None, helper: Path | None = None
         header = header_json(version, python)
         if header.get("error") and harness.get("layout") != "legacy":
             raise TierError(f"torch_npu {version}: header: {header['error']}")
-        tu, info = translation_unit(version, harness, header, helper)
+        if flavour is None:
+            tu, info = translation_unit(version, harness, header, helper)
+        else:
+            tu, info = translation_unit(version, harness, header, helper, flavour.tags, flavour.entries, flavour.edit)
     stand_ins = _needed_stand_ins(tu, inc_dirs)
     py_inc = _python_include(python)
     abi = _cxx11_abi(torch_art.lib_dir)
     cflags = [f"-std={std}", "-O1", "-fPIC", "-w", f"-D_GLIBCXX_USE_CXX11_ABI={abi}", "-DUSE_NPU",
               "-DBUILD_LIBTORCH=ON", "-DTORCH_INDUCTOR_CPP_WRAPPER"]
     torch_libs = {name: torch_art.lib_dir / name for name in TORCH_LIBS if (torch_art.lib_dir / name).exists()}
-    libs = {"libtorch_npu.so": npu_root / "torch_npu" / "lib" / "libtorch_npu.so", **torch_libs,
-            "libascendcl.so (stub)": stub}
+    libs = {"libtorch_npu.so": npu_root / "torch_npu" / "lib" / "libtorch_npu.so", **torch_libs}
+    if flavour is not None:
+        libs.update({name: Path(path) for name, path in flavour.acl_libraries.items()})
+    else:
+        libs["libascendcl.so (stub)"] = stub
     pylib = _python_library(python)
     if pylib is not None and re.search(r"#include\s*[<\"](pybind11/|Python\.h)", tu):
         libs[f"{pylib.name} (the loading interpreter's)"] = pylib
-    if any(inc.endswith("runtime/runtime/rt.h") for inc in stand_ins):
+    if flavour is None and any(inc.endswith("runtime/runtime/rt.h") for inc in stand_ins):
         libs["libruntime.so (stub for the stand-in rt.h)"] = link_stub(
             "runtime", RUNTIME_STUB_FUNCTIONS, "the stand-in runtime/runtime/rt.h")
     helper_files = _tree_digest(helper.parent, (".h", ".hpp"))
@@ -702,24 +743,28 @@ def build(version: str, *, python: str | None = None, helper: Path | None = None
                 include_dirs=[str(d) for d in inc_dirs], stand_in_headers=sorted(stand_ins), helper=str(helper),
                 acl_stub_functions=len(acl_funcs), acl_headers=str(acl_header_dir(npu_root)), build_key=key,
                 libraries={k: str(v) for k, v in libs.items()})
-    final = build_cache() / f"real-artifacts-{version}{'-aot' if aot else ''}{'-upstream' if upstream else ''}-{key}"
+    kind = f"real-runtime-{flavour.name}" if flavour is not None else "real-artifacts"
+    final = build_cache() / f"{kind}-{version}{'-aot' if aot else ''}{'-upstream' if upstream else ''}-{key}"
     if (final / "result.json").exists():
         data = json.loads((final / "result.json").read_text())
-        data["info"]["cached"] = str(final)
+        data["info"].update(cached=str(final), shared_object=str(final / "launchers.so"))
         return TierResult(**data)
-    tmp = Path(tempfile.mkdtemp(prefix=f".real-artifacts-{version}-", dir=build_cache()))
+    tmp = Path(tempfile.mkdtemp(prefix=f".{kind}-{version}-", dir=build_cache()))
     try:
-        result = _compile_and_link(version, tmp, tu, cflags, inc_dirs, py_inc, stand_ins, libs, info)
+        by_name = tuple(flavour.acl_libraries) if flavour is not None else ()
+        result = _compile_and_link(version, tmp, tu, cflags, inc_dirs, py_inc, stand_ins, libs, info, by_name)
         (tmp / "result.json").write_text(json.dumps(result.to_json(), indent=1))
         _publish(tmp, final)
-        result.info["built_in"] = str(final)
+        result.info.update(built_in=str(final), shared_object=str(final / "launchers.so"))
         return result
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _compile_and_link(version, tmp: Path, tu, cflags, inc_dirs, py_inc, stand_ins, libs, info) -> TierResult:
+def _compile_and_link(version, tmp: Path, tu, cflags, inc_dirs, py_inc, stand_ins, libs, info,
+                      by_name: Sequence[str] = ()) -> TierResult:
+    """``by_name``: the labels of ``libs`` linked as ``-l:<file name>`` (DT_NEEDED is then that name)."""
     (tmp / "launchers.cpp").write_text(tu)
     label = f"torch_npu {version}" + (" (aot_mode)" if info.get("aot_mode") else "")
     stand_in_root = tmp / "stand_in_include"
@@ -736,7 +781,8 @@ def _compile_and_link(version, tmp: Path, tu, cflags, inc_dirs, py_inc, stand_in
     lib_dirs = sorted({str(p.parent) for p in libs.values()})
     link = ["g++", "-shared", "-o", tmp / "launchers.so", obj, "-Wl,--no-undefined", "-Wl,--allow-shlib-undefined",
             "-Wl,--no-demangle", "-Wl,--as-needed", *[f"-L{d}" for d in lib_dirs],
-            *[f"-Wl,-rpath-link,{d}" for d in lib_dirs], *[str(p) for p in libs.values()]]
+            *[f"-Wl,-rpath-link,{d}" for d in lib_dirs],
+            *[f"-l:{p.name}" if label in by_name else str(p) for label, p in libs.items()]]
     proc = _run(link, timeout=900)
     if proc.returncode != 0:
         mangled = sorted(set(_UNDEF_REF.findall(proc.stderr)))

@@ -6,7 +6,8 @@ Run in a fresh interpreter per version (the stand-ins replace ``torch_npu``):
 
 It loads the wheel's ``torch_npu/_inductor`` Python files
 (``torch_npu._inductor.patchset.tooling.releases.wheels``), then for every sample
-kernel (``sample_kernels.SAMPLES``):
+kernel (``sim.samples.SAMPLES``, or the list ``$TORCH_NPU_PATCHSET_HARNESS_SAMPLES``
+names):
 
 1. builds an ``NPUCachingAutotuner`` (its real class, attributes set as its
    constructor would for one config) and a fake launcher whose
@@ -98,7 +99,7 @@ import importlib  # noqa: E402
 import torch  # noqa: E402
 
 import torch_npu._inductor.patchset as patchset  # noqa: E402
-from torch_npu._inductor.patchset.tooling.sim.samples import SAMPLES  # noqa: E402
+from torch_npu._inductor.patchset.tooling.sim.samples import rendered_samples  # noqa: E402
 
 OLDER = loaded["layout"] != "cpp_wrapper_npu"  # codegen/cpp_wrapper.py, rtKernelLaunch
 result["launch_api"] = "rtKernelLaunch" if OLDER else "aclrtLaunchKernelWithHostArgs"
@@ -331,7 +332,7 @@ def codegen_buffer():
 
 def run_all(tag) -> dict:
     out = {}
-    for s in SAMPLES:
+    for s in rendered_samples():
         entry = {}
         try:
             params = save(s, tag)

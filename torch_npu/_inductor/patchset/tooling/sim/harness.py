@@ -355,31 +355,7 @@ def judge(plan: SyncPlan, site: lc.LaunchSite, grid: Sequence[int], raw: dict, i
         elif not (r["found"] and r["decoded"]):
             problems.append("the probe kernel did not run or could not decode its arguments")
         else:
-            if r["block_dim"] != exp["block_num"]:
-                problems.append(f"launched {r['block_dim']} blocks, expected {exp['block_num']}")
-            if list(r["grid"]) != list(grid):
-                problems.append(f"grid in the struct {r['grid']} != {list(grid)}")
-            if r["lock_ptr_null"] != (exp["lock_bytes"] == 0) or r["workspace_ptr_null"] != (exp["workspace_bytes"] == 0):
-                problems.append("a sync pointer is null where memory was needed, or set where none was")
-            for what, need in (("lock", exp["lock_bytes"]), ("workspace", exp["workspace_bytes"])):
-                reg = r[f"{what}_region"]
-                if r[f"{what}_ptr_null"] or need == 0:
-                    continue
-                if reg["kind"] == "none" or reg["freed"]:
-                    problems.append(f"the {what} pointer is not in a live allocation")
-                if reg["device"] != r["kernel_device"]:
-                    problems.append(f"the {what} region is on device {reg['device']}, the kernel on {r['kernel_device']}")
-                if reg["available"] < need or reg["overrun"]:
-                    problems.append(f"the {what} region has {reg['available']} bytes, the kernel uses {need} "
-                                    f"({reg['overrun']} past the end of its allocation)")
-                if reg["align"] < 64:
-                    problems.append(f"{what} region aligned to only {reg['align']} bytes")
-            if r["regions_overlap"] or r["overlaps_with_running"]:
-                problems.append("regions overlap (each other or another running kernel's)")
-            if r["lock_content"] != want_locks:
-                problems.append(f"lock content at start {r['lock_content']} != {want_locks} (runs of [value, count])")
-            if not (r["locks_unchanged"] and r["workspace_written"]) or r["access_errors"] or not r["ffts_ok"]:
-                problems.append("the kernel's locks or workspace were disturbed, or an access failed")
+            problems += kernel_problems(r, exp, want_locks, grid)
         if r["phase"] != "replay" and not failed:
             calls = r["caching_allocator_calls"] + r["workspace_allocator_calls"]
             if r["sync_copies"] or calls > 1 or r["kernel_launches"] != 1:
@@ -399,6 +375,40 @@ def judge(plan: SyncPlan, site: lc.LaunchSite, grid: Sequence[int], raw: dict, i
     ok = bool(launches) and all(x["ok"] for x in launches) and not errors and not notes
     return {"launches": launches, "errors": errors, "app_logs": raw.get("app_logs", []), "notes": notes,
             "live_allocations_end": raw.get("live_allocations_end"), "ok": ok}
+
+
+def kernel_problems(r: dict, exp: dict, want_locks: list, grid: Sequence[int]) -> list[str]:
+    """What is wrong with what one launched kernel got (the probe's record ``r``, decoded): blocks, grid,
+    pointers present, regions live, on its device, sized, aligned, disjoint, lock content, undisturbed.
+    ``exp``: :func:`expected`; ``want_locks``: the reference lock content as runs. The real-runtime tier
+    judges torch_npu's own runs by the same rules."""
+    problems = []
+    if r["block_dim"] != exp["block_num"]:
+        problems.append(f"launched {r['block_dim']} blocks, expected {exp['block_num']}")
+    if list(r["grid"]) != list(grid):
+        problems.append(f"grid in the struct {r['grid']} != {list(grid)}")
+    if r["lock_ptr_null"] != (exp["lock_bytes"] == 0) or r["workspace_ptr_null"] != (exp["workspace_bytes"] == 0):
+        problems.append("a sync pointer is null where memory was needed, or set where none was")
+    for what, need in (("lock", exp["lock_bytes"]), ("workspace", exp["workspace_bytes"])):
+        reg = r[f"{what}_region"]
+        if r[f"{what}_ptr_null"] or need == 0:
+            continue
+        if reg["kind"] == "none" or reg["freed"]:
+            problems.append(f"the {what} pointer is not in a live allocation")
+        if reg["device"] != r["kernel_device"]:
+            problems.append(f"the {what} region is on device {reg['device']}, the kernel on {r['kernel_device']}")
+        if reg["available"] < need or reg["overrun"]:
+            problems.append(f"the {what} region has {reg['available']} bytes, the kernel uses {need} "
+                            f"({reg['overrun']} past the end of its allocation)")
+        if reg["align"] < 64:
+            problems.append(f"{what} region aligned to only {reg['align']} bytes")
+    if r["regions_overlap"] or r["overlaps_with_running"]:
+        problems.append("regions overlap (each other or another running kernel's)")
+    if r["lock_content"] != want_locks:
+        problems.append(f"lock content at start {r['lock_content']} != {want_locks} (runs of [value, count])")
+    if not (r["locks_unchanged"] and r["workspace_written"]) or r["access_errors"] or not r["ffts_ok"]:
+        problems.append("the kernel's locks or workspace were disturbed, or an access failed")
+    return problems
 
 
 def _launch_report(r: dict, exp: dict, problems: list[str]) -> dict:

@@ -10,6 +10,8 @@ when auto-blockify is on (48 on an Ascend 910B).
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
 
 VECTOR_CORES = 48
 
@@ -65,3 +67,21 @@ SAMPLES: tuple[Sample, ...] = (
 )
 
 BY_KEY = {s.key: s for s in SAMPLES}
+
+#: Set to a JSON list of samples (:func:`to_json`): the wheel harness renders those instead of :data:`SAMPLES`
+#: (the real-runtime tier's scenario kernels and ``launcher --metadata``).
+SAMPLES_ENV = "TORCH_NPU_PATCHSET_HARNESS_SAMPLES"
+
+
+def to_json(samples) -> str:
+    return json.dumps([dataclasses.asdict(s) for s in samples], sort_keys=True)
+
+
+def from_json(text: str) -> tuple[Sample, ...]:
+    return tuple(Sample(**dict(d, grid=tuple(d["grid"]))) for d in json.loads(text))
+
+
+def rendered_samples() -> tuple[Sample, ...]:
+    """What the wheel harness renders: :data:`SAMPLES`, or the list :data:`SAMPLES_ENV` names."""
+    text = os.environ.get(SAMPLES_ENV)
+    return from_json(text) if text else SAMPLES

@@ -1,0 +1,646 @@
+"""The real-runtime tier: torch_npu's own binaries run the generated launchers (no NPU needed).
+
+The host simulation (``sim/``) models torch_npu's allocators and task queue from its source; this tier runs
+torch_npu's own instead. A released wheel's ``libtorch_npu.so`` loads unchanged over the host ACL library
+(``releases/host_runtime.py``: a TEST DOUBLE of CANN built from the project's ACL simulation, loaded only
+into the subprocesses this tier starts, never into a user's process), so that its task queue, caching
+allocator, workspace allocator and ``OpCommand`` run the launchers, and only the ACL boundary is ours.
+
+1. **Build** (one piece with the real-artifact tier: ``real_artifacts.build`` with a :class:`Flavour`):
+   every launcher rendered by the wheel's own Python codegen after ``patchset.apply()`` (and as shipped),
+   compiled against the wheel's headers into one shared object linked against its ``libtorch_npu.so`` and,
+   by file name, the host ACL library; plus C entry points (:func:`entries_source`) and a gate that holds
+   torch_npu's task queue with a task of its own.
+2. **Run** (``real_runtime_child.py``, in ``host_runtime.subprocess_env``): torch and the wheel's torch_npu
+   imported, device 0 set, the shared object loaded with ctypes and each launcher called with real ``npu``
+   tensors on the default stream. ctypes rather than a Python extension: the shared object stays the plain
+   C++ library the link check builds (no Python C API to compile against each torch line), and a ctypes call
+   releases the GIL, so several Python threads launch at once as a compiled graph's callers would. Each
+   launch is made with the queue held (its lambda runs only after the call returned, as on a busy device):
+   what the caching allocator holds then shows where the launch memory goes back. Each run also with
+   ``TASK_QUEUE_ENABLE=0`` (the lambda on the calling thread) and ``=2``.
+3. **Judge**: the probe kernel's reports (what each launch received: pointers, regions live, sized,
+   disjoint, initialised, lock content) and the host ACL library's call records (which thread launched,
+   fills, blocking copies, device synchronisations), with ``memory_allocated`` before, while queued and after.
+   What a kernel got is judged by the simulation's own rules (``sim.harness.kernel_problems``); what a launch
+   cost and where its memory went by :func:`judge_launch`.
+
+Command line: ``python -m torch_npu._inductor.patchset launcher --samples --real-runtime 2.7.1.post10
+[--as-shipped] [--json]``, ``launcher --scenario threads-empty-cache --real-runtime RELEASE``.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Sequence
+
+from ... import launch_codegen as lc
+from ..sim import harness as sim_harness
+from ..sim.samples import SAMPLES, Sample
+from . import real_artifacts as ra
+from . import rendered
+
+CHILD = Path(__file__).with_name("real_runtime_child.py")
+#: TASK_QUEUE_ENABLE values each run is made with: torch_npu's default (1), off (0), level 2.
+QUEUE_MODES = ("1", "0", "2")
+LAUNCHES = 2  # per launcher, back to back on one stream, as --simulate makes them
+ENTRY = "npu_patchset_real_runtime_call_"
+#: The host ACL library file the child asks for the control surface (the soname torch_npu loaded).
+HOST_LIBRARY = "libascendcl.so"
+
+#: The scenarios this tier runs (issue 31): several Python threads launching on the default stream while
+#: each empties the cache, alone or with another thread's allocation running torch_npu's out-of-memory retry.
+SCENARIOS = {
+    "threads-empty-cache": "3 Python threads x 60 launches on the default stream (1 MiB workspace x grid 8, a "
+                           "segment of its own), each thread calling torch.npu.empty_cache() every 7 launches",
+    "threads-oom-retry": "the same, with a fourth thread whose allocations make torch_npu's caching allocator run "
+                         "its out-of-memory retry (the host ACL library's device memory limited)",
+}
+#: The scenarios' kernel: 1 MiB of workspace per program, grid 8 (8 MiB per launch).
+SCENARIO_SAMPLE = Sample("threads", "1 MiB workspace per program, grid 8",
+                         {"name": "triton_red_threads_0 aiv", "mix_mode": "aiv", "parallel_mode": "simd",
+                          "force_simt_only": False, "workspace_size": 1 << 20},
+                         "*fp32,*fp32,i32", (8, 1, 1))
+SCENARIO_THREADS, SCENARIO_LAUNCHES, EMPTY_CACHE_EVERY = 3, 60, 7
+#: threads-oom-retry: the device's memory and the other thread's allocation (it fits only after a retry).
+OOM_DEVICE_MEMORY, OOM_BYTES = 96 << 20, 40 << 20
+#: What this tier renders for every release: the samples and the scenarios' kernel, in one rendering and build.
+RUNTIME_SAMPLES = (*SAMPLES, SCENARIO_SAMPLE)
+RUNTIME_SAMPLE_BY_KEY = {s.key: s for s in RUNTIME_SAMPLES}
+
+
+class RealRuntimeError(ra.TierError):
+    """The tier could not run (no host ACL library, a wheel that does not import, a build that failed)."""
+
+
+# ---- 1. build -------------------------------------------------------------------------------------
+_LOAD_KERNEL = re.compile(r'loadKernel\(\s*"(?P<path>[^"]+)"\s*,\s*"(?P<name>[^"]+)"')
+
+_GLUE = r"""
+// ---- real-runtime tier glue (tooling/releases/real_runtime.py): what the Python child calls --------------
+#include <algorithm>
+#include <condition_variable>
+#include <cstdio>
+#include <mutex>
+#include <thread>
+#include <vector>
+#include <sys/syscall.h>
+#include <unistd.h>
+namespace npu_patchset_real_runtime {
+// A launcher's tensor arguments: the wrapper reads only data_ptr() (the memory is a real npu tensor's).
+struct Tensor {
+  void* p;
+  void* data_ptr() const { return p; }
+};
+std::mutex gate_mu;
+std::condition_variable gate_cv;
+// Gates are numbered: one reached (its task runs on the queue thread) or released (opened) is never mistaken
+// for a later one.
+uint64_t gate_count = 0, gate_reached = 0, gate_released = 0, gate_inline = 0;
+long long queue_tid = 0;
+// The end of the compiled graph's wrapper function: what a launcher kept until then goes back (a mutant's).
+std::mutex held_mu;
+std::vector<torch_npu::inductor::LaunchMemory*> held;
+void hold_until_wrapper_end(torch_npu::inductor::LaunchMemory* m) {
+  std::lock_guard<std::mutex> g(held_mu);
+  held.push_back(m);
+}
+}  // namespace npu_patchset_real_runtime
+namespace nprt = npu_patchset_real_runtime;
+
+// Holds torch_npu's task queue: a task of its own waits in it until the gate opens, so the launches queued
+// meanwhile run only after their calls returned. 1: the queue thread waits there; 0: the queue is off
+// (RunOpApiV2 ran the task on this thread); -1: the queue thread did not reach it within timeout_ms; -2:
+// torch_npu's queue refused it (stopped by an earlier failed task).
+extern "C" __attribute__((visibility("default"))) int npu_patchset_real_runtime_gate_close(int timeout_ms) {
+  uint64_t gate;
+  {
+    std::lock_guard<std::mutex> g(nprt::gate_mu);
+    gate = ++nprt::gate_count;
+  }
+  const std::thread::id caller = std::this_thread::get_id();
+  try {
+    // A device queue's first task is waited for (enCurrentNPUStream: status INIT, MakeSureQueueEmpty): a
+    // task that does nothing goes first, so that the gate never waits for itself.
+    static std::once_flag started;
+    std::call_once(started, [] { at_npu::native::OpCommand::RunOpApiV2("npu_patchset_real_runtime_start", [] { return 0; }); });
+    at_npu::native::OpCommand::RunOpApiV2("npu_patchset_real_runtime_gate", [caller, gate]() -> int {
+      std::unique_lock<std::mutex> lk(nprt::gate_mu);
+      nprt::queue_tid = static_cast<long long>(syscall(SYS_gettid));
+      nprt::gate_reached = std::max(nprt::gate_reached, gate);
+      if (std::this_thread::get_id() == caller) nprt::gate_inline = gate;  // the queue is off: nothing to hold
+      nprt::gate_cv.notify_all();
+      nprt::gate_cv.wait(lk, [gate] { return nprt::gate_released >= gate || nprt::gate_inline == gate; });
+      return 0;
+    });
+  } catch (const std::exception&) {  // torch_npu's queue stopped after a failed task: it takes nothing more
+    std::lock_guard<std::mutex> g(nprt::gate_mu);
+    nprt::gate_released = std::max(nprt::gate_released, gate);
+    return -2;
+  }
+  std::unique_lock<std::mutex> lk(nprt::gate_mu);
+  if (!nprt::gate_cv.wait_for(lk, std::chrono::milliseconds(timeout_ms), [gate] { return nprt::gate_reached >= gate; }))
+    return -1;
+  return nprt::gate_inline == gate ? 0 : 1;
+}
+// Lets every gate closed so far go.
+extern "C" __attribute__((visibility("default"))) void npu_patchset_real_runtime_gate_open() {
+  std::lock_guard<std::mutex> g(nprt::gate_mu);
+  nprt::gate_released = nprt::gate_count;
+  nprt::gate_cv.notify_all();
+}
+// The thread that ran the gate's task last: torch_npu's queue thread, or the caller with the queue off.
+extern "C" __attribute__((visibility("default"))) long long npu_patchset_real_runtime_queue_tid() {
+  std::lock_guard<std::mutex> g(nprt::gate_mu);
+  return nprt::queue_tid;
+}
+// The end of the wrapper function; how many blocks a launcher had kept until then.
+extern "C" __attribute__((visibility("default"))) int npu_patchset_real_runtime_wrapper_end() {
+  std::lock_guard<std::mutex> g(nprt::held_mu);
+  const int n = static_cast<int>(nprt::held.size());
+  for (auto* m : nprt::held) delete m;
+  nprt::held.clear();
+  return n;
+}
+"""
+
+
+def _call_arguments(fn: re.Match) -> str:
+    """The rendered launcher's call from the entry point's C arguments (the launcher's parameters by name)."""
+    tparams = {t.strip().split()[-1] for t in (fn.group("tparams") or "").split(",") if t.strip()}
+    args = []
+    for raw in [p.strip() for p in fn.group("params").split(",") if p.strip()]:
+        name = re.findall(r"\w+", raw.split("=")[0])[-1]
+        if "=" in raw:
+            args.append("std::optional<std::string>(cubin_dir)")  # cubin_dir_: the probe binaries written here
+        elif any(re.search(rf"\b{t}\b", raw) for t in tparams):
+            args.append(f"npu_patchset_real_runtime::Tensor{{{'in_ptr' if 'in_ptr' in name else 'out_ptr'}}}")
+        elif name.endswith("numel"):
+            args.append("numel")
+        elif name == "device_idx_":
+            args.append("device")
+        elif name == "stream_":
+            args.append("static_cast<aclrtStream>(stream)")
+        else:
+            raise ra.TierError(f"{fn.group('name')}: parameter {raw!r} has no argument in the real-runtime entry")
+    return ", ".join(args)
+
+
+def entries_source(calls: Sequence[re.Match], keys: Sequence[str]) -> str:
+    """The glue and one C entry per launcher: ``int ENTRY<i>(in, out, numel, device, stream, cubin_dir, error,
+    error_size)``, 0 once the launch is queued, 1 with the exception's text when the call threw."""
+    out = [_GLUE]
+    for i, (fn, key) in enumerate(zip(calls, keys)):
+        out.append(
+            f"// {key}\n"
+            f'extern "C" __attribute__((visibility("default"))) int {ENTRY}{i}(void* in_ptr, void* out_ptr, '
+            f"int64_t numel, int32_t device, void* stream, const char* cubin_dir, char* error, size_t error_size) {{\n"
+            f"  (void)device;\n"
+            f"  try {{\n    {fn.group('name')}({_call_arguments(fn)});\n    return 0;\n"
+            f"  }} catch (const std::exception& e) {{\n    std::snprintf(error, error_size, \"%s\", e.what());\n"
+            f"  }} catch (...) {{\n    std::snprintf(error, error_size, \"a non-standard exception\");\n  }}\n"
+            f"  return 1;\n}}\n")
+    return "\n".join(out)
+
+
+def host_libraries(release: str) -> dict[str, Path]:
+    """``{file name: path}`` of the host ACL library's files for ``release`` (what the launchers link by name)."""
+    try:
+        from . import host_runtime
+    except ImportError as exc:
+        raise RealRuntimeError(f"the host ACL library is not available here ({exc})") from exc
+    try:
+        root = Path(host_runtime.runtime_dir(release))
+    except Exception as exc:  # said in one line: the release cannot run here
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise RealRuntimeError(f"torch_npu {release}: the host ACL library could not be built for it: {first}") from exc
+    libs = {p.name: p for p in sorted(root.glob("lib*.so")) if p.is_file()}
+    if HOST_LIBRARY not in libs:
+        raise RealRuntimeError(f"torch_npu {release}: no {HOST_LIBRARY} in the host ACL library's folder {root}")
+    return libs
+
+
+@dataclasses.dataclass
+class Built:
+    release: str
+    shared_object: Path
+    launchers: list[dict]  # key, tag, kernel, entry, cubin (file name), numel, plan inputs
+    harness: dict
+    info: dict
+
+
+def build(release: str, *, helper: Path | None = None, mutant: str | None = None, python: str | None = None,
+          libraries: dict[str, Path] | None = None) -> Built:
+    """Every launcher of ``release`` (:data:`RUNTIME_SAMPLES`, patched and as shipped, rendered by the wheel's
+    own codegen) in one shared object for the child; ``mutant``: a name of :data:`MUTANTS`, applied to every
+    launcher's text (an as-shipped one has nothing it changes); ``libraries``: what stands for CANN at link
+    time (default: the host ACL library's files for ``release``)."""
+    python = python or sys.executable
+    harness = ra.harness_json(release, python, samples=RUNTIME_SAMPLES)
+    flavour = ra.Flavour(name=mutant or "launchers", tags=("patched", "upstream"), entries=entries_source,
+                         edit=MUTANTS[mutant] if mutant else None,
+                         acl_libraries=libraries if libraries is not None else host_libraries(release), harness=harness)
+    try:
+        result = ra.build(release, python=python, helper=helper, flavour=flavour)
+    except ra.TierError as exc:
+        raise RealRuntimeError(str(exc)) from exc
+    if not result.ok:
+        raise RealRuntimeError(result.message)
+    launchers = []
+    for i, key in enumerate(result.info["launchers"]):
+        tag, sample_key = key.split("/", 1)
+        found = _LOAD_KERNEL.search(harness[tag][sample_key]["cpp"])
+        if not found:
+            raise RealRuntimeError(f"torch_npu {release}: no loadKernel(...) in the rendered {key} launcher")
+        s = RUNTIME_SAMPLE_BY_KEY[sample_key]
+        launchers.append({"key": key, "tag": tag, "sample": sample_key, "kernel": f"{s.kernel}_{tag}",
+                          "entry": f"{ENTRY}{i}", "cubin": Path(found.group("path")).name,
+                          "kernel_name": found.group("name"), "xnumel": 64 * math.prod(s.grid)})
+    return Built(release, Path(result.info["shared_object"]), launchers, harness, result.info)
+
+
+# ---- mutants of the generated launcher (what the real runtime must catch, as the simulation does) ----------
+def _owner_in_lambda(cpp: str) -> str:
+    """The lambda holds the owner (a shared_ptr to the LaunchMemory) instead of the raw regions: the block is
+    freed when torch_npu's queue drops the lambda, on the queue thread."""
+    if "LaunchMemory npu_sync_memory(" not in cpp:
+        return cpp  # a launch that needs nothing
+    cpp = cpp.replace("torch_npu::inductor::LaunchMemory npu_sync_memory(",
+                      "auto npu_sync_owner = std::make_shared<torch_npu::inductor::LaunchMemory>(")
+    cpp = cpp.replace("npu_sync_regions.", "npu_sync_owner->regions().")
+    dropped = ("npu_sync_memory.release();", "npu_sync_regions = npu_sync_memory.regions();")
+    return "\n".join(ln for ln in cpp.splitlines() if not any(d in ln for d in dropped)) + "\n"
+
+
+def _release_at_end(cpp: str) -> str:
+    """The block is released at the end of the wrapper function instead of right after its launch is queued
+    (every launch's block held while the graph runs): the child ends the wrapper after each launch."""
+    if "npu_sync_memory.release();" not in cpp:
+        return cpp
+    cpp = cpp.replace("torch_npu::inductor::LaunchMemory npu_sync_memory(",
+                      "auto& npu_sync_memory = *new torch_npu::inductor::LaunchMemory(")
+    cpp = cpp.replace("npu_sync_memory.release();", "npu_patchset_real_runtime::hold_until_wrapper_end(&npu_sync_memory);")
+    return "namespace npu_patchset_real_runtime { void hold_until_wrapper_end(torch_npu::inductor::LaunchMemory*); }\n" + cpp
+
+
+MUTANTS = {"owner-in-lambda": _owner_in_lambda, "release-at-end": _release_at_end}
+
+
+# ---- 2. run ---------------------------------------------------------------------------------------
+def probe_binary(built: Built, sim_time_us: int = 0) -> str:
+    """The kernel binary every launcher's loadKernel reads (the harness renders one file name for all): the
+    host ACL library's probe, told per kernel what it must find (the same for as shipped and patched)."""
+    lines = ["ACL_HOST_PROBE_BINARY 1"]
+    seen = set()
+    for ln in built.launchers:
+        name = ln["kernel_name"].split()[0]  # what aclrtBinaryGetFunction / rtFunctionRegister look up
+        if name in seen:
+            continue
+        seen.add(name)
+        plan, site, args, grid = rendered.sample_setup(built.harness, RUNTIME_SAMPLE_BY_KEY[ln["sample"]], ln["tag"])
+        exp = sim_harness.expected(plan, site, grid)
+        lines.append(f"kernel {name} has_ffts={int(site.has_ffts)} simt_only={int(site.simt(plan))} "
+                     f"lock_bytes={exp['lock_bytes']} workspace_bytes={exp['workspace_bytes']} "
+                     f"own_args_bytes={lc.own_args_bytes(args)} sim_time_us={sim_time_us}")
+    return "\n".join(lines) + "\n"
+
+
+def run_child(release: str, spec: dict, *, queue: str = "1", timeout: float = 300,
+              env_extra: dict | None = None) -> dict:
+    """``real_runtime_child.py`` for ``spec`` in the host runtime's environment, with ``TASK_QUEUE_ENABLE=queue``:
+    its result, ``exit_code`` and, when its watchdog or ``timeout`` stopped it, ``timed_out``. A self-wait or
+    a hang never outlives ``timeout``."""
+    from . import host_runtime
+
+    with tempfile.TemporaryDirectory(prefix="real-runtime-") as tmp:
+        out = Path(tmp) / "result.json"
+        spec = dict(spec, out=str(out), deadline_s=max(5.0, timeout - 15))
+        if "binary" in spec:
+            cubins = Path(tmp) / "cubin"
+            cubins.mkdir()
+            for name in {ln["cubin"] for ln in spec["launchers"]}:
+                (cubins / name).write_text(spec["binary"])
+            spec["cubin_dir"] = str(cubins)
+        (Path(tmp) / "spec.json").write_text(json.dumps(spec))
+        env = host_runtime.subprocess_env(release, {"TASK_QUEUE_ENABLE": queue, **(env_extra or {})})
+        try:
+            proc = subprocess.run([sys.executable, "-P", str(CHILD), str(Path(tmp) / "spec.json")], env=env,
+                                  capture_output=True, text=True, timeout=timeout)
+            code, stderr = proc.returncode, proc.stderr
+        except subprocess.TimeoutExpired as exc:
+            code = None
+            stderr = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else (exc.stderr or "")
+        result = json.loads(out.read_text()) if out.exists() else {"steps": [], "done": False}
+    result["exit_code"] = code
+    if code is None or result.get("timed_out"):
+        result["timed_out"] = True
+    if code != 0:
+        result["stderr_tail"] = stderr.strip()[-3000:]
+    return result
+
+
+def _child_failure(res: dict) -> str | None:
+    """Why a child did not finish, in one line (None when it did)."""
+    if res.get("done"):
+        return None
+    where = res["steps"][-1] if res.get("steps") else "before importing torch_npu"
+    if res.get("timed_out"):
+        return f"stopped by its timeout after: {where} (a self-wait or a hang)"
+    if res.get("error"):
+        return f"{res['error'].splitlines()[0][:300]} (after: {where})"
+    tail = (res.get("stderr_tail") or "").splitlines()
+    return f"exited {res.get('exit_code')} after: {where}" + (f": {tail[-1][:300]}" if tail else "")
+
+
+def run_samples(release: str, *, as_shipped: bool = False, queues: Sequence[str] = QUEUE_MODES,
+                mutant: str | None = None, samples: Sequence[str] | None = None, timeout: float = 300) -> dict:
+    """Every sample launcher of ``release`` (patched, or ``as_shipped``), in a child per ``TASK_QUEUE_ENABLE``
+    value of ``queues`` (and a fresh child after a launcher that left torch_npu's runtime failed): the
+    per-launch verdicts, in the fields ``--simulate`` gives."""
+    built = build(release, mutant=mutant)
+    tag = "upstream" if as_shipped else "patched"
+    keys = list(samples) if samples is not None else [s.key for s in SAMPLES]
+    launchers = [ln for ln in built.launchers if ln["tag"] == tag and ln["sample"] in keys]
+    spec = {"so": str(built.shared_object), "host_library": HOST_LIBRARY, "launches": LAUNCHES, "mode": "samples",
+            "binary": probe_binary(built)}
+    out = {"release": release, "as_shipped": as_shipped, "mutant": mutant, "launch_api": built.harness.get("launch_api"),
+           "queues": list(queues), "rule": RELEASE_RULE, "runs": {}, "samples": []}
+    rows = {k: {"sample": k, "title": RUNTIME_SAMPLE_BY_KEY[k].title, "runs": {}} for k in keys}
+    for q in queues:
+        for k in keys:
+            rows[k]["runs"][q] = {"launches": [], "ok": False}
+        pending, children = list(launchers), []
+        while pending:
+            res = run_child(release, dict(spec, launchers=pending), queue=q, timeout=timeout)
+            children.append(res)
+            for rec in res.get("launches", []):
+                ln = next(x for x in launchers if x["key"] == rec["key"])
+                rows[ln["sample"]]["runs"][q]["launches"].append(
+                    judge_launch(built.harness, ln, rec, q, res.get("caller_tid")))
+            failure = _child_failure(res)
+            done = {rec["key"] for rec in res.get("launches", [])}
+            if failure is not None:  # the launcher it was running fails with it; the rest get a fresh child
+                current = next((ln for ln in pending if ln["key"] not in done), None)
+                if current is None or not res.get("launches"):
+                    for ln in pending:
+                        rows[ln["sample"]]["runs"][q]["failure"] = failure
+                    break
+                rows[current["sample"]]["runs"][q]["failure"] = failure
+                done.add(current["key"])
+            stop = res.get("stopped_after")
+            pending = [ln for ln in pending if ln["key"] not in done] if (stop or failure) else []
+        first = children[0]
+        out["runs"][q] = {"torch": first.get("torch"), "torch_npu": first.get("torch_npu"),
+                          "import_s": first.get("import_s"), "processes": len(children),
+                          "failure": next((f for f in map(_child_failure, children) if f), None)}
+        for k in keys:
+            run = rows[k]["runs"][q]
+            run["ok"] = "failure" not in run and len(run["launches"]) == LAUNCHES and all(x["ok"] for x in run["launches"])
+    for k in keys:
+        rows[k]["ok"] = all(r["ok"] for r in rows[k]["runs"].values())
+        out["samples"].append(rows[k])
+    out["ok"] = bool(out["samples"]) and all(r["ok"] for r in out["samples"])
+    return out
+
+
+# ---- 3. judge -------------------------------------------------------------------------------------
+#: Where a launch's block may go back, by the launcher's design (docs/design.md, "Memory"): today once its
+#: launch is queued, on the calling thread, before its lambda runs.
+RELEASE_RULE = "once-queued"
+LAUNCH_CALLS = ("aclrtLaunchKernelWithHostArgs", "rtKernelLaunch")
+SYNC_CALLS = ("aclrtSynchronizeDevice", "aclrtSynchronizeDeviceWithTimeout", "aclrtSynchronizeStream",
+              "aclrtSynchronizeStreamWithTimeout")
+DEVICE_ALLOC_CALLS = ("aclrtMalloc", "aclrtMallocAlign32")
+
+
+def first_line(text: str, limit: int = 300) -> str:
+    """An error's first line (torch_npu appends its C++ frames and log lines to what it throws)."""
+    return (text.strip().splitlines() or [""])[0][:limit]
+
+
+def _calls(host_calls: dict, names: Sequence[str]) -> dict[int, int]:
+    """{thread id: calls} of the functions ``names`` in the host ACL library's call accounting."""
+    out: dict[int, int] = {}
+    for name in names:
+        for tid, n in (host_calls.get(name) or {}).get("threads", {}).items():
+            out[int(tid)] = out.get(int(tid), 0) + n
+    return out
+
+
+def thread_name(tid: int, caller: int, queue_tid: int) -> str:
+    if tid == caller:
+        return "calling thread"
+    if tid == queue_tid:
+        return "torch_npu's task-queue thread"
+    return f"thread {tid}"
+
+
+def probe_view(rec: dict) -> dict:
+    """The host ACL library's probe record in the fields ``sim.harness.kernel_problems`` reads."""
+    def region(what: str) -> dict:
+        ext, ptr = rec[f"{what}_extent"], rec[f"{what}_ptr"]
+        return {"kind": ext["kind"], "device": ext["device"], "allocation_bytes": ext["size"],
+                "offset_in_allocation": ptr - ext["base"] if ptr and ext["kind"] != "none" else 0,
+                "freed": ext["freed"], "available": rec[f"{what}_available"], "overrun": rec[f"{what}_overrun"],
+                "align": ptr & -ptr if ptr else 0}
+
+    return {"block_dim": rec["block_dim"], "grid": rec["grid"], "lock_ptr_null": rec["lock_ptr"] == 0,
+            "workspace_ptr_null": rec["workspace_ptr"] == 0, "lock_region": region("lock"),
+            "workspace_region": region("workspace"), "kernel_device": rec["device"],
+            "regions_overlap": rec["regions_overlap"], "overlaps_with_running": rec["overlaps_with_running"],
+            "lock_content": sim_harness.rle(rec["lock_slots_at_start"]), "locks_unchanged": rec["locks_unchanged"],
+            "workspace_written": rec["workspace_written"], "access_errors": rec["access_errors"],
+            "ffts_ok": rec["ffts_ok"], "decoded": rec["decoded"]}
+
+
+def memory_problems(need: bool, held: int, after: int, rule: str = RELEASE_RULE) -> list[str]:
+    """Where the launch block went, from torch_npu's own ``memory_allocated`` (``held``: bytes more than before
+    the call while its lambda had not run; ``after``: once it completed)."""
+    problems = []
+    if rule == "once-queued" and held > 0:
+        problems.append(f"{held} bytes of launch memory still allocated after the call returned, its lambda not "
+                        f"yet run (the block must go back once the launch is queued: the lambda owns it, or it is "
+                        f"kept to the end of the wrapper)")
+    if rule == "after-lambda" and need and held <= 0:
+        problems.append("the launch block went back to the allocator before its lambda ran (a release that can run "
+                        "before the lambda: another thread's empty_cache can free it while the launch is queued)")
+    if after != 0:
+        problems.append(f"{after} bytes more allocated once the launch completed than before it (a leak)")
+    return problems
+
+
+def judge_launch(harness: dict, ln: dict, rec: dict, queue: str, caller: int, rule: str = RELEASE_RULE) -> dict:
+    """One launch of the child (``rec``) in the fields ``--simulate`` gives, with the evidence of torch_npu's
+    own runtime: which thread launched, the caching allocator's bytes before / while queued / after, the
+    host ACL library's probe record, fills, blocking copies, synchronisations and error reports."""
+    sample = RUNTIME_SAMPLE_BY_KEY[ln["sample"]]
+    plan, site, _args, grid = rendered.sample_setup(harness, sample, ln["tag"])
+    exp = sim_harness.expected(plan, site, grid)
+    want_locks = sim_harness.rle(sim_harness.expected_lock_content(plan, exp["block_num"])) if not site.simt(plan) else []
+    host, calls = rec["host"], rec.get("calls_before_sync") or rec["host"].get("calls", {})
+    name = ln["kernel_name"].split()[0]
+    records = [r for r in host.get("probe_records", []) if r["name"] == name]
+    queue_tid = rec.get("queue_tid") or 0
+    problems = []
+    if rec["call_threw"]:
+        problems.append(f"the launch threw on the calling thread: {first_line(rec['call_error'])}")
+    if queue != "0" and rec["gate"] != "held":
+        problems.append(f"torch_npu's task queue could not be held for the launch ({rec['gate']})")
+    launched = _calls(calls, LAUNCH_CALLS)
+    view = probe_view(records[0]) if records else None
+    if not rec["call_threw"]:
+        if len(records) != 1:
+            why = f"; torch_npu reported: {first_line(rec['sync_error'])}" if rec.get("sync_error") else ""
+            problems.append(f"the probe kernel ran {len(records)} times for this launch (once expected){why}")
+        if view is not None:
+            problems += sim_harness.kernel_problems(view, exp, want_locks, grid)
+        want = "calling thread" if queue == "0" else "torch_npu's task-queue thread"
+        where = sorted({thread_name(t, caller, queue_tid) for t in launched})
+        if where != [want]:
+            problems.append(f"launched from {', '.join(where) or 'nowhere'}, expected from the {want}")
+    sync_copies = _calls(calls, ("aclrtMemcpy",))
+    syncs = _calls(calls, SYNC_CALLS)
+    pinned = _calls(calls, ("aclrtMallocHost",))
+    grown = {t: n for t, n in _calls(calls, DEVICE_ALLOC_CALLS).items() if t != caller}
+    fills = sum(_calls(calls, ("aclrtMemsetAsync",)).values())
+    before, held_m, after = rec["memory_before"], rec["memory_held_while_queued"], rec["memory_after"]
+    requests = held_m["requests"] - before["requests"]
+    if sync_copies:
+        problems.append(f"{sum(sync_copies.values())} blocking aclrtMemcpy on the "
+                        f"{', '.join(sorted({thread_name(t, caller, queue_tid) for t in sync_copies}))}")
+    if syncs:
+        problems.append(f"{sum(syncs.values())} stream or device synchronisations during the launch, on the "
+                        f"{', '.join(sorted({thread_name(t, caller, queue_tid) for t in syncs}))}")
+    if pinned:
+        problems.append(f"{sum(pinned.values())} page-locked allocations")
+    if grown:
+        problems.append(f"{sum(grown.values())} device allocations on torch_npu's task-queue thread (an allocator "
+                        f"inside the launch lambda)")
+    if requests > 1:
+        problems.append(f"{requests} requests to torch_npu's caching allocator (at most one per launch)")
+    need = exp["lock_bytes"] + exp["workspace_bytes"] > 0
+    problems += memory_problems(need, held_m["allocated"] - before["allocated"], after["allocated"] - before["allocated"], rule)
+    errors = [f"{e['kind']}: {e['message']}" for e in host.get("errors", [])]
+    problems += [f"host ACL library: {e}" for e in errors]
+    missing = host.get("missing_calls") or {}
+    if missing:
+        problems.append(f"torch_npu called ACL functions the host ACL library does not implement: {sorted(missing)}")
+    lock = view["lock_region"] if view else {}
+    work = view["workspace_region"] if view else {}
+    return {
+        "phase": "launch", "device": 0, "queue": queue, "acl_code": None, "exception_escaped": None,
+        "call_threw": rec["call_threw"], "call_error": rec["call_error"], "sync_error": rec.get("sync_error", ""),
+        "thread": ", ".join(sorted({thread_name(t, caller, queue_tid) for t in launched})) or "-",
+        "memory_allocated": {"before": before["allocated"], "while_queued": held_m["allocated"],
+                             "after": after["allocated"]},
+        "live_allocations_after": after["allocated"] - before["allocated"],
+        "workspace_bytes": 0 if not view or view["workspace_ptr_null"] else work["available"],
+        "lock_bytes": 0 if not view or view["lock_ptr_null"] else lock["available"],
+        "promised_workspace_bytes": exp["workspace_bytes"], "promised_lock_bytes": exp["lock_bytes"],
+        "lock_region": lock, "workspace_region": work, "block_num": view["block_dim"] if view else None,
+        "regions_overlap": bool(view and (view["regions_overlap"] or view["overlaps_with_running"])),
+        "lock_content": view["lock_content"] if view else [],
+        "lock_values_at_start": sorted({v for v, _ in view["lock_content"]}) if view else [],
+        "allocator_calls": requests, "caching_allocator_calls": requests, "workspace_allocator_calls": None,
+        "allocator_growths": sum(grown.values()), "device_synchronizations": sum(syncs.values()),
+        "sync_copies": sum(sync_copies.values()), "async_copies": sum(_calls(calls, ("aclrtMemcpyAsync",)).values()),
+        "memsets": fills, "host_blocking_calls": sum(sync_copies.values()) + sum(syncs.values()),
+        "page_locked_allocations": sum(pinned.values()),
+        "block_freed_on": ("-" if not need else "calling thread, before the call returned"
+                           if held_m["allocated"] <= before["allocated"] else "after the call returned"),
+        "host_errors": errors, "ok": not problems, "problems": problems,
+    }
+
+
+# ---- scenarios ------------------------------------------------------------------------------------
+#: The scenario kernel's run time on the host ACL library's stream (the queue thread runs ahead of it).
+SCENARIO_KERNEL_US = 500
+
+
+def scenario_spec(built: Built, name: str, tag: str, per_thread: int = SCENARIO_LAUNCHES) -> dict:
+    if name not in SCENARIOS:
+        raise ValueError(f"unknown scenario {name!r}; valid: {', '.join(SCENARIOS)}")
+    launchers = [ln for ln in built.launchers if ln["tag"] == tag and ln["sample"] == SCENARIO_SAMPLE.key]
+    spec = {"so": str(built.shared_object), "host_library": HOST_LIBRARY, "launchers": launchers, "mode": "scenario",
+            "threads": SCENARIO_THREADS, "per_thread": per_thread, "empty_cache_every": EMPTY_CACHE_EVERY,
+            "binary": probe_binary(built, sim_time_us=SCENARIO_KERNEL_US)}
+    if name == "threads-oom-retry":
+        spec.update(device_memory=OOM_DEVICE_MEMORY, oom_bytes=OOM_BYTES)
+    return spec
+
+
+def run_scenario(release: str, name: str, *, as_shipped: bool = False, mutant: str | None = None,
+                 per_thread: int = SCENARIO_LAUNCHES, timeout: float = 300) -> dict:
+    """Scenario ``name`` of :data:`SCENARIOS` on torch_npu ``release``'s own runtime (task queue on)."""
+    built = build(release, mutant=mutant)
+    tag = "upstream" if as_shipped else "patched"
+    spec = scenario_spec(built, name, tag, per_thread)
+    res = run_child(release, spec, queue="1", timeout=timeout)
+    return judge_scenario(built.harness, spec, res, name, release=release, as_shipped=as_shipped, mutant=mutant)
+
+
+def judge_scenario(harness: dict, spec: dict, res: dict, name: str, **about) -> dict:
+    """The scenario's verdict: every launch made, reached its kernel and got what it needs; no error report
+    of the host ACL library (a write into memory torch_npu had freed is one); the run finished in time; and
+    the scenario did what it is for (memory really went back with aclrtFree; the retry really ran)."""
+    ln = spec["launchers"][0]
+    plan, site, _args, grid = rendered.sample_setup(harness, SCENARIO_SAMPLE, ln["tag"])
+    exp = sim_harness.expected(plan, site, grid)
+    want_locks = sim_harness.rle(sim_harness.expected_lock_content(plan, exp["block_num"]))
+    host = res.get("host") or {}
+    kernel = ln["kernel_name"].split()[0]
+    records = [r for r in host.get("probe_records", []) if r["name"] == kernel]
+    launches = spec["threads"] * spec["per_thread"]
+    rows = res.get("calls", [])
+    threw = [r for r in rows if r["call_threw"]]
+    kernel_issues: dict[str, int] = {}
+    clean = 0
+    for r in records:
+        found = sim_harness.kernel_problems(probe_view(r), exp, want_locks, grid)
+        clean += not found
+        for p in found:
+            kernel_issues[p] = kernel_issues.get(p, 0) + 1
+    by_kind: dict[str, int] = {}
+    for e in host.get("errors", []):
+        by_kind[e["kind"]] = by_kind.get(e["kind"], 0) + 1
+    before, after = res.get("memory_before") or {}, res.get("memory_after") or {}
+    frees = (host.get("counters") or {}).get("device_frees", 0)
+    retries = after.get("retries", 0) - before.get("retries", 0)
+    problems = []
+    failure = _child_failure(res)
+    if failure:
+        problems.append(f"the run did not finish: {failure}")
+    problems += res.get("thread_errors", [])
+    if threw:
+        problems.append(f"{len(threw)} of {len(rows)} launch calls threw, first: {threw[0]['call_error'][:200]}")
+    if len(records) != launches:
+        problems.append(f"{len(records)} of {launches} launches reached their kernel")
+    if clean != len(records):
+        problems.append(f"{len(records) - clean} kernels got wrong memory: " +
+                        "; ".join(f"{p} (x{n})" for p, n in sorted(kernel_issues.items())[:4]))
+    if by_kind:
+        problems.append("host ACL library error reports: " + ", ".join(f"{k} x{n}" for k, n in sorted(by_kind.items())))
+    if res.get("sync_error"):
+        problems.append(f"torch.npu.synchronize() afterwards: {res['sync_error']}")
+    if host.get("missing_calls"):
+        problems.append(f"torch_npu called ACL functions the host ACL library does not implement: "
+                        f"{sorted(host['missing_calls'])}")
+    exercised = []
+    if res.get("done") and frees == 0:
+        exercised.append("no memory went back with aclrtFree: empty_cache freed nothing, the window never opened")
+    if res.get("done") and name == "threads-oom-retry" and retries == 0:
+        exercised.append("torch_npu's allocator never ran its out-of-memory retry")
+    return {"scenario": name, "what": SCENARIOS[name], **about, "launches": launches, "calls_made": len(rows),
+            "calls_threw": len(threw), "reached_kernel": len(records), "clean_kernels": clean,
+            "host_error_kinds": by_kind, "host_errors": [f"{e['kind']}: {e['message']}" for e in host.get("errors", [])][:12],
+            "device_frees": frees, "alloc_retries": retries, "oom_allocations": res.get("oom_allocations"),
+            "timed_out": bool(res.get("timed_out")), "memory_allocated": {"before": before.get("allocated"),
+                                                                          "after": after.get("allocated")},
+            "torch_npu": res.get("torch_npu"), "problems": problems, "not_exercised": exercised,
+            "ok": not problems and not exercised}

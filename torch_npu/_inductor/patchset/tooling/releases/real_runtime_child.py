@@ -1,0 +1,275 @@
+"""The real-runtime tier's subprocess: a released torch_npu, over the host ACL library, runs launchers.
+
+NEVER imported by the project: ``real_runtime.py`` starts it as ``python -P real_runtime_child.py SPEC.json``
+in the environment ``host_runtime.subprocess_env`` makes (the wheel on PYTHONPATH, the host ACL library on
+LD_LIBRARY_PATH: a TEST DOUBLE of CANN, only ever loaded into this subprocess). It imports torch and the
+wheel's torch_npu only (no module of this project: the wheel's ``torch_npu`` package is the one on the path),
+loads the launchers' shared object with ctypes and writes one JSON object to the spec's ``out`` (rewritten
+after every step, so that a run stopped by its timeout still says how far it got).
+
+Spec (from ``real_runtime.py``): ``so``, ``cubin_dir``, ``out``, ``deadline_s``, ``launchers`` (entry
+symbol, kernel name, xnumel, device argument), ``mode`` "samples" or "scenario", and the scenario's
+parameters. The host ACL library's control surface (``acl_host_*``) gives the probe's reports.
+"""
+from __future__ import annotations
+
+import ctypes
+import faulthandler
+import json
+import os
+import sys
+import threading
+import time
+import traceback
+
+SPEC = json.load(open(sys.argv[1]))
+RESULT: dict = {"steps": [], "done": False}
+_result_lock = threading.Lock()
+
+
+def save() -> None:
+    with _result_lock:
+        tmp = SPEC["out"] + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(RESULT, f)
+        os.replace(tmp, SPEC["out"])
+
+
+def step(what: str) -> None:
+    RESULT["steps"].append(what)
+    save()
+
+
+def watchdog(seconds: float) -> None:
+    """A self-wait or a hang ends here: the stacks of every thread, what was seen so far, exit 3."""
+    def fire():
+        RESULT["timed_out"] = True
+        try:
+            import io
+
+            buf = io.StringIO()
+            for tid, frame in sys._current_frames().items():
+                buf.write(f"thread {tid}:\n" + "".join(traceback.format_stack(frame)[-6:]))
+            RESULT["stacks"] = buf.getvalue()[-6000:]
+        except Exception as exc:  # the report matters more than the stacks
+            RESULT["stacks"] = repr(exc)
+        try:
+            RESULT["host"] = HOST.report() if HOST is not None else None
+        except Exception as exc:
+            RESULT["host_error"] = repr(exc)
+        save()
+        os._exit(3)
+
+    t = threading.Timer(seconds, fire)
+    t.daemon = True
+    t.start()
+
+
+# ---- the host ACL library's control surface (ctypes) ------------------------------------------------
+class HostAcl:
+    """The host ACL library's ``acl_host_*`` functions, from the copy torch_npu loaded (same soname)."""
+
+    def __init__(self, name: str):
+        self.lib = ctypes.CDLL(name, mode=os.RTLD_NOLOAD | os.RTLD_GLOBAL)
+        self.lib.acl_host_report_json.restype = ctypes.c_char_p
+        self.lib.acl_host_reset.restype = None
+
+    def report(self) -> dict:
+        return json.loads(self.lib.acl_host_report_json().decode())
+
+    def reset(self) -> None:
+        self.lib.acl_host_reset()
+
+    def call(self, name: str, *args) -> int:
+        return getattr(self.lib, name)(*args)
+
+
+HOST: HostAcl | None = None
+
+
+# ---- the launchers' shared object ---------------------------------------------------------------
+class Launchers:
+    def __init__(self, path: str):
+        self.lib = ctypes.CDLL(path)
+        self.error = ctypes.create_string_buffer(4096)
+        self.lib.npu_patchset_real_runtime_gate_close.restype = ctypes.c_int
+        self.lib.npu_patchset_real_runtime_gate_close.argtypes = [ctypes.c_int]
+        self.lib.npu_patchset_real_runtime_gate_open.restype = None
+        self.lib.npu_patchset_real_runtime_queue_tid.restype = ctypes.c_longlong
+        self.lib.npu_patchset_real_runtime_wrapper_end.restype = ctypes.c_int
+
+    def entry(self, symbol: str):
+        fn = getattr(self.lib, symbol)
+        fn.restype = ctypes.c_int
+        fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int32, ctypes.c_void_p,
+                       ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]
+        return fn
+
+    def call(self, launcher: dict, bufs, stream: int, device: int = 0) -> tuple[bool, str]:
+        """One launch as the compiled graph makes it; (threw, what) on the calling thread (the GIL released)."""
+        err = ctypes.create_string_buffer(4096)
+        rc = self.entry(launcher["entry"])(bufs[0].data_ptr(), bufs[1].data_ptr(), launcher["xnumel"], device,
+                                           stream, SPEC["cubin_dir"].encode(), err, len(err))
+        return rc != 0, err.value.decode(errors="replace")
+
+    def gate_close(self) -> str:
+        """Holds torch_npu's task queue (a task of its own waits there): 'held', 'queue off' or 'timeout'."""
+        rc = self.lib.npu_patchset_real_runtime_gate_close(5000)
+        return {1: "held", 0: "queue off", -2: "the queue refused it"}.get(rc, "timeout")
+
+    def gate_open(self) -> None:
+        self.lib.npu_patchset_real_runtime_gate_open()
+
+    def wrapper_end(self) -> int:
+        return self.lib.npu_patchset_real_runtime_wrapper_end()
+
+    def queue_tid(self) -> int:
+        return self.lib.npu_patchset_real_runtime_queue_tid()
+
+
+def main() -> None:
+    global HOST
+    watchdog(SPEC["deadline_s"])
+    t0 = time.perf_counter()
+    import torch
+
+    import torch_npu  # noqa: F401  (the wheel's own, on its own torch)
+
+    RESULT.update(torch=torch.__version__, torch_npu=torch_npu.__version__,
+                  torch_npu_file=torch_npu.__file__, task_queue_enable=os.environ.get("TASK_QUEUE_ENABLE"))
+    torch.npu.set_device(0)
+    RESULT["import_s"] = round(time.perf_counter() - t0, 2)
+    step("imported torch_npu, device 0 set")
+    HOST = HostAcl(SPEC["host_library"])
+    so = Launchers(SPEC["so"])
+    step("launchers loaded")
+    if SPEC["mode"] == "samples":
+        run_samples(torch, so)
+    else:
+        run_scenario(torch, so)
+    RESULT["done"] = True
+    save()
+
+
+def _stats(torch) -> dict:
+    s = torch.npu.memory_stats(0)
+    return {"allocated": torch.npu.memory_allocated(0), "requests": s.get("allocation.all.allocated", 0),
+            "retries": s.get("num_alloc_retries", 0), "reserved": torch.npu.memory_reserved(0)}
+
+
+def run_samples(torch, so: Launchers) -> None:
+    """Each launcher SPEC["launches"] times on the default stream. Each launch: torch_npu's queue held (a task
+    waits in it), the call made, what the caching allocator holds then, the queue let go, the device
+    synchronised; the host ACL library's report of what that launch did (reset before it)."""
+    stream = torch.npu.current_stream().npu_stream  # once: NPUStream::stream() drains the task queue
+    caller = threading.get_native_id()
+    RESULT["caller_tid"] = caller
+    RESULT["launches"] = []
+    for launcher in SPEC["launchers"]:
+        bufs = [torch.empty(launcher["xnumel"], device="npu", dtype=torch.float32) for _ in range(2)]
+        torch.npu.synchronize()
+        for i in range(SPEC["launches"]):
+            HOST.reset()
+            before = _stats(torch)
+            gate = so.gate_close()
+            threw, what = so.call(launcher, bufs, stream)
+            held = _stats(torch)  # the launch is queued behind the gate: its lambda has not run
+            kept = so.wrapper_end()  # the end of the compiled graph's wrapper function
+            so.gate_open()
+            so.gate_close()  # tasks run in order: once the queue thread holds this gate, the lambda has run
+            so.gate_open()
+            calls = HOST.report().get("calls", {})  # what the launch called, before this process synchronises
+            sync_error = ""
+            try:
+                torch.npu.synchronize()
+            except Exception as exc:  # torch_npu's queue reports a failed task here
+                sync_error = f"{type(exc).__name__}: {' '.join(str(exc).split())[:400]}"
+            after = _stats(torch)
+            RESULT["launches"].append({
+                "key": launcher["key"], "kernel": launcher["kernel"], "launch": i + 1, "gate": gate,
+                "queue_tid": so.queue_tid(), "call_threw": threw, "call_error": what, "sync_error": sync_error,
+                "kept_to_wrapper_end": kept, "memory_before": before, "memory_held_while_queued": held,
+                "memory_after": after, "calls_before_sync": calls, "host": HOST.report()})
+            save()
+        del bufs
+        mine = [x for x in RESULT["launches"] if x["key"] == launcher["key"]]
+        if any(x["call_threw"] or x["sync_error"] or x["gate"] not in ("held", "queue off") for x in mine):
+            # torch_npu's queue stops after a failed task, and a failed allocation can leave an allocator
+            # changed: the next launcher gets a fresh process (the parent starts it), not this one's leftovers.
+            RESULT["stopped_after"] = launcher["key"]
+            break
+    step("samples done")
+
+
+def run_scenario(torch, so: Launchers) -> None:
+    """SPEC["threads"] Python threads, each SPEC["per_thread"] launches of one launcher on the default stream;
+    each thread empties the cache every SPEC["empty_cache_every"] launches; with SPEC["oom_bytes"], one more
+    thread allocates that much again and again so that torch_npu's allocator runs its out-of-memory retry
+    (the host ACL library's device memory limited to SPEC["device_memory"])."""
+    launcher = SPEC["launchers"][0]
+    HOST.reset()
+    if SPEC.get("device_memory"):
+        HOST.call("acl_host_set_device_memory_limit", 0, ctypes.c_uint64(SPEC["device_memory"]))
+    stop = threading.Event()
+    rows: list = []
+    errors: list = []
+
+    def launching(t: int) -> None:
+        try:
+            torch.npu.set_device(0)
+            stream = torch.npu.current_stream().npu_stream
+            bufs = [torch.empty(launcher["xnumel"], device="npu", dtype=torch.float32) for _ in range(2)]
+            for i in range(SPEC["per_thread"]):
+                threw, what = so.call(launcher, bufs, stream)
+                rows.append({"thread": t, "launch": i + 1, "call_threw": threw, "call_error": what[:300]})
+                if (i + 1) % SPEC["empty_cache_every"] == 0:
+                    torch.npu.empty_cache()
+        except Exception as exc:
+            errors.append(f"thread {t}: {type(exc).__name__}: {str(exc).strip()[:300]}")
+
+    def pressing() -> None:
+        n = 0
+        try:
+            torch.npu.set_device(0)
+            while not stop.is_set():
+                try:
+                    x = torch.empty(SPEC["oom_bytes"] // 4, device="npu", dtype=torch.float32)
+                    del x
+                except torch.OutOfMemoryError:  # the retry ran and still did not fit: fine, it ran
+                    pass
+                n += 1
+                time.sleep(0.001)
+        except Exception as exc:
+            errors.append(f"oom thread: {type(exc).__name__}: {str(exc).strip()[:300]}")
+        RESULT["oom_allocations"] = n
+
+    before = _stats(torch)
+    threads = [threading.Thread(target=launching, args=(t,)) for t in range(SPEC["threads"])]
+    if SPEC.get("oom_bytes"):
+        threads.append(threading.Thread(target=pressing))
+    for t in threads:
+        t.start()
+    for t in threads[:SPEC["threads"]]:
+        t.join()
+    stop.set()
+    for t in threads[SPEC["threads"]:]:
+        t.join()
+    sync_error = ""
+    try:
+        torch.npu.synchronize()
+    except Exception as exc:
+        sync_error = f"{type(exc).__name__}: {str(exc).strip()[:300]}"
+    RESULT.update(calls=rows, thread_errors=errors, sync_error=sync_error, memory_before=before,
+                  memory_after=_stats(torch), host=HOST.report())
+    step("scenario done")
+
+
+if __name__ == "__main__":
+    faulthandler.enable()
+    try:
+        main()
+    except BaseException as exc:  # said in the result; the parent judges
+        RESULT["error"] = f"{type(exc).__name__}: {exc}"
+        RESULT["traceback"] = traceback.format_exc()[-4000:]
+        save()
+        sys.exit(1)
