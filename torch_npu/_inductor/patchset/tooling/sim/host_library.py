@@ -36,7 +36,7 @@ from typing import Iterable
 
 from . import build as sim_build
 
-__all__ = ["Decl", "HostLibrary", "STATED_NOOPS", "declarations", "failure_value", "build", "HOST_DIR"]
+__all__ = ["Decl", "HostLibrary", "STATED_NOOPS", "declarations", "failure_value", "status_kind", "build", "HOST_DIR"]
 
 HOST_DIR = sim_build.SIM_ROOT / "host"
 LIBRARY = "libascendcl.so"
@@ -225,7 +225,8 @@ def failure_value(ret: str) -> tuple[str | None, bool]:
     return f"{r}{{}}", False
 
 
-def _status_kind(ret: str) -> str:
+def status_kind(ret: str) -> str:
+    """void, pointer, status (0 is success) or value."""
     r = " ".join(ret.split())
     if r == "void":
         return "void"
@@ -295,7 +296,7 @@ def _entry_point(index: int, d: Decl, kind: int, why: str = "") -> str:
     if kind == IMPLEMENTED:
         args = ", ".join(d.param_names() or [])
         call = f"acl_host_impl_{d.name}({args})"
-        sk = _status_kind(d.ret)
+        sk = status_kind(d.ret)
         if sk == "void":
             return f"{sig} {{\n  {call};\n  acl_host_note_call({index}, 0);\n}}\n"
         rc = {"status": "static_cast<long long>(r)", "pointer": "(r == nullptr ? -1LL : 0LL)", "value": "0LL"}[sk]
@@ -474,5 +475,6 @@ def _build_into(tmp: Path, npu_include: Path, imports: list[str], lookups: list[
         "missing_cannot_fail": sorted(n for n in missing if not failure_value(decls[n].ret)[1]),
         "undeclared_lookups": sorted(undeclared_lookups),
         "prototype_source": {n: source[n] for n in sorted(set(table) | set(implemented)) if n in source},
+        "returns": {n: decls[n].ret for n in sorted(set(table) | set(implemented)) if n in decls},
         "exported": exported,
     }
