@@ -18,7 +18,7 @@ __all__ = ["ElfError", "needed", "dynamic_symbols", "rodata_strings"]
 
 _SHT_NOBITS, _SHT_DYNSYM, _SHT_DYNAMIC = 8, 11, 6
 _DT_NEEDED = 1
-_STB_GLOBAL, _STB_WEAK = 1, 2
+_STB_GLOBAL, _STB_WEAK, _STB_GNU_UNIQUE = 1, 2, 10
 
 
 class ElfError(ValueError):
@@ -78,7 +78,7 @@ def needed(path) -> list[str]:
 
 
 def dynamic_symbols(path) -> tuple[set[str], set[str]]:
-    """``(defined, undefined)``: global and weak names of the dynamic symbol table. Undefined weak
+    """``(defined, undefined)``: global, weak and unique names of the dynamic symbol table. Undefined weak
     names (``__gmon_start__`` and the like, which may stay unresolved) are left out."""
     e = _elf(path)
     defined, undefined = set(), set()
@@ -88,7 +88,7 @@ def dynamic_symbols(path) -> tuple[set[str], set[str]]:
         for off in range(24, len(body) - 23, 24):  # entry 0 is the null symbol
             name_off, info, _other, shndx = struct.unpack_from("<IBBH", body, off)
             bind = info >> 4
-            if bind not in (_STB_GLOBAL, _STB_WEAK) or name_off == 0:
+            if bind not in (_STB_GLOBAL, _STB_WEAK, _STB_GNU_UNIQUE) or name_off == 0:
                 continue
             name = e._cstr(strtab + name_off)
             if shndx != 0:

@@ -210,7 +210,8 @@ def import_check(release: str, task_queue: str = "1", timeout: float = 300) -> d
     try:
         facts = json.loads(proc.stdout.strip().splitlines()[-1])
     except (IndexError, json.JSONDecodeError):
-        return {"error": f"exit {proc.returncode}: " + "\n".join(proc.stderr.strip().splitlines()[-15:])}
+        said = [x for x in proc.stderr.strip().splitlines() if not x.startswith(("frame #", "<omitting"))]
+        return {"error": f"exit {proc.returncode}: " + "\n".join(said[-15:])}
     facts["stderr_tail"] = proc.stderr.strip().splitlines()[-5:]
     return facts
 

@@ -189,6 +189,8 @@ def declarations(text: str) -> dict[str, Decl]:
                 while depth and j < n:
                     depth += {"{": 1, "}": -1}.get(text[j], 0)
                     j += 1
+                if re.search(r"\)\s*(const|noexcept|override)?\s*$", head):  # a function's body ends its statement
+                    start = j
                 i = j
                 continue
             i += 1
