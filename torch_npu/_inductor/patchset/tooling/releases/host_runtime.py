@@ -11,7 +11,8 @@ Interface (the real-runtime tier builds on it):
     host_library(release) -> HostLibrary      the double built for the wheel (cached)
     runtime_dir(release) -> Path              folder holding the double under every needed file name
     subprocess_env(release, extra=None) -> dict
-    run_python(release, code, *, env_extra=None, timeout=300) -> subprocess.CompletedProcess
+    python_for(release) -> str                the interpreter of the release's own torch line (line_python.py)
+    run_python(release, code, *, env_extra=None, timeout=300, python=None) -> subprocess.CompletedProcess
     inventory(release) -> dict                imports / runtime_lookups / implemented / stated_noops / missing
     IMPORT_CHECK                              the import check's code (one JSON line on stdout)
 
@@ -39,10 +40,10 @@ from functools import lru_cache
 from pathlib import Path
 
 from ..sim import host_library
-from . import wheel_needs, wheels
+from . import line_python, wheel_needs, wheels
 
 __all__ = ["extracted_wheel", "needs", "host_library_for", "runtime_dir", "subprocess_env", "run_python",
-           "inventory", "import_check", "IMPORT_CHECK", "CONTROL_SNIPPET", "torch_lib_dir"]
+           "inventory", "import_check", "IMPORT_CHECK", "CONTROL_SNIPPET", "torch_lib_dir", "python_for"]
 
 _RELEASE = re.compile(r"^\d+\.\d+\.\d+(?:\.post\d+)?$")
 
@@ -81,17 +82,38 @@ def extracted_wheel(release: str) -> Path:
     return dest
 
 
-def torch_lib_dir() -> Path:
-    """The ``torch/lib`` of this interpreter's torch (the leg's), found without importing torch."""
-    spec = importlib.util.find_spec("torch")
-    if spec is None or not spec.submodule_search_locations:
-        raise RuntimeError("torch is not installed in this interpreter")
-    return Path(list(spec.submodule_search_locations)[0]) / "lib"
+@lru_cache(maxsize=None)
+def torch_lib_dir(python: str | None = None) -> Path:
+    """The ``torch/lib`` of ``python``'s torch (this interpreter's by default), found without importing torch."""
+    if python is None or python == sys.executable:
+        spec = importlib.util.find_spec("torch")
+        where = list(spec.submodule_search_locations)[0] if spec and spec.submodule_search_locations else None
+    else:
+        proc = subprocess.run([python, "-c", "import importlib.util as u; s = u.find_spec('torch'); "
+                               "print(list(s.submodule_search_locations)[0] if s else '')"],
+                              capture_output=True, text=True, timeout=120)
+        where = proc.stdout.strip() or None
+    if not where:
+        raise RuntimeError(f"torch is not installed for {python or sys.executable}")
+    return Path(where) / "lib"
+
+
+@lru_cache(maxsize=None)
+def python_for(release: str) -> str:
+    """The interpreter that runs ``release`` on its own torch line (releases/line_python.py); raises
+    ``line_python.LineUnavailable`` (one line: why) where none can here."""
+    return line_python.python_for(release)
 
 
 @lru_cache(maxsize=None)
 def needs(release: str) -> wheel_needs.WheelNeeds:
-    return wheel_needs.read_needs(extracted_wheel(release), torch_lib_dir())
+    """What the wheel asks of CANN, beside the torch it runs on (this interpreter's where its line has
+    none here: the double is still built and checked, only not imported)."""
+    try:
+        python = python_for(release)
+    except line_python.LineUnavailable:
+        python = None
+    return wheel_needs.read_needs(extracted_wheel(release), torch_lib_dir(python))
 
 
 @lru_cache(maxsize=None)
@@ -120,15 +142,16 @@ def subprocess_env(release: str, extra: dict | None = None) -> dict:
     return env
 
 
-def run_python(release: str, code: str, *, env_extra: dict | None = None,
-               timeout: float = 300) -> subprocess.CompletedProcess:
-    """Run ``code`` with this interpreter in a subprocess over the double. Its working directory is an
-    empty folder: ``python -c`` puts the working directory first on sys.path, and a torch_npu checkout
-    there would shadow the wheel."""
+def run_python(release: str, code: str, *, env_extra: dict | None = None, timeout: float = 300,
+               python: str | None = None) -> subprocess.CompletedProcess:
+    """Run ``code`` in a subprocess over the double, with ``python`` (default :func:`python_for`: this
+    interpreter, the leg's, when its torch is the release's line). Its working directory is an empty
+    folder: ``python -c`` puts the working directory first on sys.path, and a torch_npu checkout there
+    would shadow the wheel."""
     env = subprocess_env(release, env_extra)
     with tempfile.TemporaryDirectory(prefix="host-runtime-") as cwd:
-        return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout,
-                              env=env, cwd=cwd)
+        return subprocess.run([python or python_for(release), "-c", code], capture_output=True, text=True,
+                              timeout=timeout, env=env, cwd=cwd)
 
 
 def inventory(release: str) -> dict:
@@ -258,6 +281,9 @@ def main(argv=None) -> int:
     except wheels.WheelUnavailable as exc:
         print(f"host_runtime: {exc}", file=sys.stderr)
         return 2
+    except line_python.LineUnavailable as exc:
+        print(f"import-check {args.release}: cannot run here: {exc}")
+        return 1
     if "error" in facts:
         print(f"import-check {args.release}: failed: {facts['error']}")
         return 1
