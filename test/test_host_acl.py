@@ -135,6 +135,55 @@ def test_no_failing_stub_returns_success(release, inventory):
     assert got["missing_count"] == 2 * len(kinds)
 
 
+_SEMANTICS = r"""
+import ctypes, json, sys
+lib = ctypes.CDLL(sys.argv[1])
+u32, i64, i32 = ctypes.c_uint32, ctypes.c_int64, ctypes.c_int32
+out = {}
+dev = i32(-5)
+out["get_device_before_set"] = lib.aclrtGetDevice(ctypes.byref(dev))  # no device on this thread yet
+out["init"], out["init_again"] = lib.aclInit(None), lib.aclInit(None)
+n = u32()
+lib.aclrtGetDeviceCount(ctypes.byref(n)); out["devices"] = n.value
+out["set_device_2"] = lib.aclrtSetDevice(2)
+lib.aclrtSetDevice(1); lib.aclrtGetDevice(ctypes.byref(dev)); out["device"] = dev.value
+v = i64(-1)
+lib.aclrtGetSysParamOpt(0, ctypes.byref(v)); out["param_unset"] = v.value
+lib.aclrtSetSysParamOpt(0, i64(7)); lib.aclrtGetSysParamOpt(0, ctypes.byref(v)); out["param_set"] = v.value
+cores = u32()
+lib.aclrtGetDeviceResLimit(0, 1, ctypes.byref(cores)); out["vector_cores"] = cores.value
+lib.aclrtSetDeviceResLimit(0, 1, u32(8)); lib.aclrtGetDeviceResLimit(0, 1, ctypes.byref(cores)); out["limited"] = cores.value
+lib.aclrtResetDeviceResLimit(0); lib.aclrtGetDeviceResLimit(0, 1, ctypes.byref(cores)); out["reset"] = cores.value
+free, total = ctypes.c_size_t(), ctypes.c_size_t()
+out["mem_info"] = lib.aclrtGetMemInfo(1, ctypes.byref(free), ctypes.byref(total)); out["total"] = total.value
+lib.aclGetRecentErrMsg.restype = ctypes.c_char_p
+lib.aclrtEventElapsedTime(None, None, None)  # not implemented
+msg = lib.aclGetRecentErrMsg()
+out["recent_msg"] = msg.decode() if msg else None
+lib.acl_host_report_json.restype = ctypes.c_char_p
+r = json.loads(lib.acl_host_report_json())
+out["counted"] = {k: r["calls"][k]["calls"] for k in ("aclInit", "aclrtSetDevice", "aclrtEventElapsedTime")}
+print(json.dumps(out))
+"""
+
+
+def test_the_double_answers_as_cann_describes(release):
+    """Without torch: the rules torch_npu relies on (no device until one is set, a second aclInit refused,
+    settings read back, resource limits, memory info) and the accounting of every call."""
+    lib = str(host_runtime.runtime_dir(release) / host_library.LIBRARY)
+    proc = subprocess.run([sys.executable, "-c", _SEMANTICS, lib], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    got = json.loads(proc.stdout)
+    assert got["get_device_before_set"] == 107002  # ACL_ERROR_RT_CONTEXT_NULL
+    assert got["init"] == 0 and got["init_again"] == 100002  # ACL_ERROR_REPEAT_INITIALIZE
+    assert got["devices"] == 2 and got["set_device_2"] == 200002 and got["device"] == 1  # ACL_ERROR_INVALID_DEVICE
+    assert got["param_unset"] == 0 and got["param_set"] == 7
+    assert (got["vector_cores"], got["limited"], got["reset"]) == (48, 8, 48)
+    assert got["mem_info"] == 0 and got["total"] == 16 << 30
+    assert "aclrtEventElapsedTime is not implemented" in got["recent_msg"]
+    assert got["counted"] == {"aclInit": 2, "aclrtSetDevice": 2, "aclrtEventElapsedTime": 1}
+
+
 # ---- the wheel, imported over the double ------------------------------------------------------------
 _SCRIPT = host_runtime.CONTROL_SNIPPET + r"""
 import struct, sys, threading

@@ -47,8 +47,6 @@ STATED_NOOPS: dict[str, str] = {
     "aclFinalize": "process teardown; the double keeps its state so that a later touch is still reported",
     "aclrtResetDevice": "device teardown; device memory is kept so that a later touch of a freed range is reported",
     "MsprofRegisterCallback": "a profiler registration: no profiler runs in the double, nothing will call back",
-    "aclrtSetDeviceResLimit": "a core-count limit for later kernels; the probe kernel's time does not depend on it",
-    "aclrtResetDeviceResLimit": "undoes aclrtSetDeviceResLimit (a no-op here)",
 }
 
 #: Return types whose value says success (0) or failure: the failure value a stub returns.

@@ -110,6 +110,10 @@ std::map<void *, int32_t> g_stream_ids;
 std::map<void *, uint32_t> g_overflow_switch;
 std::map<void *, uint64_t> g_failure_mode;
 int32_t g_next_stream_id = 1;
+// Core counts of the stand-in device (the project's Ascend 910B: tooling/sim/samples.py, releases/wheels.py),
+// which aclrtSetDeviceResLimit lowers for later kernels and aclrtResetDeviceResLimit restores.
+constexpr uint32_t kCubeCores = 24, kVectorCores = 48;
+uint32_t g_res_limit[16][2];  // under g_settings_mu; 0: the device's own count
 std::atomic<bool> g_initialised{false};
 thread_local int t_capture_mode = ACL_MODEL_RI_CAPTURE_MODE_GLOBAL;
 
@@ -539,6 +543,33 @@ aclError aclrtGetMemInfo(aclrtMemAttr attr, size_t *free, size_t *total) {
   const uint64_t used = acl_sim::device_memory_in_use(d);
   *total = kDeviceMemory;
   *free = used < kDeviceMemory ? kDeviceMemory - used : 0;
+  return ACL_SUCCESS;
+}
+
+aclError aclrtGetDeviceResLimit(int32_t deviceId, aclrtDevResLimitType type, uint32_t *value) {
+  if (value == nullptr || (type != ACL_RT_DEV_RES_CUBE_CORE && type != ACL_RT_DEV_RES_VECTOR_CORE))
+    return ACL_ERROR_INVALID_PARAM;
+  if (deviceId < 0 || deviceId >= acl_sim::device_count()) return ACL_ERROR_INVALID_DEVICE;
+  std::lock_guard<std::mutex> g(g_settings_mu);
+  const uint32_t limit = g_res_limit[deviceId][type == ACL_RT_DEV_RES_VECTOR_CORE];
+  *value = limit != 0 ? limit : type == ACL_RT_DEV_RES_VECTOR_CORE ? kVectorCores : kCubeCores;
+  return ACL_SUCCESS;
+}
+
+aclError aclrtSetDeviceResLimit(int32_t deviceId, aclrtDevResLimitType type, uint32_t value) {
+  if (type != ACL_RT_DEV_RES_CUBE_CORE && type != ACL_RT_DEV_RES_VECTOR_CORE) return ACL_ERROR_INVALID_PARAM;
+  if (deviceId < 0 || deviceId >= acl_sim::device_count()) return ACL_ERROR_INVALID_DEVICE;
+  const uint32_t most = type == ACL_RT_DEV_RES_VECTOR_CORE ? kVectorCores : kCubeCores;
+  if (value == 0 || value > most) return ACL_ERROR_INVALID_PARAM;
+  std::lock_guard<std::mutex> g(g_settings_mu);
+  g_res_limit[deviceId][type == ACL_RT_DEV_RES_VECTOR_CORE] = value;
+  return ACL_SUCCESS;
+}
+
+aclError aclrtResetDeviceResLimit(int32_t deviceId) {
+  if (deviceId < 0 || deviceId >= acl_sim::device_count()) return ACL_ERROR_INVALID_DEVICE;
+  std::lock_guard<std::mutex> g(g_settings_mu);
+  g_res_limit[deviceId][0] = g_res_limit[deviceId][1] = 0;
   return ACL_SUCCESS;
 }
 
