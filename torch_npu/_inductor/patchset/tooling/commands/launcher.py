@@ -379,8 +379,9 @@ def real_scenario_text(out: dict) -> str:
              f"  {out['what']}",
              f"  launch calls made {out['calls_made']} of {out['launches']}, threw {out['calls_threw']}; "
              f"reached their kernel {out['reached_kernel']}, of which clean {out['clean_kernels']}",
-             f"  memory returned with aclrtFree: {out['device_frees']} times; out-of-memory retries: "
-             f"{out['alloc_retries']}" + ("; timed out" if out["timed_out"] else "")]
+             f"  memory returned with aclrtFree: {out['device_frees']} times; device allocations refused (out of "
+             f"memory): {out['refused_allocations']}, retries counted by torch_npu: {out['alloc_retries']}"
+             + ("; timed out" if out["timed_out"] else "")]
     lines += [f"  host ACL library: {e}" for e in out["host_errors"][:6]]
     lines += [f"  problem: {p}" for p in out["problems"]]
     lines += [f"  not exercised: {p}" for p in out["not_exercised"]]

@@ -35,7 +35,6 @@ import json
 import math
 import re
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 from typing import Sequence
@@ -51,7 +50,8 @@ CHILD = Path(__file__).with_name("real_runtime_child.py")
 QUEUE_MODES = ("1", "0", "2")
 LAUNCHES = 2  # per launcher, back to back on one stream, as --simulate makes them
 ENTRY = "npu_patchset_real_runtime_call_"
-#: The host ACL library file the child asks for the control surface (the soname torch_npu loaded).
+#: The host ACL library's file (and soname): torch_npu loads it, the launchers link it, the child reaches its
+#: control surface in it.
 HOST_LIBRARY = "libascendcl.so"
 
 #: The scenarios this tier runs (issue 31): several Python threads launching on the default stream while
@@ -68,8 +68,9 @@ SCENARIO_SAMPLE = Sample("threads", "1 MiB workspace per program, grid 8",
                           "force_simt_only": False, "workspace_size": 1 << 20},
                          "*fp32,*fp32,i32", (8, 1, 1))
 SCENARIO_THREADS, SCENARIO_LAUNCHES, EMPTY_CACHE_EVERY = 3, 60, 7
-#: threads-oom-retry: the device's memory and the other thread's allocation (it fits only after a retry).
-OOM_DEVICE_MEMORY, OOM_BYTES = 96 << 20, 40 << 20
+#: threads-oom-retry: the device's memory (the host ACL library's ACL_HOST_DEVICE_GIB) and the other thread's
+#: allocation, which fits only once torch_npu's allocator has returned what it caches.
+OOM_DEVICE_GIB, OOM_BYTES = 1, 960 << 20
 #: What this tier renders for every release: the samples and the scenarios' kernel, in one rendering and build.
 RUNTIME_SAMPLES = (*SAMPLES, SCENARIO_SAMPLE)
 RUNTIME_SAMPLE_BY_KEY = {s.key: s for s in RUNTIME_SAMPLES}
@@ -210,20 +211,28 @@ def entries_source(calls: Sequence[re.Match], keys: Sequence[str]) -> str:
 
 
 def host_libraries(release: str) -> dict[str, Path]:
-    """``{file name: path}`` of the host ACL library's files for ``release`` (what the launchers link by name)."""
-    try:
-        from . import host_runtime
-    except ImportError as exc:
-        raise RealRuntimeError(f"the host ACL library is not available here ({exc})") from exc
+    """``{file name: path}`` of the host ACL library for ``release``: what the launchers link by name (every
+    file name the wheel needs is that one library, soname libascendcl.so; it defines the rt* calls too)."""
+    from . import host_runtime
+
     try:
         root = Path(host_runtime.runtime_dir(release))
     except Exception as exc:  # said in one line: the release cannot run here
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise RealRuntimeError(f"torch_npu {release}: the host ACL library could not be built for it: {first}") from exc
-    libs = {p.name: p for p in sorted(root.glob("lib*.so")) if p.is_file()}
-    if HOST_LIBRARY not in libs:
+        raise RealRuntimeError(f"torch_npu {release}: the host ACL library could not be built for it: "
+                               f"{first_line(str(exc)) or type(exc).__name__}") from exc
+    if not (root / HOST_LIBRARY).is_file():
         raise RealRuntimeError(f"torch_npu {release}: no {HOST_LIBRARY} in the host ACL library's folder {root}")
-    return libs
+    return {HOST_LIBRARY: root / HOST_LIBRARY}
+
+
+def line_python(release: str) -> str:
+    """The interpreter of ``release``'s own torch line (``host_runtime.python_for``), or why there is none."""
+    from . import host_runtime, line_python
+
+    try:
+        return host_runtime.python_for(release)
+    except line_python.LineUnavailable as exc:
+        raise RealRuntimeError(str(exc)) from exc
 
 
 @dataclasses.dataclass
@@ -241,7 +250,7 @@ def build(release: str, *, helper: Path | None = None, mutant: str | None = None
     own codegen) in one shared object for the child; ``mutant``: a name of :data:`MUTANTS`, applied to every
     launcher's text (an as-shipped one has nothing it changes); ``libraries``: what stands for CANN at link
     time (default: the host ACL library's files for ``release``)."""
-    python = python or sys.executable
+    python = python or line_python(release)
     harness = ra.harness_json(release, python, samples=RUNTIME_SAMPLES)
     flavour = ra.Flavour(name=mutant or "launchers", tags=("patched", "upstream"), entries=entries_source,
                          edit=MUTANTS[mutant] if mutant else None,
@@ -330,7 +339,7 @@ def run_child(release: str, spec: dict, *, queue: str = "1", timeout: float = 30
         (Path(tmp) / "spec.json").write_text(json.dumps(spec))
         env = host_runtime.subprocess_env(release, {"TASK_QUEUE_ENABLE": queue, **(env_extra or {})})
         try:
-            proc = subprocess.run([sys.executable, "-P", str(CHILD), str(Path(tmp) / "spec.json")], env=env,
+            proc = subprocess.run([line_python(release), "-P", str(CHILD), str(Path(tmp) / "spec.json")], env=env,
                                   capture_output=True, text=True, timeout=timeout)
             code, stderr = proc.returncode, proc.stderr
         except subprocess.TimeoutExpired as exc:
@@ -358,30 +367,43 @@ def _child_failure(res: dict) -> str | None:
     return f"exited {res.get('exit_code')} after: {where}" + (f": {tail[-1][:300]}" if tail else "")
 
 
+TAG_AS_SHIPPED = {"patched": False, "upstream": True}
+
+
 def run_samples(release: str, *, as_shipped: bool = False, queues: Sequence[str] = QUEUE_MODES,
                 mutant: str | None = None, samples: Sequence[str] | None = None, timeout: float = 300) -> dict:
     """Every sample launcher of ``release`` (patched, or ``as_shipped``), in a child per ``TASK_QUEUE_ENABLE``
-    value of ``queues`` (and a fresh child after a launcher that left torch_npu's runtime failed): the
-    per-launch verdicts, in the fields ``--simulate`` gives."""
-    built = build(release, mutant=mutant)
+    value of ``queues``: the per-launch verdicts, in the fields ``--simulate`` gives."""
     tag = "upstream" if as_shipped else "patched"
+    return run_tags(release, {tag: tuple(queues)}, mutant=mutant, samples=samples, timeout=timeout)[tag]
+
+
+def run_tags(release: str, plan: dict[str, Sequence[str]], *, mutant: str | None = None,
+             samples: Sequence[str] | None = None, timeout: float = 300) -> dict[str, dict]:
+    """:func:`run_samples` for several renderings at once (``plan``: {"patched" | "upstream": queue values}): one
+    child per queue value runs the launchers of every rendering that wants it, patched first (each launcher
+    once per process: a fresh child takes over after a launcher that left torch_npu's runtime failed)."""
+    built = build(release, mutant=mutant)
     keys = list(samples) if samples is not None else [s.key for s in SAMPLES]
-    launchers = [ln for ln in built.launchers if ln["tag"] == tag and ln["sample"] in keys]
     spec = {"so": str(built.shared_object), "host_library": HOST_LIBRARY, "launches": LAUNCHES, "mode": "samples",
             "binary": probe_binary(built)}
-    out = {"release": release, "as_shipped": as_shipped, "mutant": mutant, "launch_api": built.harness.get("launch_api"),
-           "queues": list(queues), "rule": RELEASE_RULE, "runs": {}, "samples": []}
-    rows = {k: {"sample": k, "title": RUNTIME_SAMPLE_BY_KEY[k].title, "runs": {}} for k in keys}
-    for q in queues:
-        for k in keys:
-            rows[k]["runs"][q] = {"launches": [], "ok": False}
+    outs = {tag: {"release": release, "as_shipped": TAG_AS_SHIPPED[tag], "mutant": mutant,
+                  "launch_api": built.harness.get("launch_api"), "queues": list(qs), "rule": RELEASE_RULE, "runs": {},
+                  "samples": []} for tag, qs in plan.items()}
+    rows = {(tag, k): {"sample": k, "title": RUNTIME_SAMPLE_BY_KEY[k].title, "runs": {}} for tag in plan for k in keys}
+    for q in dict.fromkeys(q for qs in plan.values() for q in qs):
+        tags = [t for t in ("patched", "upstream") if q in plan.get(t, ())]
+        launchers = [ln for t in tags for ln in built.launchers if ln["tag"] == t and ln["sample"] in keys]
+        for t in tags:
+            for k in keys:
+                rows[(t, k)]["runs"][q] = {"launches": [], "ok": False}
         pending, children = list(launchers), []
         while pending:
             res = run_child(release, dict(spec, launchers=pending), queue=q, timeout=timeout)
             children.append(res)
             for rec in res.get("launches", []):
                 ln = next(x for x in launchers if x["key"] == rec["key"])
-                rows[ln["sample"]]["runs"][q]["launches"].append(
+                rows[(ln["tag"], ln["sample"])]["runs"][q]["launches"].append(
                     judge_launch(built.harness, ln, rec, q, res.get("caller_tid")))
             failure = _child_failure(res)
             done = {rec["key"] for rec in res.get("launches", [])}
@@ -389,24 +411,28 @@ def run_samples(release: str, *, as_shipped: bool = False, queues: Sequence[str]
                 current = next((ln for ln in pending if ln["key"] not in done), None)
                 if current is None or not res.get("launches"):
                     for ln in pending:
-                        rows[ln["sample"]]["runs"][q]["failure"] = failure
+                        rows[(ln["tag"], ln["sample"])]["runs"][q]["failure"] = failure
                     break
-                rows[current["sample"]]["runs"][q]["failure"] = failure
+                rows[(current["tag"], current["sample"])]["runs"][q]["failure"] = failure
                 done.add(current["key"])
             stop = res.get("stopped_after")
             pending = [ln for ln in pending if ln["key"] not in done] if (stop or failure) else []
         first = children[0]
-        out["runs"][q] = {"torch": first.get("torch"), "torch_npu": first.get("torch_npu"),
-                          "import_s": first.get("import_s"), "processes": len(children),
-                          "failure": next((f for f in map(_child_failure, children) if f), None)}
+        for t in tags:
+            outs[t]["runs"][q] = {"torch": first.get("torch"), "torch_npu": first.get("torch_npu"),
+                                  "import_s": first.get("import_s"), "processes": len(children),
+                                  "failure": next((f for f in map(_child_failure, children) if f), None)}
+            for k in keys:
+                run = rows[(t, k)]["runs"][q]
+                run["ok"] = ("failure" not in run and len(run["launches"]) == LAUNCHES
+                             and all(x["ok"] for x in run["launches"]))
+    for tag, out in outs.items():
         for k in keys:
-            run = rows[k]["runs"][q]
-            run["ok"] = "failure" not in run and len(run["launches"]) == LAUNCHES and all(x["ok"] for x in run["launches"])
-    for k in keys:
-        rows[k]["ok"] = all(r["ok"] for r in rows[k]["runs"].values())
-        out["samples"].append(rows[k])
-    out["ok"] = bool(out["samples"]) and all(r["ok"] for r in out["samples"])
-    return out
+            row = rows[(tag, k)]
+            row["ok"] = all(r["ok"] for r in row["runs"].values())
+            out["samples"].append(row)
+        out["ok"] = bool(out["samples"]) and all(r["ok"] for r in out["samples"])
+    return outs
 
 
 # ---- 3. judge -------------------------------------------------------------------------------------
@@ -459,15 +485,19 @@ def probe_view(rec: dict) -> dict:
             "ffts_ok": rec["ffts_ok"], "decoded": rec["decoded"]}
 
 
-def memory_problems(need: bool, held: int, after: int, rule: str = RELEASE_RULE) -> list[str]:
-    """Where the launch block went, from torch_npu's own ``memory_allocated`` (``held``: bytes more than before
-    the call while its lambda had not run; ``after``: once it completed)."""
+def memory_problems(need: bool, held: int, at_end: int, after: int, rule: str = RELEASE_RULE) -> list[str]:
+    """Where the launch block went, from torch_npu's own ``memory_allocated`` (bytes more than before the call):
+    ``held`` once the call returned, ``at_end`` once the wrapper function ended, both while the launch waited
+    in torch_npu's queue (its lambda not run); ``after`` once it completed."""
     problems = []
-    if rule == "once-queued" and held > 0:
-        problems.append(f"{held} bytes of launch memory still allocated after the call returned, its lambda not "
-                        f"yet run (the block must go back once the launch is queued: the lambda owns it, or it is "
-                        f"kept to the end of the wrapper)")
-    if rule == "after-lambda" and need and held <= 0:
+    if rule == "once-queued" and at_end > 0:
+        problems.append(f"{at_end} bytes of launch memory still allocated after the wrapper function returned, its "
+                        f"lambda not yet run: the lambda owns the block, which goes back from torch_npu's queue after "
+                        f"the launch (it must go back on the calling thread once the launch is queued)")
+    elif rule == "once-queued" and held > 0:
+        problems.append(f"{held} bytes of launch memory still allocated after the call returned: the block is kept "
+                        f"until the end of the wrapper function (it must go back once the launch is queued)")
+    if rule == "after-lambda" and need and at_end <= 0:
         problems.append("the launch block went back to the allocator before its lambda ran (a release that can run "
                         "before the lambda: another thread's empty_cache can free it while the launch is queued)")
     if after != 0:
@@ -525,7 +555,9 @@ def judge_launch(harness: dict, ln: dict, rec: dict, queue: str, caller: int, ru
     if requests > 1:
         problems.append(f"{requests} requests to torch_npu's caching allocator (at most one per launch)")
     need = exp["lock_bytes"] + exp["workspace_bytes"] > 0
-    problems += memory_problems(need, held_m["allocated"] - before["allocated"], after["allocated"] - before["allocated"], rule)
+    at_end = rec.get("memory_at_wrapper_end", held_m)
+    problems += memory_problems(need, held_m["allocated"] - before["allocated"], at_end["allocated"] - before["allocated"],
+                                after["allocated"] - before["allocated"], rule)
     errors = [f"{e['kind']}: {e['message']}" for e in host.get("errors", [])]
     problems += [f"host ACL library: {e}" for e in errors]
     missing = host.get("missing_calls") or {}
@@ -538,7 +570,7 @@ def judge_launch(harness: dict, ln: dict, rec: dict, queue: str, caller: int, ru
         "call_threw": rec["call_threw"], "call_error": rec["call_error"], "sync_error": rec.get("sync_error", ""),
         "thread": ", ".join(sorted({thread_name(t, caller, queue_tid) for t in launched})) or "-",
         "memory_allocated": {"before": before["allocated"], "while_queued": held_m["allocated"],
-                             "after": after["allocated"]},
+                             "at_wrapper_end": at_end["allocated"], "after": after["allocated"]},
         "live_allocations_after": after["allocated"] - before["allocated"],
         "workspace_bytes": 0 if not view or view["workspace_ptr_null"] else work["available"],
         "lock_bytes": 0 if not view or view["lock_ptr_null"] else lock["available"],
@@ -553,7 +585,8 @@ def judge_launch(harness: dict, ln: dict, rec: dict, queue: str, caller: int, ru
         "memsets": fills, "host_blocking_calls": sum(sync_copies.values()) + sum(syncs.values()),
         "page_locked_allocations": sum(pinned.values()),
         "block_freed_on": ("-" if not need else "calling thread, before the call returned"
-                           if held_m["allocated"] <= before["allocated"] else "after the call returned"),
+                           if held_m["allocated"] <= before["allocated"] else "calling thread, at the wrapper's end"
+                           if at_end["allocated"] <= before["allocated"] else "after its lambda ran (torch_npu's queue)"),
         "host_errors": errors, "ok": not problems, "problems": problems,
     }
 
@@ -571,7 +604,7 @@ def scenario_spec(built: Built, name: str, tag: str, per_thread: int = SCENARIO_
             "threads": SCENARIO_THREADS, "per_thread": per_thread, "empty_cache_every": EMPTY_CACHE_EVERY,
             "binary": probe_binary(built, sim_time_us=SCENARIO_KERNEL_US)}
     if name == "threads-oom-retry":
-        spec.update(device_memory=OOM_DEVICE_MEMORY, oom_bytes=OOM_BYTES)
+        spec.update(oom_bytes=OOM_BYTES, env={"ACL_HOST_DEVICE_GIB": OOM_DEVICE_GIB})
     return spec
 
 
@@ -581,7 +614,7 @@ def run_scenario(release: str, name: str, *, as_shipped: bool = False, mutant: s
     built = build(release, mutant=mutant)
     tag = "upstream" if as_shipped else "patched"
     spec = scenario_spec(built, name, tag, per_thread)
-    res = run_child(release, spec, queue="1", timeout=timeout)
+    res = run_child(release, spec, queue="1", timeout=timeout, env_extra=spec.get("env"))
     return judge_scenario(built.harness, spec, res, name, release=release, as_shipped=as_shipped, mutant=mutant)
 
 
@@ -612,6 +645,9 @@ def judge_scenario(harness: dict, spec: dict, res: dict, name: str, **about) -> 
     before, after = res.get("memory_before") or {}, res.get("memory_after") or {}
     frees = (host.get("counters") or {}).get("device_frees", 0)
     retries = after.get("retries", 0) - before.get("retries", 0)
+    # A device allocation the host ACL library refused (out of memory): torch_npu's allocator then frees what
+    # it caches (release_available_cached_blocks, or the retry that release_cached_blocks makes) and tries again.
+    refused = sum((host.get("calls", {}).get(f) or {}).get("failed", 0) for f in DEVICE_ALLOC_CALLS)
     problems = []
     failure = _child_failure(res)
     if failure:
@@ -634,12 +670,13 @@ def judge_scenario(harness: dict, spec: dict, res: dict, name: str, **about) -> 
     exercised = []
     if res.get("done") and frees == 0:
         exercised.append("no memory went back with aclrtFree: empty_cache freed nothing, the window never opened")
-    if res.get("done") and name == "threads-oom-retry" and retries == 0:
-        exercised.append("torch_npu's allocator never ran its out-of-memory retry")
+    if res.get("done") and name == "threads-oom-retry" and refused == 0:
+        exercised.append("no device allocation was refused: torch_npu's allocator never ran out of memory")
     return {"scenario": name, "what": SCENARIOS[name], **about, "launches": launches, "calls_made": len(rows),
             "calls_threw": len(threw), "reached_kernel": len(records), "clean_kernels": clean,
             "host_error_kinds": by_kind, "host_errors": [f"{e['kind']}: {e['message']}" for e in host.get("errors", [])][:12],
-            "device_frees": frees, "alloc_retries": retries, "oom_allocations": res.get("oom_allocations"),
+            "device_frees": frees, "refused_allocations": refused, "alloc_retries": retries, "oom_allocations": res.get("oom_allocations"),
+            "oom_failures": res.get("oom_failures", {}),
             "timed_out": bool(res.get("timed_out")), "memory_allocated": {"before": before.get("allocated"),
                                                                           "after": after.get("allocated")},
             "torch_npu": res.get("torch_npu"), "problems": problems, "not_exercised": exercised,

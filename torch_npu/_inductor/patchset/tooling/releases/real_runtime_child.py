@@ -140,7 +140,7 @@ def main() -> None:
     torch.npu.set_device(0)
     RESULT["import_s"] = round(time.perf_counter() - t0, 2)
     step("imported torch_npu, device 0 set")
-    HOST = HostAcl(SPEC["host_library"])
+    HOST = HostAcl(os.environ.get("ACL_HOST_LIBRARY") or SPEC["host_library"])
     so = Launchers(SPEC["so"])
     step("launchers loaded")
     if SPEC["mode"] == "samples":
@@ -175,6 +175,7 @@ def run_samples(torch, so: Launchers) -> None:
             threw, what = so.call(launcher, bufs, stream)
             held = _stats(torch)  # the launch is queued behind the gate: its lambda has not run
             kept = so.wrapper_end()  # the end of the compiled graph's wrapper function
+            at_end = _stats(torch)  # still queued
             so.gate_open()
             so.gate_close()  # tasks run in order: once the queue thread holds this gate, the lambda has run
             so.gate_open()
@@ -188,7 +189,7 @@ def run_samples(torch, so: Launchers) -> None:
             RESULT["launches"].append({
                 "key": launcher["key"], "kernel": launcher["kernel"], "launch": i + 1, "gate": gate,
                 "queue_tid": so.queue_tid(), "call_threw": threw, "call_error": what, "sync_error": sync_error,
-                "kept_to_wrapper_end": kept, "memory_before": before, "memory_held_while_queued": held,
+                "kept_to_wrapper_end": kept, "memory_before": before, "memory_held_while_queued": held, "memory_at_wrapper_end": at_end,
                 "memory_after": after, "calls_before_sync": calls, "host": HOST.report()})
             save()
         del bufs
@@ -205,11 +206,9 @@ def run_scenario(torch, so: Launchers) -> None:
     """SPEC["threads"] Python threads, each SPEC["per_thread"] launches of one launcher on the default stream;
     each thread empties the cache every SPEC["empty_cache_every"] launches; with SPEC["oom_bytes"], one more
     thread allocates that much again and again so that torch_npu's allocator runs its out-of-memory retry
-    (the host ACL library's device memory limited to SPEC["device_memory"])."""
+    (the host ACL library's device memory limited by the parent)."""
     launcher = SPEC["launchers"][0]
     HOST.reset()
-    if SPEC.get("device_memory"):
-        HOST.call("acl_host_set_device_memory_limit", 0, ctypes.c_uint64(SPEC["device_memory"]))
     stop = threading.Event()
     rows: list = []
     errors: list = []
@@ -228,20 +227,22 @@ def run_scenario(torch, so: Launchers) -> None:
             errors.append(f"thread {t}: {type(exc).__name__}: {str(exc).strip()[:300]}")
 
     def pressing() -> None:
-        n = 0
-        try:
-            torch.npu.set_device(0)
-            while not stop.is_set():
-                try:
+        n, failed = 0, {}
+        torch.npu.set_device(0)
+        # Two streams in turn: the allocator keeps freed blocks per stream, so each request finds the other
+        # stream's big block cached, the device full, and runs the out-of-memory path (free what is cached, retry).
+        streams = [torch.npu.Stream(), torch.npu.Stream()]
+        while not stop.is_set():
+            try:
+                with torch.npu.stream(streams[n % 2]):
                     x = torch.empty(SPEC["oom_bytes"] // 4, device="npu", dtype=torch.float32)
                     del x
-                except torch.OutOfMemoryError:  # the retry ran and still did not fit: fine, it ran
-                    pass
-                n += 1
-                time.sleep(0.001)
-        except Exception as exc:
-            errors.append(f"oom thread: {type(exc).__name__}: {str(exc).strip()[:300]}")
-        RESULT["oom_allocations"] = n
+            except Exception as exc:  # still too big after the retry: torch_npu says so, and the thread goes on
+                what = f"{type(exc).__name__}: {' '.join(str(exc).split())[:160]}"
+                failed[what] = failed.get(what, 0) + 1
+            n += 1
+            time.sleep(0.001)
+        RESULT.update(oom_allocations=n, oom_failures=failed)
 
     before = _stats(torch)
     threads = [threading.Thread(target=launching, args=(t,)) for t in range(SPEC["threads"])]
