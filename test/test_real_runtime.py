@@ -1,0 +1,208 @@
+"""The real-runtime tier: torch_npu's own binaries run the generated launchers (issue 29 items 2 and 3, issue 31
+item 2).
+
+Each release of the leg (a declared list; wheels fetched by the fixtures) is imported in a subprocess over the
+host ACL library (a TEST DOUBLE of CANN, ``tooling/releases/host_runtime.py``, never loaded into a user's
+process); every sample launcher, rendered by the wheel's own codegen after ``patchset.apply()`` and as shipped
+and linked against its ``libtorch_npu.so``, is called with real ``npu`` tensors, so its lambda runs on torch_npu's
+own task queue and its memory comes from torch_npu's own caching allocator (``tooling/releases/real_runtime.py``).
+
+* patched, with TASK_QUEUE_ENABLE 1, 0 and 2: every launch clean (the probe's verdict: regions live, sized,
+  disjoint, initialised), launched from torch_npu's queue thread (the caller with the queue off), one caching
+  allocator request, no copy, no synchronisation, the block back once the launch was queued;
+* as shipped (TASK_QUEUE_ENABLE=1): what each release really does (NULL pointers; post11's aliasing requests,
+  blocking copies and allocator growth on the queue thread);
+* the mutants the simulation catches (the lambda owning the block, the block kept to the wrapper's end);
+* the threads x empty_cache scenario and its out-of-memory retry variant: with the launcher that releases the
+  block once queued, a launch writes memory torch_npu has already freed (``RELEASE_RULE``).
+
+Builds are shared through the build cache; each release's runs are made once per module (``runs``).
+"""
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import subprocess
+import sys
+
+import pytest
+
+from torch_npu._inductor.patchset.tooling.releases import host_runtime, wheels
+from torch_npu._inductor.patchset.tooling.releases import real_runtime as rr
+from torch_npu._inductor.patchset.tooling.sim import harness as sim_harness
+from torch_npu._inductor.patchset.tooling.sim.samples import SAMPLES
+
+LEG = ".".join(importlib.metadata.version("torch").split("+")[0].split(".")[:3])
+#: The releases the tier runs on each leg (declared: the same tests on a fresh machine and on a warm one).
+RELEASES = {"2.7.1": ("2.7.1.post6", "2.7.1.post10", "2.7.1.post11")}.get(LEG, ())
+#: What each run covers: the patch set with every TASK_QUEUE_ENABLE value, the release as shipped with the default.
+PLAN = {"patched": rr.QUEUE_MODES, "upstream": ("1",)}
+#: The reference release for the mutants and the scenarios.
+REFERENCE = "2.7.1.post10"
+NEEDS_MEMORY = {s.key for s in SAMPLES if s.key not in ("none", "simt-only")}
+
+_runs: dict = {}
+
+
+def _fetched(release: str) -> str:
+    """``release`` with its wheel fetched (once; the wheel cache is shared). Only an unreachable package index
+    skips (and .ci/test's guard list then fails the run)."""
+    try:
+        host_runtime.extracted_wheel(release)
+    except wheels.WheelUnavailable as exc:
+        if exc.index_unreachable:
+            pytest.skip(f"package index unreachable: {exc}")
+        raise
+    return release
+
+
+def runs(release: str) -> dict:
+    """Both renderings of ``release`` on its own runtime, once per module."""
+    if release not in _runs:
+        _runs[release] = rr.run_tags(_fetched(release), PLAN)
+    return _runs[release]
+
+
+def _problems(row: dict) -> set[str]:
+    return {p for run in row["runs"].values() for launch in run["launches"] for p in launch["problems"]}
+
+
+# ---- patched: clean on torch_npu's own runtime --------------------------------------------------------
+@pytest.mark.parametrize("release", RELEASES)
+def test_patched_launchers_are_clean_on_the_releases_own_runtime(release):
+    out = runs(release)["patched"]
+    assert [r["sample"] for r in out["samples"]] == [s.key for s in SAMPLES]
+    for row in out["samples"]:
+        assert row["ok"], (row["sample"], sorted(_problems(row)))
+        for q, run in row["runs"].items():
+            assert len(run["launches"]) == rr.LAUNCHES, (row["sample"], q)
+            for launch in run["launches"]:
+                # Where the lambda ran: torch_npu's queue thread, or the caller with the queue off.
+                assert launch["thread"] == ("calling thread" if q == "0" else "torch_npu's task-queue thread")
+                needs = row["sample"] in NEEDS_MEMORY
+                assert launch["caching_allocator_calls"] == (1 if needs else 0), (row["sample"], launch)
+                assert launch["sync_copies"] == launch["device_synchronizations"] == launch["page_locked_allocations"] == 0
+                mem = launch["memory_allocated"]
+                assert mem["while_queued"] == mem["at_wrapper_end"] == mem["after"] == mem["before"]
+                if needs:  # the probe found the memory it needs, where it needs it
+                    assert launch["block_freed_on"] == "calling thread, before the call returned"
+                    assert launch["lock_bytes"] >= launch["promised_lock_bytes"]
+                    assert launch["workspace_bytes"] >= launch["promised_workspace_bytes"]
+                    assert not launch["regions_overlap"] and launch["host_errors"] == []
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_the_launch_json_has_the_fields_simulate_gives(release):
+    launch = runs(release)["patched"]["samples"][1]["runs"]["1"]["launches"][0]
+    sim = sim_harness._launch_report({**_SIM_RAW}, sim_harness.expected(*_SIM_EXPECT), [])
+    assert set(sim) <= set(launch), sorted(set(sim) - set(launch))
+    json.dumps(launch)
+
+
+_SIM_REGION = {"kind": "none", "device": 0, "allocation_bytes": 0, "offset_in_allocation": 0, "block_bytes": 0,
+               "freed": False, "available": 0, "overrun": 0, "align": 0}
+_SIM_RAW = {"phase": "launch", "device": 0, "acl_code": 0, "exception_escaped": False, "call_threw": False,
+            "call_error": "", "live_allocations_after": 0, "workspace_ptr_null": True, "lock_ptr_null": True,
+            "workspace_region": _SIM_REGION, "lock_region": _SIM_REGION, "block_dim": 1, "regions_overlap": False,
+            "overlaps_with_running": 0, "lock_content": [], "caching_allocator_calls": 0, "workspace_allocator_calls": 0,
+            "allocator_growths": 0, "device_synchronizations": 0, "sync_copies": 0, "async_copies": 0, "memsets": 0,
+            "host_blocking_calls": 0, "page_locked_allocations": 0, "block_frees_on_queue_thread": 0,
+            "block_frees": 0}
+_SIM_EXPECT = (rr.rendered.plan_from_metadata(SAMPLES[0].metadata), rr.lc.LaunchSite(), (1, 1, 1))
+
+
+# ---- as shipped: what each release's own launcher gets ---------------------------------------------------
+@pytest.mark.parametrize("release", [r for r in RELEASES if r != "2.7.1.post11"])
+def test_as_shipped_the_null_pointer_releases_fail_every_kernel_that_needs_memory(release):
+    out = runs(release)["upstream"]
+    assert out["launch_api"] == ("rtKernelLaunch" if release == "2.7.1.post6" else "aclrtLaunchKernelWithHostArgs")
+    for row in out["samples"]:
+        if row["sample"] in NEEDS_MEMORY:
+            assert not row["ok"]
+            assert "a sync pointer is null where memory was needed, or set where none was" in _problems(row)
+        else:
+            assert row["ok"], (row["sample"], sorted(_problems(row)))
+
+
+@pytest.mark.skipif("2.7.1.post11" not in RELEASES, reason="a 2.7.1 release")
+def test_as_shipped_post11_aliases_copies_and_grows_on_the_queue_thread():
+    """What 2.7.1.post11's two allocate_workspace requests and blocking aclrtMemcpy really get from torch_npu's
+    own workspace allocator (docs/facts.md, "torch_npu's own runtime")."""
+    rows = {r["sample"]: r for r in runs("2.7.1.post11")["upstream"]["samples"]}
+    copy = "1 blocking aclrtMemcpy on the torch_npu's task-queue thread"
+    grow = "1 device allocations on torch_npu's task-queue thread (an allocator inside the launch lambda)"
+    for key in ("locks", "both", "packed-mix", "ordered-only", "unordered-only", "ffts"):
+        assert copy in _problems(rows[key]), key  # each launch with locks: a blocking copy on the queue thread
+    for key in ("both", "ffts"):  # workspace and locks: the two requests get the same address, every launch
+        launches = rows[key]["runs"]["1"]["launches"]
+        assert all(x["regions_overlap"] and x["lock_region"]["offset_in_allocation"] ==
+                   x["workspace_region"]["offset_in_allocation"] for x in launches), key
+        assert all(x["workspace_bytes"] >= x["promised_workspace_bytes"] for x in launches)  # it fits, though
+    assert grow in _problems(rows["workspace"])  # the workspace allocator's block, grown on the queue thread
+    # lock_num = 2**32: 32 GiB of locks; the workspace allocator fails inside the lambda, torch_npu's queue stops.
+    huge = rows["lock-num-2pow32"]["runs"]["1"]["launches"][0]
+    assert huge["sync_error"] and any("ran 0 times" in p for p in huge["problems"]), huge["problems"]
+    assert rows["none"]["ok"] and rows["simt-only"]["ok"]
+
+
+# ---- mutants of the generated launcher ---------------------------------------------------------------
+@pytest.mark.parametrize("mutant,caught_by", [
+    ("owner-in-lambda", "the lambda owns the block"),
+    ("release-at-end", "kept until the end of the wrapper function"),
+])
+def test_mutants_the_simulation_catches_are_caught_on_the_real_runtime(mutant, caught_by):
+    out = rr.run_samples(_fetched(REFERENCE), mutant=mutant, queues=("1",), samples=["both", "none"])
+    rows = {r["sample"]: r for r in out["samples"]}
+    assert not rows["both"]["ok"] and any(caught_by in p for p in _problems(rows["both"])), _problems(rows["both"])
+    # The mutants give the kernel what it needs: only where the block goes is wrong.
+    assert all(not x["regions_overlap"] and x["host_errors"] == [] for x in rows["both"]["runs"]["1"]["launches"])
+    assert rows["none"]["ok"]
+
+
+# ---- threads x empty_cache, and another thread's out-of-memory retry (issue 31) ------------------------------
+def _scenario(name: str, capsys) -> tuple[int, dict]:
+    from torch_npu._inductor.patchset.cli import main
+
+    code = main(["launcher", "--scenario", name, "--real-runtime", _fetched(REFERENCE), "--json"])
+    return code, json.loads(capsys.readouterr().out)
+
+
+@pytest.mark.parametrize("name", list(rr.SCENARIOS))
+def test_scenario_on_the_real_runtime(name, capsys):
+    code, out = _scenario(name, capsys)
+    assert not out["timed_out"] and out["calls_made"] == out["launches"] == 180 and out["calls_threw"] == 0
+    assert out["not_exercised"] == [], out["not_exercised"]  # memory really went back to the host library
+    assert out["device_frees"] > 0
+    if name == "threads-oom-retry":
+        assert out["refused_allocations"] > 0 and out["alloc_retries"] > 0
+    if rr.RELEASE_RULE == "once-queued":
+        # Today's launcher gives the block back once its launch is queued: torch_npu's empty_cache (or its
+        # out-of-memory retry) drains the queue with its mutex released, then frees the block's segment while
+        # another thread's launch on it is still queued; that launch then writes freed memory.
+        assert code == 1 and not out["ok"]
+        assert out["host_error_kinds"].get("use-after-free", 0) > 0, out
+        assert any("use after free" in e for e in out["host_errors"])
+    else:
+        assert code == 0 and out["ok"], out
+
+
+# ---- the command line -------------------------------------------------------------------------------
+@pytest.mark.parametrize("argv,says", [
+    (["--real-runtime", "2.7.1.post10"], "takes --samples or --scenario NAME"),
+    (["--samples", "--as-shipped"], "--as-shipped goes with --real-runtime RELEASE"),
+    (["--samples", "--real-runtime", "2.7.1.post10", "--simulate"], "--simulate goes with the simulation"),
+    (["--scenario", "nope", "--real-runtime", "2.7.1.post10"], "unknown scenario 'nope' on the real runtime"),
+    (["--samples", "--real-runtime", "2.7.1.banana"], "not a torch_npu release version"),
+])
+def test_bad_input_is_one_line_and_exit_2(argv, says):
+    proc = subprocess.run([sys.executable, "-m", "torch_npu._inductor.patchset", "launcher", *argv],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stdout == "", proc.stdout + proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and says in proc.stderr, proc.stderr
+
+
+def test_scenario_list_names_them(capsys):
+    from torch_npu._inductor.patchset.cli import main
+
+    assert main(["launcher", "--scenario", "list", "--real-runtime", REFERENCE, "--json"]) == 0
+    assert [r["name"] for r in json.loads(capsys.readouterr().out)["scenarios"]] == list(rr.SCENARIOS)
