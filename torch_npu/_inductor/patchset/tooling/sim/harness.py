@@ -329,10 +329,12 @@ int main() {{
 """
 
 
-def judge(plan: SyncPlan, site: lc.LaunchSite, grid: Sequence[int], raw: dict, inject_fault: str | None = None) -> dict:
+def judge(plan: SyncPlan, site: lc.LaunchSite, grid: Sequence[int], raw: dict, inject_fault: str | None = None,
+          helpers: int = 1) -> dict:
     """Per-launch report with ``ok`` plus the evidence: what the kernel actually got (measured by
     the simulation's allocation bookkeeping), never the plan's expectations copied over, and what
-    the launch cost (allocator calls, synchronisations, host-blocking calls, page-locked memory)."""
+    the launch cost (allocator calls, synchronisations, host-blocking calls, page-locked memory).
+    ``helpers``: how many helper versions (each its own list of held blocks) made the launches."""
     exp = expected(plan, site, grid)
     want_locks = rle(expected_lock_content(plan, exp["block_num"])) if not site.simt(plan) else []
     launches = []
@@ -411,9 +413,10 @@ def judge(plan: SyncPlan, site: lc.LaunchSite, grid: Sequence[int], raw: dict, i
     errors = list(raw.get("errors", []))
     notes = raw.get("notes", "")
     held = raw.get("live_allocations_end") or 0
-    if inject_fault is None and held > 1:  # a block is held until its lambda is done, then the next launch frees it
-        notes += (f"{held} launch blocks held at the end (at most the last launch's, which the next launch gives "
-                  f"back: the others were never released); ")
+    # a block is held until its lambda is done, then the next launch of the same helper version gives it back
+    if inject_fault is None and held > helpers:
+        notes += (f"{held} launch blocks held at the end (at most the last launch's of each of {helpers} helper "
+                  f"version(s), which their next launch gives back: the others were never released); ")
     ok = bool(launches) and all(x["ok"] for x in launches) and not errors and not notes
     return {"launches": launches, "errors": errors, "app_logs": raw.get("app_logs", []), "notes": notes,
             "live_allocations_end": raw.get("live_allocations_end"), "ok": ok}
