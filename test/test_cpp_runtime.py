@@ -47,6 +47,7 @@ REQUIRED_CTESTS = {
     "test_ordering.concurrent_streams_do_not_overlap",
     "test_ordering.paused_queue_n_launches_held_until_their_lambdas_ran",
     "test_ordering.a_block_is_held_until_its_lambda_is_done",
+    "test_ordering.out_of_memory_gives_done_blocks_back_and_asks_again",
     # errors: on the calling thread (sizes, the allocator), or in the lambda (a fill)
     "test_errors.workspace_size_overflow_throws_on_calling_thread_naming_the_kernel",
     "test_errors.lock_size_overflow_throws_on_calling_thread_naming_the_kernel",

@@ -143,4 +143,50 @@ TEST_CASE(a_block_is_held_until_its_lambda_is_done) {
   CHECK_EQ(c.caching_frees_on_queue_threads, 0u);
 }
 
+// Device memory for two blocks, both held by launches whose lambdas still
+// wait in the queue. A third launch's request fails; the allocator's
+// out-of-memory retry drains the queue (their lambdas run and mark themselves
+// done) but cannot free held blocks, and throws. The helper then gives the
+// done blocks back and asks once more: the launch gets memory, no error.
+TEST_CASE(out_of_memory_gives_done_blocks_back_and_asks_again) {
+  aclrtStream s = stream(0);
+  const LockLayout l = legacy(4, 0);
+  const uint64_t ws = uint64_t(1) << 20;  // 4 MiB of workspace per launch
+  aclrtFuncHandle h = probe("oom", 32, 4 * ws, 50);
+  HeldBlocks::all().release_done();
+  acl_sim::empty_cache();
+  acl_sim::clear_faults();  // call counts start here
+  acl_sim::reset_counters();
+  acl_sim::set_device_memory_capacity(0, acl_sim::device_memory_in_use(0) + 2 * (4 * ws + 4096));
+  acl_sim::set_task_queues_paused(true);
+  std::vector<Launch> ls;
+  ls.push_back(generated_launch("oom", h, s, 4, 1, 1, 4, ws, l));
+  ls.push_back(generated_launch("oom", h, s, 4, 1, 1, 4, ws, l));
+  CHECK_EQ(acl_sim::counters().live_caching_allocations, 2u);
+  acl_sim::on_call("raw_alloc_with_stream", 1, [] { acl_sim::set_task_queues_paused(false); });  // the drain runs them
+  bool threw = false;
+  try {
+    ls.push_back(generated_launch("oom", h, s, 4, 1, 1, 4, ws, l));
+  } catch (const std::exception &e) {
+    threw = true;
+    std::fprintf(stderr, "%s\n", e.what());
+  }
+  acl_sim::clear_faults();
+  acl_sim::set_task_queues_paused(false);
+  acl_sim::drain_task_queues();
+  sync(s);
+  CHECK(!threw);
+  const auto c = acl_sim::counters();
+  CHECK_EQ(c.caching_oom_retries, 1u);        // the allocator's own retry ran, and was not enough
+  CHECK_EQ(c.caching_requests, 4u);           // three launches, the third asked twice
+  CHECK_EQ(c.caching_frees_on_queue_threads, 0u);
+  for (const Launch &L : ls) {
+    CHECK_EQ(L.rc->load(), ACL_SUCCESS);
+    auto r = record(L.id->load());
+    CHECK(r.locks_unchanged && r.workspace_written && r.access_errors == 0);
+  }
+  acl_sim::set_device_memory_capacity(0, 0);
+  CHECK_NO_SIM_ERRORS();
+}
+
 TEST_MAIN()

@@ -60,13 +60,21 @@ class LaunchMemory {
     if (s.total_bytes == 0) return;    // a launch that needs nothing asks for nothing
     HeldBlocks::all().release_done();  // earlier launches' blocks first: this one may reuse them
     block_ = HeldBlocks::all().record();
-    try {
-      block_->raw = take(s.total_bytes, stream);
-    } catch (const std::exception &e) {  // the allocator's own message (out of memory), whole, the launch named
-      block_.reset();
-      const detail::Message what(
-          kernel, "%llu bytes for its locks and workspace: ", static_cast<unsigned long long>(s.total_bytes));
-      throw std::runtime_error(what.text + std::string(e.what()));
+    for (bool retried = false;;) {
+      try {
+        block_->raw = c10_npu::NPUCachingAllocator::raw_alloc_with_stream(s.total_bytes, stream);
+        break;
+      } catch (const std::exception &e) {
+        // Its out-of-memory retry drained the queue: blocks done since go back, and it is asked once more.
+        if (!retried && HeldBlocks::all().release_done() != 0) {
+          retried = true;
+          continue;
+        }
+        block_.reset();  // the allocator's own message, whole, the launch named
+        const detail::Message what(
+            kernel, "%llu bytes for its locks and workspace: ", static_cast<unsigned long long>(s.total_bytes));
+        throw std::runtime_error(what.text + std::string(e.what()));
+      }
     }
     const uintptr_t base = (reinterpret_cast<uintptr_t>(block_->raw) + kRegionAlignment - 1) & ~(kRegionAlignment - 1);
     if (s.lock_bytes != 0) regions_.locks = reinterpret_cast<void *>(base);
@@ -93,20 +101,6 @@ class LaunchMemory {
   }
 
  private:
-  // The out-of-memory retry drained the task queue before it threw: blocks
-  // whose lambdas have run since go back, and the request is made once more.
-  static void *take(uint64_t bytes, aclrtStream stream) {
-    void *raw = nullptr;
-    try {
-      raw = c10_npu::NPUCachingAllocator::raw_alloc_with_stream(bytes, stream);
-    } catch (const std::exception &) {
-      if (HeldBlocks::all().release_done() == 0) throw;
-      raw = c10_npu::NPUCachingAllocator::raw_alloc_with_stream(bytes, stream);
-    }
-    if (raw == nullptr) throw std::runtime_error("the caching allocator returned no memory");
-    return raw;
-  }
-
   std::unique_ptr<HeldBlock> block_;
   LaunchRegions regions_;
 };

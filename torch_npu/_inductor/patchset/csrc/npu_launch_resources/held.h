@@ -1,11 +1,9 @@
-// npu_launch_resources: launch blocks held until their lambda has run.
-// torch_npu's caching allocator drains the task queue with its mutex released
-// (emptyCache, the out-of-memory retry, garbage collection), then returns cached
-// blocks to the driver: a block released while its lambda still waits in the
-// queue can be freed under it. The lambda only marks itself done (one atomic
-// store): a release on the queue thread would take the allocator's mutex, which
-// a thread may hold while it waits for that queue (an end-of-life event
-// enqueued into a full queue). Calling threads give done blocks back.
+// npu_launch_resources: launch blocks held until their lambda has run. The
+// caching allocator frees cached blocks after draining the task queue with its
+// mutex released, so a block given back while its lambda waits in the queue
+// can be freed under it. The lambda only marks itself done: a release on the
+// queue thread would take that mutex, which a thread may hold while it waits
+// for the queue. Calling threads give done blocks back.
 #pragma once
 
 #include <torch_npu/csrc/core/npu/NPUCachingAllocator.h>
@@ -24,8 +22,7 @@ struct HeldBlock {
   std::atomic<bool> done{false};  // set as the launch lambda returns (LaunchDone)
 };
 
-// First in the launch lambda: on every way out of it (the kernel queued on the
-// stream, or a failed fill) it marks the launch's block done with.
+// First in the launch lambda: marks its block done on every way out of it.
 struct LaunchDone {
   std::atomic<bool> *done;  // nullptr: the launch has no block
   ~LaunchDone() {
@@ -33,8 +30,8 @@ struct LaunchDone {
   }
 };
 
-// The blocks calling threads handed over, and spare records to reuse (no heap
-// allocation per launch once warm). The queue thread never touches this.
+// Handed-over blocks and spare records (no heap allocation once warm), for
+// calling threads only.
 class HeldBlocks {
  public:
   static HeldBlocks &all() {
@@ -52,9 +49,8 @@ class HeldBlocks {
     std::lock_guard<std::mutex> lock(mutex_);
     held_.push_back(std::move(block));
   }
-  // Every held block whose lambda is done goes back to the allocator, which
-  // hands it only to later work on its stream. Returns how many. The
-  // allocator's free never waits for the queue, so ours may stay locked.
+  // Gives every done block back (the allocator hands it only to later work on
+  // its stream); how many. free never waits for the queue: ours may stay locked.
   size_t release_done() {
     std::lock_guard<std::mutex> lock(mutex_);
     size_t kept = 0, released = 0;
