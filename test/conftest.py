@@ -2,7 +2,8 @@
 
 ``.ci/test`` (the 2.7.1 leg, whole suite) lists in ``TORCH_NPU_PATCHSET_MUST_RUN`` the files that
 guard the real artifacts (the simulation's surface against the wheels' exports, the launchers
-linked against the real ``libtorch_npu.so``, the upstream patch proved on torch_npu's branches). A guard whose every test skipped (no wheels, no
+linked against the real ``libtorch_npu.so``, the upstream patch proved on torch_npu's branches, the
+released wheels imported over the host ACL library). A guard whose every test skipped (no wheels, no
 compiler, not collected) protects nothing, so the run then fails, naming the file and why its tests
 skipped, instead of staying green.
 """

@@ -4,5 +4,7 @@ launcher rendered through its real classes, JIT or aot_mode, before and after th
 ``real_artifacts`` / ``aot_artifacts`` / ``launchers`` (compiled against the wheel's headers and
 linked with ``--no-undefined`` against its ``libtorch_npu.so``), ``rendered`` / ``aot_sim`` (the
 rendered launchers in the host simulation), ``release_matrix`` (every release line:
-``docs/release-matrix.md``). Imports only ``sim``.
+``docs/release-matrix.md``), ``elf`` / ``wheel_needs`` (what a wheel's binaries ask of CANN) and
+``host_runtime`` (a wheel, whole and unchanged, imported in a subprocess over the host ACL library, a
+test double of CANN). Imports only ``sim``.
 """

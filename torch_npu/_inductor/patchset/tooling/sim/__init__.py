@@ -4,5 +4,8 @@
 source shows them, the probe kernel), ``build`` (programs and libraries against it, cached),
 ``harness`` (a launcher built into a program that launches it as torch_npu's wrapper does, the judge
 of what each launch got, the capture / thread scenarios), ``samples`` (representative kernel
-metadata). Imports nothing from the other tooling rooms.
+metadata), ``host_library`` (the host ACL library: acl_sim plus ``acl_sim/host/``, built against a
+released wheel's own CANN headers into a ``libascendcl.so`` that the wheel's binaries load unchanged,
+in a test's subprocess only; a test double of CANN, never in a user's process: ``acl_sim/host/README.md``).
+Imports nothing from the other tooling rooms.
 """

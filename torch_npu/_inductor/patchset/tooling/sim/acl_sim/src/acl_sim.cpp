@@ -395,7 +395,7 @@ void check_write_vs_running(uintptr_t p, size_t n, aclrtStream writer, bool is_h
 // std::function, no per-task heap allocation unless a launch's argument bytes
 // exceed kInlineArgs).
 struct Kernel;
-enum class TaskKind : uint8_t { kPinnedCopy, kCopy, kMemset, kLaunch };
+enum class TaskKind : uint8_t { kPinnedCopy, kCopy, kMemset, kLaunch, kWaitEvent };
 constexpr size_t kInlineArgs = 192;
 struct Task {
   TaskKind kind;
@@ -849,6 +849,9 @@ void run_task(const Task &t) {
       t_kernel_device = -1;
       return;
     }
+    case TaskKind::kWaitEvent:  // aclrtStreamWaitEvent (host library): `dst` waited-for stream, `id` its position
+      wait_until(static_cast<Stream *>(t.dst), t.id);
+      return;
   }
 }
 
@@ -1761,6 +1764,10 @@ aclError aclrtGetDevice(int32_t *deviceId) {
   internal::SimScope scope;
   if (aclError e = fault(kApiGetDevice)) return e;
   if (deviceId == nullptr) return ACL_ERROR_INVALID_PARAM;
+#ifdef ACL_SIM_HOST_LIBRARY
+  // CANN: no device (context) set on this thread is an error; torch_npu's lazy init relies on it.
+  if (t_device < 0) return ACL_ERROR_RT_CONTEXT_NULL;
+#endif
   *deviceId = cur_device();
   return ACL_SUCCESS;
 }
@@ -2443,3 +2450,70 @@ void run_torch_npu_op(const TorchNpuOp &op) {
 }
 }  // namespace acl_sim
 
+// ================================================================ host library hooks
+// What the host ACL library (acl_sim/host/, a test double of CANN's shared libraries) needs of the
+// stream and event internals; declared in internal.h.
+namespace acl_sim {
+namespace internal {
+aclError stream_wait_event(aclrtStream stream, aclrtEvent event) {
+  SimScope scope;
+  Stream *s = get_stream(stream);
+  if (s == nullptr) return ACL_ERROR_RT_INVALID_HANDLE;
+  Stream *other;
+  uint64_t target;
+  {
+    std::lock_guard<std::mutex> g(g_ev_mu);
+    auto *ev = static_cast<Event *>(event);
+    if (!events().count(ev)) return ACL_ERROR_RT_INVALID_HANDLE;
+    other = ev->s;
+    target = ev->target;
+  }
+  if (other == nullptr || other == s) return ACL_SUCCESS;  // never recorded, or already ordered
+  Submit how = Submit::kQueued;
+  enqueue(
+      s,
+      [&](Task &t) {
+        t.kind = TaskKind::kWaitEvent;
+        t.stream = stream;
+        t.dst = other;
+        t.id = target;
+        t.heap_args = nullptr;
+      },
+      &how);
+  return submitted(how);
+}
+
+aclError synchronize_event(aclrtEvent event) {
+  SimScope scope;
+  Stream *s;
+  uint64_t target;
+  {
+    std::lock_guard<std::mutex> g(g_ev_mu);
+    auto *ev = static_cast<Event *>(event);
+    if (!events().count(ev)) return ACL_ERROR_RT_INVALID_HANDLE;
+    s = ev->s;
+    target = ev->target;
+  }
+  if (s != nullptr) {
+    C().host_blocking++;
+    wait_until(s, target);
+  }
+  return ACL_SUCCESS;
+}
+
+aclError stream_idle(aclrtStream stream, bool *idle) {
+  Stream *s = get_stream(stream);
+  if (s == nullptr) return ACL_ERROR_RT_INVALID_HANDLE;
+  std::lock_guard<std::mutex> l(s->mu);
+  *idle = s->completed >= s->enqueued;
+  return ACL_SUCCESS;
+}
+
+int stream_device(aclrtStream stream) {
+  Stream *s = get_stream(stream);
+  return s == nullptr ? -1 : s->device;
+}
+
+int thread_device() { return t_device; }
+}  // namespace internal
+}  // namespace acl_sim

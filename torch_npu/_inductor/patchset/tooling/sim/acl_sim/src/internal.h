@@ -29,5 +29,14 @@ void release_regions(uint64_t launch_id);
 
 void probe_reset();
 
+// Host library hooks (acl_sim/host/): stream-ordered wait for an event's last record (a task on
+// `stream`), a host wait for it, whether a stream ran all it was given, a stream's device (-1: no
+// such stream), the calling thread's device (-1: never set).
+aclError stream_wait_event(aclrtStream stream, aclrtEvent event);
+aclError synchronize_event(aclrtEvent event);
+aclError stream_idle(aclrtStream stream, bool *idle);
+int stream_device(aclrtStream stream);
+int thread_device();
+
 }  // namespace internal
 }  // namespace acl_sim

@@ -1,0 +1,81 @@
+"""The host ACL library's pure parts (``tooling/sim/host_library.py``, ``tooling/releases/elf.py``) and the
+command line's bad input: no wheel needed. The library itself, built for each release and loaded by
+torch_npu, is test_host_acl.py's."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from torch_npu._inductor.patchset.tooling.releases import elf
+from torch_npu._inductor.patchset.tooling.sim import host_library as hl
+
+HEADER = '''
+typedef int aclError;
+typedef void *aclrtStream;
+extern "C" {
+__attribute__((visibility("default"))) aclError aclrtMalloc(void **devPtr, unsigned long size, int policy);
+__attribute__((deprecated("use aclFooV2 (see its header); x")))
+__attribute__((visibility("default"))) const char *aclGetRecentErrMsg();
+void aclAppLog(int level, const char *fmt, ...);
+typedef aclError (*aclrtCallback)(void *userData);
+struct aclInner { int (*fn)(int); int member(int); };
+static inline int aclHelper(int x) { return x + 1; }
+aclError aclSetShape(int dims[][2], unsigned long n);
+}
+namespace ge { int NotC(int); }
+int CxxFunction(int);
+'''
+
+
+def test_declarations_read_c_functions_at_global_scope_only():
+    d = hl.declarations(HEADER)
+    assert d["aclrtMalloc"] == hl.Decl("aclrtMalloc", "aclError", "void **devPtr, unsigned long size, int policy", True)
+    assert d["aclGetRecentErrMsg"].ret == "const char *" and d["aclGetRecentErrMsg"].params == ""
+    assert d["aclAppLog"].param_names() is None  # variadic: never forwarded
+    assert d["aclSetShape"].param_names() is None  # array parameter
+    assert d["aclrtMalloc"].param_names() == ["devPtr", "size", "policy"]
+    assert not d["CxxFunction"].c_linkage
+    for absent in ("aclrtCallback", "fn", "member", "aclHelper", "NotC"):
+        assert absent not in d, absent
+
+
+def test_out_values_are_pointers_to_non_const():
+    d = hl.declarations(HEADER)
+    assert d["aclrtMalloc"].out_params() == ["void **devPtr"]
+    assert hl.Decl("f", "aclError", "const char *name, int n", True).out_params() == []
+
+
+@pytest.mark.parametrize("ret, value, can_fail", [
+    ("aclError", "ACL_ERROR_RT_FEATURE_NOT_SUPPORT", True),
+    ("rtError_t", "static_cast<rtError_t>(ACL_ERROR_RT_FEATURE_NOT_SUPPORT)", True),
+    ("HcclResult", "HCCL_E_NOT_SUPPORT", True),
+    ("int32_t", "-1", True),
+    ("const char *", "nullptr", True),
+    ("aclTensorDesc *", "nullptr", True),
+    ("aclDataType", "ACL_DT_UNDEFINED", True),
+    ("void", None, False),
+    ("size_t", "size_t{}", False),
+])
+def test_a_failing_stub_returns_its_types_failure_value(ret, value, can_fail):
+    assert hl.failure_value(ret) == (value, can_fail)
+
+
+def test_no_stated_noop_says_nothing():
+    for name, why in hl.STATED_NOOPS.items():
+        assert len(why) > 20, name
+
+
+def test_elf_reads_this_interpreter():
+    defined, undefined = elf.dynamic_symbols(sys.executable)
+    assert elf.needed(sys.executable) is not None
+    assert defined or undefined
+
+
+@pytest.mark.parametrize("args", [("inventory", "not-a-release"), ("import-check", "2.7"), ("nope",), ()])
+def test_cli_bad_input_is_one_line_and_exit_2(args):
+    proc = subprocess.run([sys.executable, "-m", "torch_npu._inductor.patchset.tooling.releases.host_runtime", *args],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr

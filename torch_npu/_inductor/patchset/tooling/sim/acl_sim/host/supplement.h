@@ -1,0 +1,63 @@
+// HOST ACL LIBRARY (a test double of CANN; see README.md): declarations a wheel's own headers may
+// lack, for the functions the double defines or stubs. Each block is compiled only when the wheel's
+// headers do not declare that name (tooling/sim/host_library.py defines ACL_HOST_HAS_<name> for
+// every function and type the wheel's headers declare), so a wheel's own prototype always wins.
+//
+// Source of each prototype: the CANN headers shipped in torch_npu 2.7.1.post10's wheel
+// (torch_npu/include/acl/acl_rt.h, torch_npu/include/profiling/aprof_pub.h), the newest public
+// headers of the same functions; older wheels (2.7.1.post6) ship headers from before them.
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// acl_rt.h: the launch call of the cpp_wrapper_npu.py launchers (acl_sim defines it).
+#ifndef ACL_HOST_HAS_aclrtPlaceHolderInfo
+typedef struct {
+  uint32_t addrOffset;
+  uint32_t dataOffset;
+} aclrtPlaceHolderInfo;
+#endif
+#ifndef ACL_HOST_HAS_aclrtLaunchKernelWithHostArgs
+aclError aclrtLaunchKernelWithHostArgs(aclrtFuncHandle funcHandle, uint32_t numBlocks, aclrtStream stream,
+                                       aclrtLaunchKernelCfg *cfg, void *hostArgs, size_t argsSize,
+                                       aclrtPlaceHolderInfo *placeHolderArray, size_t placeHolderNum);
+#endif
+#ifndef ACL_HOST_HAS_aclrtGetHardwareSyncAddr
+aclError aclrtGetHardwareSyncAddr(void **addr);
+#endif
+#ifndef ACL_HOST_HAS_aclrtSynchronizeDeviceWithTimeout
+aclError aclrtSynchronizeDeviceWithTimeout(int32_t timeout);
+#endif
+#ifndef ACL_HOST_HAS_aclrtStreamGetId
+aclError aclrtStreamGetId(aclrtStream stream, int32_t *streamId);
+#endif
+
+// aprof_pub.h: the profiler services libtorch_npu.so imports (2.7.1.post6 ships no profiling header).
+#ifndef ACL_HOST_HAS_MsprofSysCycleTime
+uint64_t MsprofSysCycleTime(void);
+#endif
+#ifndef ACL_HOST_HAS_MsprofGetHashId
+uint64_t MsprofGetHashId(const char *hashInfo, size_t length);
+#endif
+#ifndef ACL_HOST_HAS_MsprofReportApi
+struct MsprofApi;
+int32_t MsprofReportApi(uint32_t nonPersistantFlag, const struct MsprofApi *api);
+#endif
+#ifndef ACL_HOST_HAS_MsprofReportCompactInfo
+int32_t MsprofReportCompactInfo(uint32_t nonPersistantFlag, void *const data, uint32_t length);
+#endif
+#ifndef ACL_HOST_HAS_MsprofReportAdditionalInfo
+int32_t MsprofReportAdditionalInfo(uint32_t nonPersistantFlag, void *const data, uint32_t length);
+#endif
+#ifndef ACL_HOST_HAS_MsprofRegisterCallback
+typedef int32_t (*ProfCommandHandle)(uint32_t type, void *data, uint32_t len);
+int32_t MsprofRegisterCallback(uint32_t moduleId, ProfCommandHandle handle);
+#endif
+
+#ifdef __cplusplus
+}
+#endif
