@@ -227,7 +227,7 @@ def _median(v: list[float]) -> float:
 
 MEASURES = ("calling_ns_median", "queue_ns_median")
 COUNTERS = ("allocator_calls", "device_synchronizations", "host_blocking_calls", "page_locked_allocations",
-            "host_heap_allocs", "frees_on_queue_thread")
+            "host_heap_allocs", "frees_on_queue_thread", "peak_live_blocks")
 
 
 def compare(builds: dict[str, Path], layouts, kernel_us, strategies, settings, repeats: int) -> list[dict]:
@@ -278,9 +278,9 @@ def table(rows: list[dict], tags: list[str]) -> str:
     if both:
         head += ["call now", "call base", "queue now", "queue base", "total now", "total base", "call n/b",
                  "queue n/b", "total n/b", "alloc n|b", "dsync n|b", "block n|b", "pinned n|b", "heap n|b",
-                 "verdict now | base"]
+                 "peak n|b", "verdict now | base"]
     else:
-        head += ["call ns", "queue ns", "total ns", "alloc", "dsync", "block", "pinned", "heap", "verdict"]
+        head += ["call ns", "queue ns", "total ns", "alloc", "dsync", "block", "pinned", "heap", "peak", "verdict"]
     out = []
     for r in rows:
         line = [r["layout"], str(r["kernel_us"]), r["strategy"]]
@@ -291,13 +291,13 @@ def table(rows: list[dict], tags: list[str]) -> str:
                                                                        "total_ns_median")]
             line += [f"{_c(r[f'current_{k}'])}|{_c(r[f'baseline_{k}'])}" for k in
                      ("allocator_calls", "device_synchronizations", "host_blocking_calls", "page_locked_allocations",
-                      "host_heap_allocs")]
+                      "host_heap_allocs", "peak_live_blocks")]
             line.append(f"{r['current_verdict']} | {r['baseline_verdict']}")
         else:
             t = tags[0]
             line += [f"{r[f'{t}_{m}']:.0f}" for m in ("calling_ns_median", "queue_ns_median", "total_ns_median")]
             line += [_c(r[f"{t}_{k}"]) for k in ("allocator_calls", "device_synchronizations", "host_blocking_calls",
-                                                   "page_locked_allocations", "host_heap_allocs")]
+                                                   "page_locked_allocations", "host_heap_allocs", "peak_live_blocks")]
             line.append(r[f"{t}_verdict"])
         out.append(line)
     widths = [max(len(h), *(len(r[i]) for r in out)) if out else len(h) for i, h in enumerate(head)]
@@ -313,7 +313,9 @@ LEGEND = ("call: host ns per launch on the calling thread (the call_<kernel> cal
           "release); queue: host ns of the launch lambda on torch_npu's queue thread; total = call + queue "
           "(medians); n/b: now / base. Per launch: alloc = allocator calls (caching + workspace allocator), dsync = "
           "device synchronisations, block = host-blocking calls, pinned = page-locked allocations, heap = host heap "
-          "allocations by the calling thread (the std::function torch_npu's launchKernel builds included). verdict: "
+          "allocations by the calling thread (the std::function torch_npu's launchKernel builds included). Per cell: "
+          "peak = launch blocks allocated at once on the stream (held until their lambdas ran: at most the launches "
+          "in flight; the worst round). verdict: "
           "the probe kernel and the simulation's error reports ('clean', or what they found).")
 
 

@@ -16,7 +16,8 @@ ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "benchmarks" / "launch_overhead.py"
 TINY = ["--launches", "40", "--rounds", "2", "--warmup", "4", "--kernel-us", "0,5"]
 MEASURED = ("calling_ns_median", "queue_ns_median", "total_ns_median", "allocator_calls", "device_synchronizations",
-            "host_blocking_calls", "page_locked_allocations", "host_heap_allocs", "verdict", "helper_way")
+            "host_blocking_calls", "page_locked_allocations", "host_heap_allocs", "peak_live_blocks", "verdict",
+            "helper_way")
 
 pytestmark = pytest.mark.skipif(shutil.which(os.environ.get("CXX") or "g++") is None,
                                 reason="no C++ compiler for the simulation build")
@@ -51,6 +52,8 @@ def test_tiny_run_writes_schema_and_patchset_is_clean(tmp_path):
         assert r["current_allocator_calls"] == 1 and r["current_device_synchronizations"] == 0, r
         assert r["current_host_blocking_calls"] == 0 and r["current_page_locked_allocations"] == 0, r
         assert r["current_frees_on_queue_thread"] == 0, r
+        # issue 31: blocks held until their lambdas ran, so more than one at once, bounded by the 40 launches
+        assert 1 <= r["current_peak_live_blocks"] <= 40, r
         assert "on the calling thread (LaunchMemory)" in r["current_helper_way"]
     for r in (r for r in rows if r["strategy"] == "null"):
         assert r["current_verdict"] == "null-pointers", r  # the floor hands the kernel nothing
@@ -60,7 +63,7 @@ def test_emit_launchers_uses_launch_codegen(tmp_path):
     header = tmp_path / "gen.h"
     subprocess.run([sys.executable, str(SCRIPT), "--emit-launchers", str(header)], check=True, timeout=120)
     text = header.read_text()
-    assert "torch_npu::inductor::LaunchMemory npu_sync_memory(" in text and "npu_sync_memory.release();" in text
+    assert "torch_npu::inductor::LaunchMemory npu_sync_memory(" in text and "npu_sync_memory.release_after_lambda();" in text
     assert "launchKernel(launch_call" in text and "RunOpApiV2" in text  # through torch_npu's queue
     assert "npu-sync-resources" in text  # launch_codegen's marker
     assert "kLayouts" in text and "call_bench_null" in text

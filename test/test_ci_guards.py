@@ -52,3 +52,35 @@ def test_a_guard_that_ran_or_an_unarmed_run_passes(tmp_path, skip, must_run):
     proc = run_suite(tmp_path, skip=skip, must_run=must_run)
     assert proc.returncode == pytest.ExitCode.OK, proc.stdout
     assert "did not run" not in proc.stdout
+
+
+# ---- the same tests on a fresh machine and a warm one ------------------------------------------------
+FAKE_RELEASE = "2.7.1.post99"  # on no list of the suite's: a cache-driven parametrisation would collect it
+
+
+def collected(env: dict) -> list[str]:
+    env = {k: v for k, v in env.items() if k != "TORCH_NPU_PATCHSET_MUST_RUN"}  # collection alone passes none
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--collect-only", "-q", "test"],
+                          cwd=HERE.parent, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return sorted(ln for ln in proc.stdout.splitlines() if "::" in ln)
+
+
+def test_a_fresh_machine_collects_what_a_warm_one_does(tmp_path):
+    """Parametrisations come from declared lists and wheels download inside the tests: the suite collected
+    with empty caches and with this machine's wheel cache plus wheels of releases no list names
+    (zero-byte: collection must not read them) gives the same node ids (pytest-xdist's workers need it too)."""
+    from torch_npu._inductor.patchset.tooling.releases import wheels
+
+    empty = {name: str(tmp_path / "empty" / name) for name in ("cache", "wheels", "build")}
+    fresh = collected(dict(os.environ, TORCH_NPU_PATCHSET_CACHE=empty["cache"],
+                           TORCH_NPU_PATCHSET_WHEEL_CACHE=empty["wheels"], TORCH_NPU_PATCHSET_BUILD_CACHE=empty["build"]))
+    warm = tmp_path / "warm"
+    warm.mkdir()
+    if wheels.cache_dir().is_dir():
+        for entry in wheels.cache_dir().iterdir():
+            (warm / entry.name).symlink_to(entry)
+    for version in (FAKE_RELEASE, "2.13.0"):
+        (warm / f"torch_npu-{version}-cp311-cp311-manylinux_2_28_x86_64.whl").write_bytes(b"")
+    assert collected(dict(os.environ, TORCH_NPU_PATCHSET_WHEEL_CACHE=str(warm))) == fresh
+    assert len(fresh) > 400 and not any(FAKE_RELEASE in t for t in fresh)

@@ -45,8 +45,9 @@ REQUIRED_CTESTS = {
     "test_ordering.back_to_back_launches_on_one_stream_reuse_the_block_safely",
     "test_ordering.block_is_reused_only_by_the_same_stream",
     "test_ordering.concurrent_streams_do_not_overlap",
-    "test_ordering.paused_queue_n_launches_peak_one_block_freed_on_calling_thread",
-    "test_ordering.release_is_idempotent_and_the_destructor_releases",
+    "test_ordering.paused_queue_n_launches_held_until_their_lambdas_ran",
+    "test_ordering.a_block_is_held_until_its_lambda_is_done",
+    "test_ordering.out_of_memory_gives_done_blocks_back_and_asks_again",
     # errors: on the calling thread (sizes, the allocator), or in the lambda (a fill)
     "test_errors.workspace_size_overflow_throws_on_calling_thread_naming_the_kernel",
     "test_errors.lock_size_overflow_throws_on_calling_thread_naming_the_kernel",
@@ -207,7 +208,7 @@ int main() {
   struct { void* lock; void* ws; int32_t g[3]; } args{r.locks, r.workspace, {3, 1, 1}};
   if (aclrtLaunchKernelWithHostArgs(h, 3, s, nullptr, &args, sizeof args, nullptr, 0) != ACL_SUCCESS) return 3;
   const uint64_t id = acl_sim::last_launch_id();
-  m.release();
+  m.release_after_lambda();
   aclrtSynchronizeStream(s);
   acl_sim::ProbeRecord rec;
   if (!acl_sim::probe_record(id, &rec)) return 4;
@@ -259,7 +260,7 @@ def test_no_init_py_in_package_data():
         assert not list(d.rglob("__init__.py")), d
 
 
-# ---- the generated launcher's shape, and the mutations issue 22 must catch ---------------------
+# ---- the generated launcher's shape, and the mutations issues 22 and 31 must catch -------------
 from torch_npu._inductor.patchset import launch_codegen as lc  # noqa: E402
 from torch_npu._inductor.patchset.launch_plan import plan_from_metadata  # noqa: E402
 
@@ -285,23 +286,36 @@ def _owner_in_lambda(body: list[str], i: int) -> list[str]:
     text = "\n".join(body)
     text = text.replace(f"torch_npu::inductor::LaunchMemory {p}memory(",
                         f"auto {p}owner = std::make_shared<torch_npu::inductor::LaunchMemory>(")
-    for field in ("write_locks(", "locks;", "workspace;"):
+    for field in ("write_locks(", "locks;", "workspace;", "done}"):
         text = text.replace(f"{p}regions.{field}", f"{p}owner->regions().{field}")
-    out = [ln for ln in text.splitlines() if f"{p}memory.release();" not in ln and f"{p}regions = " not in ln]
+    out = [ln for ln in text.splitlines() if f"{p}memory.release_after_lambda();" not in ln and f"{p}regions = " not in ln]
     assert f"{p}owner->regions().locks" in "\n".join(out)
+    return out
+
+
+def _release_once_queued(body: list[str], i: int) -> list[str]:
+    """Mutant (issue 31's defect): the calling thread marks the launch done itself once the queue call
+    returned, so its block goes back while the lambda may still wait in the queue."""
+    p = f"npu_sync{i}_"
+    mark = f"if ({p}regions.done != nullptr) {{ {p}regions.done->store(true); }}"
+    out = [ln.replace(f"{p}memory.release_after_lambda();", f"{mark} {p}memory.release_after_lambda();")
+           for ln in body]
+    assert out != body
     return out
 
 
 def wrapper_source(variant: str) -> str:
     """A wrapper function making LAUNCHES_IN_WRAPPER launches of the generated code, one after the other
-    (as a compiled graph's wrapper does), in the generated shape or one of two mutants."""
+    (as a compiled graph's wrapper does), in the generated shape or one of three mutants."""
     bodies = [_body(i) for i in range(LAUNCHES_IN_WRAPPER)]
     releases: list[str] = []
     if variant == "owner-in-lambda":
         bodies = [_owner_in_lambda(b, i) for i, b in enumerate(bodies)]
+    elif variant == "release-once-queued":
+        bodies = [_release_once_queued(b, i) for i, b in enumerate(bodies)]
     elif variant == "release-at-end":
-        releases = [ln for b in bodies for ln in b if "memory.release();" in ln]
-        bodies = [[ln for ln in b if "memory.release();" not in ln] for b in bodies]
+        releases = [ln for b in bodies for ln in b if "memory.release_after_lambda();" in ln]
+        bodies = [[ln for ln in b if "memory.release_after_lambda();" not in ln] for b in bodies]
         assert len(releases) == LAUNCHES_IN_WRAPPER
     else:
         assert variant == "generated"
@@ -316,7 +330,20 @@ def wrapper_source(variant: str) -> str:
 
 
 _SHAPE_MAIN = r"""
-// The task queue paused: the wrapper's launches are all queued before any runs.
+// Twice: (A) the task queue on but paused, so the wrapper's launches are all queued before any runs;
+// (B) the task queue off, so each lambda runs inside its launchKernel call.
+static acl_sim::Counters run_wrapper(aclrtFuncHandle h, void* buf, aclrtStream s, bool paused) {
+  acl_sim::reset_counters();
+  acl_sim::set_task_queues_paused(paused);
+  graph_wrapper(h, buf, 7, 4, 1, 1, s);
+  acl_sim::Counters during = acl_sim::counters();
+  acl_sim::set_task_queues_paused(false);
+  acl_sim::drain_task_queues();
+  aclrtSynchronizeStream(s);
+  return during;
+}
+static void next_launch_releases() { torch_npu::inductor::HeldBlocks::all().release_done(); }
+
 int main() {
   aclrtStream s = nullptr;
   if (aclrtCreateStream(&s) != ACL_SUCCESS) return 2;
@@ -329,27 +356,30 @@ int main() {
   aclrtFuncHandle h = acl_sim::register_probe_kernel(cfg);
   void* buf = nullptr;
   if (aclrtMalloc(&buf, 256, ACL_MEM_MALLOC_HUGE_FIRST) != ACL_SUCCESS) return 2;
-  graph_wrapper(h, buf, 7, 4, 1, 1, s);  // warm: the stream's block exists
-  acl_sim::drain_task_queues();
-  aclrtSynchronizeStream(s);
-  acl_sim::set_task_queues_paused(true);
-  acl_sim::reset_counters();
+  run_wrapper(h, buf, s, false);  // warm: the stream's blocks exist
+  next_launch_releases();
   const uint64_t first = acl_sim::latest_launch_id();
-  graph_wrapper(h, buf, 7, 4, 1, 1, s);
-  const acl_sim::Counters during = acl_sim::counters();
-  acl_sim::set_task_queues_paused(false);
-  acl_sim::drain_task_queues();
-  aclrtSynchronizeStream(s);
-  const acl_sim::Counters after = acl_sim::counters();
+  const acl_sim::Counters queued_during = run_wrapper(h, buf, s, true);
+  next_launch_releases();
+  const acl_sim::Counters queued = acl_sim::counters();
+  acl_sim::set_task_queue_enabled(false);
+  const acl_sim::Counters inline_during = run_wrapper(h, buf, s, false);
+  const acl_sim::Counters inline_ = acl_sim::counters();
+  acl_sim::set_task_queue_enabled(true);
   int clean = 0;
   for (const auto& r : acl_sim::probe_records())
     if (r.launch_id > first && r.lock_slots_at_start == std::vector<int64_t>(8, 3) && r.locks_unchanged &&
         r.workspace_written && r.access_errors == 0) ++clean;
-  std::printf("{\"peak_live_blocks\": %llu, \"allocator_calls\": %llu, \"frees\": %llu, \"frees_on_queue_thread\": %llu, "
-              "\"frees_while_queued\": %llu, \"clean_kernels\": %d, \"sim_errors\": %llu}\n",
-              (unsigned long long)after.peak_live_caching_allocations, (unsigned long long)after.caching_requests,
-              (unsigned long long)after.caching_frees, (unsigned long long)after.caching_frees_on_queue_threads,
-              (unsigned long long)during.caching_frees, clean, (unsigned long long)after.errors);
+  (void)inline_during;
+  std::printf("{\"queued_peak_live_blocks\": %llu, \"queued_allocator_calls\": %llu, \"queued_frees\": %llu, "
+              "\"frees_while_queued\": %llu, \"queued_frees_on_queue_thread\": %llu, \"inline_peak_live_blocks\": %llu, "
+              "\"inline_frees_on_queue_thread\": %llu, \"clean_kernels\": %d, \"sim_errors\": %llu}\n",
+              (unsigned long long)queued.peak_live_caching_allocations, (unsigned long long)queued.caching_requests,
+              (unsigned long long)queued.caching_frees, (unsigned long long)queued_during.caching_frees,
+              (unsigned long long)queued.caching_frees_on_queue_threads,
+              (unsigned long long)inline_.peak_live_caching_allocations,
+              (unsigned long long)inline_.caching_frees_on_queue_threads, clean,
+              (unsigned long long)(queued.errors + inline_.errors));
   return 0;
 }
 """
@@ -364,39 +394,44 @@ def launch_block_profile(variant: str) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def one_block_at_a_time_freed_on_the_calling_thread(profile: dict) -> list[str]:
-    """Issue 22: peak memory is one launch's block (released right after the queue call, as upstream's
-    reset() does), and that block goes back on the calling thread, never on torch_npu's queue thread."""
+def held_until_done_given_back_by_calling_threads(profile: dict) -> list[str]:
+    """Issue 31: no block goes back while its lambda may still wait in torch_npu's queue; what is held is
+    bounded by the launches in flight (with the task queue off, one block at a time); blocks go back on
+    calling threads, never on torch_npu's queue thread (issue 22)."""
     problems = []
-    if profile["peak_live_blocks"] != 1:
-        problems.append(f"{profile['peak_live_blocks']} launch blocks live at once for {LAUNCHES_IN_WRAPPER} "
-                        f"queued launches on one stream (want 1)")
-    if profile["frees_on_queue_thread"]:
-        problems.append(f"{profile['frees_on_queue_thread']} launch blocks freed on the queue thread")
-    if profile["frees_while_queued"] != LAUNCHES_IN_WRAPPER:
-        problems.append(f"{profile['frees_while_queued']} of {LAUNCHES_IN_WRAPPER} blocks freed while the "
-                        f"launches were still queued")
+    if profile["frees_while_queued"]:
+        problems.append(f"{profile['frees_while_queued']} launch blocks freed while their lambdas were still queued")
+    if profile["queued_peak_live_blocks"] > LAUNCHES_IN_WRAPPER or profile["queued_frees"] != LAUNCHES_IN_WRAPPER:
+        problems.append(f"{profile['queued_peak_live_blocks']} blocks live at once and {profile['queued_frees']} given "
+                        f"back for {LAUNCHES_IN_WRAPPER} queued launches (want at most and exactly "
+                        f"{LAUNCHES_IN_WRAPPER})")
+    if profile["inline_peak_live_blocks"] != 1:
+        problems.append(f"{profile['inline_peak_live_blocks']} launch blocks live at once with the task queue off "
+                        f"(want 1: each goes back once its lambda ran)")
+    if profile["queued_frees_on_queue_thread"] or profile["inline_frees_on_queue_thread"]:
+        problems.append("launch blocks freed on the queue thread")
     return problems
 
 
 @needs_cxx
-def test_generated_wrapper_holds_one_block_at_a_time_freed_on_the_calling_thread():
+def test_generated_wrapper_holds_blocks_until_their_lambdas_ran():
     profile = launch_block_profile("generated")
-    assert one_block_at_a_time_freed_on_the_calling_thread(profile) == [], profile
-    assert profile["allocator_calls"] == profile["frees"] == LAUNCHES_IN_WRAPPER
-    assert profile["clean_kernels"] == LAUNCHES_IN_WRAPPER and profile["sim_errors"] == 0, profile
+    assert held_until_done_given_back_by_calling_threads(profile) == [], profile
+    assert profile["queued_allocator_calls"] == LAUNCHES_IN_WRAPPER
+    assert profile["queued_peak_live_blocks"] == LAUNCHES_IN_WRAPPER  # one per launch in flight, no more
+    assert profile["clean_kernels"] == 2 * LAUNCHES_IN_WRAPPER and profile["sim_errors"] == 0, profile
 
 
 @needs_cxx
 @pytest.mark.parametrize("mutant,caught_by", [
     ("owner-in-lambda", "freed on the queue thread"),
-    ("release-at-end", f"{LAUNCHES_IN_WRAPPER} launch blocks live at once"),
+    ("release-at-end", f"{LAUNCHES_IN_WRAPPER} launch blocks live at once with the task queue off"),
+    ("release-once-queued", f"{LAUNCHES_IN_WRAPPER} launch blocks freed while their lambdas were still queued"),
 ])
 def test_mutant_wrapper_is_caught(mutant, caught_by):
     profile = launch_block_profile(mutant)
-    problems = one_block_at_a_time_freed_on_the_calling_thread(profile)
+    problems = held_until_done_given_back_by_calling_threads(profile)
     assert any(caught_by in p for p in problems), (problems, profile)
-    assert profile["clean_kernels"] == LAUNCHES_IN_WRAPPER  # the mutants are correct, only wasteful or unsafe
 
 
 _FILLS_PROGRAM = r"""

@@ -57,7 +57,7 @@ def test_emit_cpp_and_simulate_json(capsys):
     data = json.loads(out)
     assert data["ok"] is True and len(data["launches"]) == 2
     assert data["plan"]["participant_factor"] == 2 and data["plan"]["block_num"] == 4
-    assert "LaunchMemory npu_sync_memory(" in data["cpp"] and "npu_sync_memory.release();" in data["cpp"]
+    assert "LaunchMemory npu_sync_memory(" in data["cpp"] and "npu_sync_memory.release_after_lambda();" in data["cpp"]
     for launch in data["launches"]:
         # the reference rule: with an unordered lock the whole region is zero, slot 0 of it = P = 4 x 2
         assert launch["lock_values_at_start"] == [0, 8]
@@ -72,7 +72,8 @@ def test_emit_cpp_and_simulate_json(capsys):
         assert launch["workspace_allocator_calls"] == 0
         assert launch["device_synchronizations"] == launch["host_blocking_calls"] == launch["sync_copies"] == 0
         assert launch["page_locked_allocations"] == 0
-        assert launch["block_freed_on"] == "calling thread"
+    # a block is held until its lambda is done: launch 1's goes back as launch 2 starts, on the calling thread
+    assert [x["block_freed_on"] for x in data["launches"]] == ["-", "calling thread"]
 
 
 def test_metadata_from_file(tmp_path, capsys):
@@ -156,9 +157,9 @@ def test_every_counter_in_the_output_is_explained():
     assert proc.returncode == 0, proc.stderr
     costs = [ln for ln in proc.stdout.splitlines() if ln.strip().startswith("costs:")]
     assert len(costs) == 2
-    for ln in costs:  # in words, with the values the new launch path must show from the first launch on
+    for ln, freed in zip(costs, ("-", "calling thread")):  # in words; launch 1's block goes back in launch 2
         assert ("1 allocator call, 0 device synchronisations, 0 host-blocking calls, 0 page-locked allocations; "
-                "launch block freed on: calling thread") in ln
+                f"launch blocks freed on: {freed}") in ln
     legend = next(ln for ln in proc.stdout.splitlines() if ln.strip().startswith("(allocator calls:"))
     for term in ("host-blocking calls:", "page-locked allocations:", "Launch block:"):
         assert term in legend
@@ -241,7 +242,8 @@ def test_inject_fault_in_the_lambda_returns_code_no_exception_nothing_live(fault
     assert code == 0 and data["ok"], data
     first = data["launches"][0]
     assert first["acl_code"] == sim_harness.FAULT_CODE and not first["exception_escaped"]
-    assert first["live_allocations_after"] == 0 and not first["call_threw"]
+    # its own block, done with, stays held until a later launch gives it back (issue 31): at most that one
+    assert first["live_allocations_after"] <= 1 and not first["call_threw"]
     assert len([x for x in data["app_logs"] if "triton_mix" in x]) == (1 if fault == "fill" else 0)
     # torch_npu's queue is stopped now: the next launch call reports it
     assert data["launches"][1]["call_threw"] and "The Inner error" in data["launches"][1]["call_error"]
@@ -313,13 +315,37 @@ def test_mutation_lambda_owning_the_memory_fails_judge():
         src = src.replace("npu_sync_regions.write_locks(", "npu_sync_owner->regions().write_locks(")
         src = src.replace("= npu_sync_regions.locks;", "= npu_sync_owner->regions().locks;")
         src = src.replace("= npu_sync_regions.workspace;", "= npu_sync_owner->regions().workspace;")
-        dropped = ("npu_sync_memory.release();", "npu_sync_regions = npu_sync_memory.regions();")
+        src = src.replace("{npu_sync_regions.done}", "{npu_sync_owner->regions().done}")
+        dropped = ("npu_sync_memory.release_after_lambda();", "npu_sync_regions = npu_sync_memory.regions();")
         return "#include <memory>\n" + "\n".join(ln for ln in src.splitlines() if not any(d in ln for d in dropped)) + "\n"
 
     res = _simulate_mutant(owner, BOTH, (8, 1, 1), "mutant-owner")
     assert not res["ok"]
     assert any("freed on torch_npu's task-queue thread" in q for x in res["launches"] for q in x["problems"])
     assert {x["block_freed_on"] for x in res["launches"]} == {"queue thread"}
+
+
+def test_mutation_release_before_the_lambda_ran_fails_judge():
+    # Issue 31's defect: the block goes back once the queue call returns (here: the calling thread marks
+    # the launch done itself), while the lambda still waits in torch_npu's task queue. Another thread's
+    # empty_cache in that window frees it, and the lambda's fills and kernel touch freed memory.
+    release_once_queued = ("if (npu_sync_regions.done != nullptr) npu_sync_regions.done->store(true);\n"
+                           "    npu_sync_memory.release_after_lambda();")
+    res = _simulate_mutant(lambda p, s, a: _mutant(p, s, a, "npu_sync_memory.release_after_lambda();",
+                                                   release_once_queued), BOTH, (8, 1, 1), "mutant-release-once-queued")
+    assert not res["ok"]
+    assert any(e.startswith("use-after-free:") for e in res["errors"]), res["errors"][:3]
+    first = res["launches"][0]
+    assert not first["ok"] and any("not in a live allocation" in q for q in first["problems"]), first["problems"]
+
+
+def test_mutation_lambda_never_marking_done_holds_every_block():
+    # Without the LaunchDone mark no block is ever given back: every launch's block stays held.
+    res = _simulate_mutant(lambda p, s, a: "\n".join(ln for ln in lc.launcher_source(p, s, a).splitlines()
+                                                      if "LaunchDone" not in ln) + "\n",
+                           BOTH, (8, 1, 1), "mutant-never-done")
+    assert [x["block_freed_on"] for x in res["launches"]] == ["-", "-"]
+    assert res["live_allocations_end"] == 2 and not res["ok"] and "never released" in res["notes"]
 
 
 # ---- graph capture, threads, memory pressure and torch_npu's own operators (issues 17, 22) ----
@@ -339,13 +365,17 @@ FAILS_BEFORE_ISSUE_17 = {
 }
 FAILS_BEFORE_ISSUE_22 = {name: FAILS_BEFORE_ISSUE_17[name] for name in
                          ("queue-thread-oom-retry", "torch-npu-op-workspace-concurrent", "empty-cache-other-thread")}
+#: The helper before issue 31's fix (the block released once the launch was queued), and what it fails.
+BEFORE_ISSUE_31 = "698f526"
+FAILS_BEFORE_ISSUE_31 = {"empty-cache-while-queued": "use-after-free"}
 
 
 def test_scenario_names_agree_with_the_program(capsys):
     code, out, err = run_cli("--scenario", "list", "--json", capsys=capsys)
     assert code == 0, err
     assert [r["name"] for r in json.loads(out)["scenarios"]] == list(sim_harness.SCENARIOS)
-    assert set(FAILS_BEFORE_ISSUE_17) == set(sim_harness.SCENARIOS)
+    # every scenario until issue 31's fails with the helper before issue 17 (issue 31's: see below)
+    assert set(FAILS_BEFORE_ISSUE_17) | set(FAILS_BEFORE_ISSUE_31) == set(sim_harness.SCENARIOS)
 
 
 def test_unknown_scenario_exits_2_naming_the_valid_ones(capsys):
@@ -360,7 +390,7 @@ def test_scenario_runs_clean(name, capsys):
     data = json.loads(out)
     assert code == 0 and data["ok"], data
     assert data["scenario"] == name and data["sim_errors"] == [] and data["notes"] == []
-    assert "on the calling thread (LaunchMemory)" in data["helper_way"]
+    assert "on the calling thread (LaunchMemory)" in data["helper_way"] and "held until it is done" in data["helper_way"]
     assert all(s["acl_code"] == 0 for s in data["steps"])
     assert all(r["acl_code"] == 0 and r["lock_content_ok"] and r["kernels_seen"] > 0 for r in data["replays"])
     if name.startswith(("capture", "two-graphs", "global")):
@@ -395,9 +425,27 @@ def _assert_fails_with(data: dict, evidence):
 
 @pytest.mark.parametrize("name", sim_harness.SCENARIOS)
 def test_scenario_fails_with_the_helper_before_issue_17(name, tmp_path):
+    """6876426's helper fails every scenario of issues 17 and 22; issue 31's window it passes, since it takes
+    its memory inside the lambda, after the empty_cache (and fails issue 17's scenarios instead)."""
     data = sim_harness.run_scenario(name, helper_dir=_helper_at(BEFORE_ISSUE_17, tmp_path))
     assert "inside the launch lambda" in data["helper_way"]
-    _assert_fails_with(data, FAILS_BEFORE_ISSUE_17[name])
+    if name in FAILS_BEFORE_ISSUE_17:
+        _assert_fails_with(data, FAILS_BEFORE_ISSUE_17[name])
+    else:
+        assert data["ok"], data
+
+
+@pytest.mark.parametrize("name", sim_harness.SCENARIOS)
+def test_scenario_against_the_helper_before_issue_31(name, tmp_path):
+    """698f526's helper (the block given back once queued) passes every earlier scenario and fails issue 31's:
+    another thread's empty_cache frees the block while the lambda that writes it waits in the queue."""
+    data = sim_harness.run_scenario(name, helper_dir=_helper_at(BEFORE_ISSUE_31, tmp_path))
+    assert data["helper_way"].endswith("released once queued")
+    if name in FAILS_BEFORE_ISSUE_31:
+        _assert_fails_with(data, FAILS_BEFORE_ISSUE_31[name])
+        assert any("during an empty_cache" in n for n in data["notes"]), data["notes"]
+    else:
+        assert data["ok"], data
 
 
 @pytest.mark.parametrize("name", sim_harness.SCENARIOS)

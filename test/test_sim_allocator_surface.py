@@ -4,10 +4,10 @@ The helper takes every launch's memory on the calling thread through two inline
 functions of torch_npu's ``NPUCachingAllocator.h`` (``raw_alloc_with_stream``,
 ``raw_delete``); the helper of commit b45157f (kept buildable for comparisons)
 also asks ``hasCapturesUnderway``. They call through the exported
-``c10_npu::NPUCachingAllocator::allocator`` pointer. For every cached torch_npu
-wheel (``~/.cache/torch-npu-inductor-patches/wheels`` or
-``$TORCH_NPU_PATCHSET_WHEEL_CACHE``, plus 2.7.1.post10 and 2.14.0, fetched
-with ``tooling/releases/wheels.py`` when missing): each inline
+``c10_npu::NPUCachingAllocator::allocator`` pointer. For every torch_npu
+release of test_sim_surface.py's declared list (fetched with
+``tooling/releases/wheels.py`` when missing, into ``~/.cache/torch-npu-inductor-patches/wheels``
+or ``$TORCH_NPU_PATCHSET_WHEEL_CACHE``): each inline
 function the stand-in defines is an inline function of the wheel's header with
 the same prototype, the header declares the allocator pointer, and
 ``libtorch_npu.so`` exports it. The real-artifact tier compiles and links the
@@ -24,6 +24,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+import test_sim_surface as sim_surface
 
 ROOT = Path(__file__).resolve().parents[1]
 STAND_IN = (ROOT / "torch_npu" / "_inductor" / "patchset" / "tooling" / "sim" / "acl_sim" / "include" / "torch_npu" / "csrc"
@@ -45,8 +46,7 @@ def wheel_cache() -> Path:
     return Path(d).expanduser() if d else Path.home() / ".cache" / "torch-npu-inductor-patches" / "wheels"
 
 
-REQUIRED = ("2.7.1.post10", "2.14.0")
-VERSIONS = sorted({p.name.split("-")[1] for p in wheel_cache().glob("torch_npu-*.whl")} | set(REQUIRED))
+VERSIONS = sim_surface.VERSIONS  # declared, not what the cache holds: the same tests on every machine
 
 
 def wheel(version: str) -> Path:

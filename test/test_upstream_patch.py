@@ -502,17 +502,51 @@ def _states(out: str) -> dict:
 
 
 def test_status_against_source(repo, patches, tmp_path, capsys):
+    """A patched branch of this torch's line (v2.7.1 on torch 2.7, master on 2.14) reads upstream-has-fix."""
     assert cli.main(["status", "--against-source", str(tmp_path / "nothing")]) == 1
     assert "is not a torch_npu source checkout: it has no torch_npu/_inductor/" in capsys.readouterr().err
-    if _torch_line() != "2.7":
-        pytest.skip("v2.7.1 loads with torch 2.7")
-    root = _applied(repo, "v2.7.1", patches[1] / "v2.7.1.patch", tmp_path / "co")
+    branch, schemas = ("v2.7.1", "operator schemas of 2.7.1.post10") if _torch_line() == "2.7" else (
+        "master", "no operator schemas")
+    root = _applied(repo, branch, patches[1] / f"{branch}.patch", tmp_path / "co")
     assert cli.main(["status", "--against-source", str(root)]) == 0
     table = capsys.readouterr().out
-    assert f"{root} (source checkout, operator schemas of 2.7.1.post10, layout cpp_wrapper_npu, NPU stand-ins)" in table
+    assert f"{root} (source checkout, {schemas}, layout cpp_wrapper_npu, NPU stand-ins)" in table
     for pid in ("kernel-sync-metadata", "cpp-wrapper-sync-resources", "npu-flex-attention-backward-grid"):
         assert any(ln.startswith(pid) and ln.endswith("upstream-has-fix") for ln in table.splitlines()), table
     assert "failed" not in table
+
+
+def test_status_against_a_source_of_another_line_says_which_torch_it_needs(repo, tmp_path):
+    """As ``--against-wheel`` does for a release of another line: one line, exit 2, nothing loaded (a v2.12.0
+    checkout on torch 2.7 read ``failed: ... ModuleNotFoundError`` for every patch)."""
+    import importlib.metadata
+
+    branch, needs = ("v2.12.0", "2.12") if _torch_line() == "2.7" else ("v2.7.1", "2.7")
+    root = _clone_at(repo, branch, tmp_path / "co")
+    proc = subprocess.run([sys.executable, "-m", "torch_npu._inductor.patchset", "status", "--against-source",
+                           str(root)], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 2 and proc.stdout == "" and "Traceback" not in proc.stderr, proc.stdout + proc.stderr
+    assert proc.stderr.strip() == (
+        f"status: --against-source {root}: this torch_npu source needs torch {needs} (its torch line); this "
+        f"environment has torch {importlib.metadata.version('torch')}: run it where torch {needs} is installed, or "
+        f"name a checkout of the {_torch_line()} line")
+
+
+def test_each_branch_declares_the_torch_line_its_name_says(repo, tmp_path):
+    """What the line check reads (version.txt, else requirements.txt's torch pin) on every branch; master's
+    version.txt lists the lines it builds for, its pin the one it is tested on."""
+    from torch_npu._inductor.patchset.tooling.upstream import verify as v
+
+    for branch in BRANCHES:
+        root = tmp_path / branch
+        root.mkdir()
+        for name in ("version.txt", "requirements.txt"):
+            (root / name).write_text(_git("show", f"origin/{branch}:{name}", cwd=repo).stdout)
+        named = v.BRANCH_LINES.get(branch) or ".".join(branch[1:].split(".")[:2])
+        lines = v.declared_torch_lines(root)
+        assert lines == (["2.13", "2.14", "2.15"] if branch == "master" else [named]), (branch, lines)
+        (root / "version.txt").unlink()
+        assert v.declared_torch_lines(root) == [named], branch
 
 
 def test_commands_work_from_inside_a_checkout(repo, tmp_path):

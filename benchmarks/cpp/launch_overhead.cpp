@@ -140,6 +140,7 @@ struct Cell {
   std::vector<int64_t> calling_ns;  // per launch, on the calling thread (capacity reserved up front)
   std::vector<int64_t> queue_ns;    // per launch, the lambda on the queue thread
   uint64_t launches = 0, heap = 0, failures = 0;
+  uint64_t peak_live_blocks = 0;  // launch blocks allocated at once (held until their lambdas ran), worst round
   acl_sim::Counters c{};
   std::map<std::string, uint64_t> findings;
 };
@@ -210,6 +211,7 @@ void run_round(Cell &cell, const Options &o, int layout, uint64_t n, const std::
   check_acl(aclrtSynchronizeStream(cell.stream), "aclrtSynchronizeStream");
   cell.launches += n;
   cell.heap += heap;
+  cell.peak_live_blocks = std::max(cell.peak_live_blocks, c.peak_live_caching_allocations);
   add_counters(cell.c, c);
   collect_findings(n, expected_locks, cell.findings);
   if (cell.failures) cell.findings["launch-failed"] = cell.failures;
@@ -231,7 +233,8 @@ void print_cell(const Cell &cell, const Options &o, const LayoutSpec &L, uint64_
       "\"queue_samples\": %zu, \"allocator_calls\": %.4f, \"workspace_allocator_calls\": %.4f, "
       "\"device_synchronizations\": %.4f, \"host_blocking_calls\": %.4f, \"page_locked_allocations\": %.4f, "
       "\"host_heap_allocs\": %.4f, \"sync_copies\": %.4f, \"async_copies\": %.4f, \"memsets\": %.4f, "
-      "\"sim_launches\": %.4f, \"frees_on_queue_thread\": %.4f, \"sim_errors\": %.4f, \"verdict\": \"%s\", "
+      "\"sim_launches\": %.4f, \"frees_on_queue_thread\": %.4f, \"sim_errors\": %.4f, "
+      "\"peak_live_blocks\": %" PRIu64 ", \"verdict\": \"%s\", "
       "\"findings\": %s, \"launches\": %" PRIu64 ", \"rounds\": %" PRIu64 ", \"warmup_per_round\": %" PRIu64
       ", \"grid\": [%u, 1, 1], \"block_num\": %u, \"lock_bytes\": %" PRIu64 ", \"workspace_bytes\": %" PRIu64
       ", \"init_value\": %" PRId64 "}\n",
@@ -241,7 +244,8 @@ void print_cell(const Cell &cell, const Options &o, const LayoutSpec &L, uint64_
       per(cell.c.caching_requests + cell.c.allocator_requests), per(cell.c.allocator_requests),
       per(cell.c.device_synchronizations), per(cell.c.host_blocking), per(cell.c.pinned_allocs), per(cell.heap),
       per(cell.c.sync_copies), per(cell.c.async_copies), per(cell.c.memsets), per(cell.c.launches),
-      per(cell.c.caching_frees_on_queue_threads), per(cell.c.errors), verdict_of(cell.findings).c_str(),
+      per(cell.c.caching_frees_on_queue_threads), per(cell.c.errors), cell.peak_live_blocks,
+      verdict_of(cell.findings).c_str(),
       findings.c_str(), cell.launches, o.rounds, o.warmup, o.grid, launch_blocks(o.grid, 1, 1), lock_bytes, ws_bytes,
       L.init_value);
   std::fflush(stdout);

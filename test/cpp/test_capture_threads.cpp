@@ -57,7 +57,9 @@ TEST_CASE(captured_launch_memory_is_the_graphs_for_every_replay) {
   CHECK_EQ(c1.host_blocking - c0.host_blocking, 0u);
   CHECK_EQ(c1.captures_invalidated - c0.captures_invalidated, 0u);
   CHECK_EQ(c1.allocator_requests - c0.allocator_requests, 0u);
-  CHECK_EQ(c1.live_caching_allocations, 0u);  // given back to the graph's pool right after the queue call
+  CHECK(c1.live_caching_allocations <= 1u);  // held unless its lambda was done at the hand-over
+  HeldBlocks::all().release_done();          // what the next launch does first: to the graph's pool
+  CHECK_EQ(acl_sim::counters().live_caching_allocations, 0u);
   CHECK_EQ(cap.rc->load(), ACL_SUCCESS);
   const uint64_t captured = cap.id->load();
   CHECK(captured != 0);
@@ -88,9 +90,10 @@ TEST_CASE(captured_launch_memory_is_the_graphs_for_every_replay) {
   CHECK_NO_SIM_ERRORS();
 }
 
-// Two launches captured on one stream: the second may reuse the first's pool
-// block (the capture orders them on the stream), never a block of the
-// ordinary pool; a later capture on the same stream gets a pool of its own.
+// Launches captured on one stream: once the first two lambdas ran, a third
+// launch reuses one of their pool blocks (the capture orders them on the
+// stream), never a block of the ordinary pool; a later capture on the same
+// stream gets a pool of its own.
 TEST_CASE(captures_on_one_stream_use_their_own_pools) {
   aclrtStream s = stream(1);
   aclrtFuncHandle h = probe("triton_p", 16, 512);
@@ -101,7 +104,9 @@ TEST_CASE(captures_on_one_stream_use_their_own_pools) {
     Launch a = generated_launch("triton_p", h, s, 1, 1, 1, 1, 512, legacy(2, i + 1));
     Launch b = generated_launch("triton_p", h, s, 1, 1, 1, 1, 512, legacy(2, i + 1));
     acl_sim::drain_task_queues();
-    CHECK_EQ(a.regions.locks, b.regions.locks);
+    Launch c = generated_launch("triton_p", h, s, 1, 1, 1, 1, 512, legacy(2, i + 1));
+    acl_sim::drain_task_queues();
+    CHECK(c.regions.locks == a.regions.locks || c.regions.locks == b.regions.locks);
     blocks[i] = extent_of(a.regions.locks).base;
     CHECK_EQ(aclmdlRICaptureEnd(s, &g[i]), ACL_SUCCESS);
   }

@@ -71,16 +71,18 @@ TEST_CASE(concurrent_streams_do_not_overlap) {
 }
 
 // The task queue paused: N launches from one thread are all queued, none has
-// run. Each block went back right after its queue call, so the next launch
-// (same stream) got it again: one live block at a time, each freed on this
-// thread. (A lambda holding the owner would keep N blocks and free them on
-// the queue thread; releasing at the end of a wrapper function would keep N.)
-TEST_CASE(paused_queue_n_launches_peak_one_block_freed_on_calling_thread) {
+// run. No block goes back while its lambda waits (torch_npu may free a cached
+// block to the driver in that window, issue 31): N live blocks, one per launch
+// in flight, disjoint. Once the lambdas ran, the next launch gives them all
+// back, on this thread. (A lambda holding the owner would free them on the
+// queue thread; releasing once queued would free each while it waits.)
+TEST_CASE(paused_queue_n_launches_held_until_their_lambdas_ran) {
   aclrtStream s = stream(0);
   const LockLayout l = legacy(16, 0);
   aclrtFuncHandle h = probe("paused", 128, 8 * 512, 50);
   (void)helper_launch("paused", h, s, 8, 1, 1, 8, 512, l);  // warm: the stream's block exists
   sync(s);
+  HeldBlocks::all().release_done();
   constexpr int N = 8;
   acl_sim::set_task_queues_paused(true);
   acl_sim::reset_counters();
@@ -94,14 +96,16 @@ TEST_CASE(paused_queue_n_launches_peak_one_block_freed_on_calling_thread) {
   sync(s);
   CHECK(none_ran);  // precondition: the queue really held them
   CHECK_EQ(c.op_tasks, uint64_t(N));
-  CHECK_EQ(c.peak_live_caching_allocations, 1u);
+  CHECK_EQ(c.peak_live_caching_allocations, uint64_t(N));
   CHECK_EQ(c.caching_requests, uint64_t(N));
-  CHECK_EQ(c.caching_frees, uint64_t(N));
-  CHECK_EQ(c.caching_frees_on_queue_threads, 0u);
+  CHECK_EQ(c.caching_frees, 0u);  // none while its lambda waited
   CHECK_EQ(c.caching_allocs_on_queue_threads, 0u);
-  CHECK_EQ(c.live_caching_allocations, 0u);
-  for (const Launch &L : ls) {
-    CHECK_EQ(L.regions.locks, ls[0].regions.locks);
+  CHECK_EQ(c.live_caching_allocations, uint64_t(N));
+  CHECK_EQ(HeldBlocks::all().release_done(), size_t(N));  // what the next launch does first
+  CHECK_EQ(acl_sim::counters().live_caching_allocations, 0u);
+  for (size_t i = 0; i < ls.size(); ++i) {
+    const Launch &L = ls[i];
+    for (size_t j = 0; j < i; ++j) CHECK(L.regions.locks != ls[j].regions.locks);
     CHECK_EQ(L.rc->load(), ACL_SUCCESS);
     auto r = record(L.id->load());
     CHECK(r.locks_unchanged && r.workspace_written);
@@ -111,23 +115,78 @@ TEST_CASE(paused_queue_n_launches_peak_one_block_freed_on_calling_thread) {
   CHECK_NO_SIM_ERRORS();
 }
 
-TEST_CASE(release_is_idempotent_and_the_destructor_releases) {
+TEST_CASE(a_block_is_held_until_its_lambda_is_done) {
   const LockLayout l = legacy(2, 1);
+  HeldBlocks::all().release_done();
   acl_sim::reset_counters();
   {
     LaunchMemory m("m", stream(0), 1, 1, 1, 1, 64, l);
+    const LaunchRegions regions = m.regions();
     CHECK_EQ(acl_sim::counters().live_caching_allocations, 1u);
-    m.release();
-    m.release();
-    CHECK_EQ(acl_sim::counters().live_caching_allocations, 0u);
-    CHECK(m.regions().locks != nullptr);  // the values stay; the block is the allocator's again
+    m.release_after_lambda();  // its lambda has not run: held
+    m.release_after_lambda();
+    CHECK_EQ(acl_sim::counters().live_caching_allocations, 1u);
+    CHECK_EQ(HeldBlocks::all().release_done(), 0u);
+    { const LaunchDone done{regions.done}; }  // the lambda returns
+    CHECK_EQ(acl_sim::counters().live_caching_allocations, 1u);  // only a calling thread gives it back
+    CHECK(m.regions().locks != nullptr);  // the values stay
   }
   {
-    LaunchMemory m("m", stream(0), 1, 1, 1, 1, 64, l);  // never released explicitly
+    LaunchMemory m("m", stream(0), 1, 1, 1, 1, 64, l);  // the next launch gives the done one back first
+    CHECK_EQ(acl_sim::counters().caching_frees, 1u);
+    CHECK_EQ(acl_sim::counters().live_caching_allocations, 1u);
+    const LaunchDone done{m.regions().done};  // never handed over explicitly: the destructor holds it
   }
   auto c = acl_sim::counters();
-  CHECK_EQ(c.live_caching_allocations, 0u);
+  CHECK_EQ(c.live_caching_allocations, 0u);  // done before the destructor: given back at once
   CHECK_EQ(c.caching_frees, 2u);
+  CHECK_EQ(c.caching_frees_on_queue_threads, 0u);
+}
+
+// Device memory for two blocks, both held by launches whose lambdas still
+// wait in the queue. A third launch's request fails; the allocator's
+// out-of-memory retry drains the queue (their lambdas run and mark themselves
+// done) but cannot free held blocks, and throws. The helper then gives the
+// done blocks back and asks once more: the launch gets memory, no error.
+TEST_CASE(out_of_memory_gives_done_blocks_back_and_asks_again) {
+  aclrtStream s = stream(0);
+  const LockLayout l = legacy(4, 0);
+  const uint64_t ws = uint64_t(1) << 20;  // 4 MiB of workspace per launch
+  aclrtFuncHandle h = probe("oom", 32, 4 * ws, 50);
+  HeldBlocks::all().release_done();
+  acl_sim::empty_cache();
+  acl_sim::clear_faults();  // call counts start here
+  acl_sim::reset_counters();
+  acl_sim::set_device_memory_capacity(0, acl_sim::device_memory_in_use(0) + 2 * (4 * ws + 4096));
+  acl_sim::set_task_queues_paused(true);
+  std::vector<Launch> ls;
+  ls.push_back(generated_launch("oom", h, s, 4, 1, 1, 4, ws, l));
+  ls.push_back(generated_launch("oom", h, s, 4, 1, 1, 4, ws, l));
+  CHECK_EQ(acl_sim::counters().live_caching_allocations, 2u);
+  acl_sim::on_call("raw_alloc_with_stream", 1, [] { acl_sim::set_task_queues_paused(false); });  // the drain runs them
+  bool threw = false;
+  try {
+    ls.push_back(generated_launch("oom", h, s, 4, 1, 1, 4, ws, l));
+  } catch (const std::exception &e) {
+    threw = true;
+    std::fprintf(stderr, "%s\n", e.what());
+  }
+  acl_sim::clear_faults();
+  acl_sim::set_task_queues_paused(false);
+  acl_sim::drain_task_queues();
+  sync(s);
+  CHECK(!threw);
+  const auto c = acl_sim::counters();
+  CHECK_EQ(c.caching_oom_retries, 1u);        // the allocator's own retry ran, and was not enough
+  CHECK_EQ(c.caching_requests, 4u);           // three launches, the third asked twice
+  CHECK_EQ(c.caching_frees_on_queue_threads, 0u);
+  for (const Launch &L : ls) {
+    CHECK_EQ(L.rc->load(), ACL_SUCCESS);
+    auto r = record(L.id->load());
+    CHECK(r.locks_unchanged && r.workspace_written && r.access_errors == 0);
+  }
+  acl_sim::set_device_memory_capacity(0, 0);
+  CHECK_NO_SIM_ERRORS();
 }
 
 TEST_MAIN()

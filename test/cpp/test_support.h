@@ -2,8 +2,9 @@
 // TEST_CASE / CHECK framework and probe helpers over the host ACL simulation)
 // plus the launch the generated launcher makes (launch_codegen.launcher_source
 // written by hand in the same shape): LaunchMemory on the calling thread, only
-// the LaunchRegions copied into the lambda handed to OpCommand::RunOpApiV2,
-// release() right after that call returns.
+// the LaunchRegions copied into the lambda handed to OpCommand::RunOpApiV2
+// (LaunchDone first in it), release_after_lambda() right after that call
+// returns: the block goes back once the lambda is done.
 #pragma once
 #include <npu_launch_resources.h>
 #include <torch_npu/csrc/framework/OpCommand.h>
@@ -20,6 +21,8 @@
 
 namespace t {
 
+using torch_npu::inductor::HeldBlocks;
+using torch_npu::inductor::LaunchDone;
 using torch_npu::inductor::LaunchMemory;
 using torch_npu::inductor::LaunchRegions;
 using torch_npu::inductor::LaunchSizes;
@@ -56,6 +59,7 @@ inline Launch generated_launch(const char *name, aclrtFuncHandle h, aclrtStream 
   auto id = out.id;
   const std::string kernel = name;
   at_npu::native::OpCommand::RunOpApiV2(kernel, [=]() -> int {
+    const LaunchDone done{regions.done};
     aclError r = regions.write_locks(kernel.c_str(), s);
     if (r != ACL_SUCCESS) {
       rc->store(r);
@@ -67,7 +71,7 @@ inline Launch generated_launch(const char *name, aclrtFuncHandle h, aclrtStream 
     rc->store(r);
     return r;
   });
-  memory.release();  // queued: later work on s runs after this kernel
+  memory.release_after_lambda();  // held until the lambda is done
   return out;
 }
 

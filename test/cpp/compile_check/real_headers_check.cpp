@@ -15,8 +15,13 @@ aclError use_everything(aclrtStream stream) {
   const torch_npu::inductor::LaunchSizes sizes = torch_npu::inductor::launch_sizes("check", 1, 1, 1, 1, 64, layout);
   torch_npu::inductor::LaunchMemory memory("check", stream, 1, 1, 1, 1, 64, layout);
   const torch_npu::inductor::LaunchRegions regions = memory.regions();
-  const aclError rc = regions.write_locks("check", stream);
-  memory.release();
+  aclError rc = ACL_SUCCESS;
+  {
+    const torch_npu::inductor::LaunchDone done{regions.done};
+    rc = regions.write_locks("check", stream);
+  }
+  memory.release_after_lambda();
+  torch_npu::inductor::HeldBlocks::all().release_done();
   (void)sizes;
   return rc;
 }

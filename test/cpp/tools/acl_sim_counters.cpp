@@ -54,11 +54,14 @@ void helper_launch(aclrtFuncHandle h, aclrtStream s, int64_t init, uint64_t *hea
   t::LaunchMemory m("triton_probe", s, kBlocks, 1, 1, kBlocks, kWsPerBlock, t::legacy(kLockNum, init));
   const t::LaunchRegions r = m.regions();
   *heap += acl_sim::heap_count_end();
-  if (r.write_locks("triton_probe", s) != ACL_SUCCESS) throw std::runtime_error("lock fill failed");
-  int32_t grid[3] = {int32_t(kBlocks), 1, 1};
-  t::launch(h, s, r.locks, r.workspace, kBlocks, grid);
+  {
+    const t::LaunchDone done{r.done};
+    if (r.write_locks("triton_probe", s) != ACL_SUCCESS) throw std::runtime_error("lock fill failed");
+    int32_t grid[3] = {int32_t(kBlocks), 1, 1};
+    t::launch(h, s, r.locks, r.workspace, kBlocks, grid);
+  }
   acl_sim::heap_count_begin();
-  m.release();
+  m.release_after_lambda();
   *heap += acl_sim::heap_count_end();
 }
 

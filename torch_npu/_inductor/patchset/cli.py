@@ -50,14 +50,35 @@ def _check_wheel_release(version: str, flag: str = "--against-wheel") -> None:
     m = _RELEASE.fullmatch(version)
     if not m:
         raise UsageError(f"{flag}: not a torch_npu release version (like 2.7.1 or 2.7.1.post11)")
-    torch_version = _environment.describe()["torch"] or "not installed"
-    needs = f"{m.group(1)}.{m.group(2)}"
-    if _torch_line(torch_version) != needs:
+    mismatch = _other_torch_line(flag, f"torch_npu {version}", [f"{m.group(1)}.{m.group(2)}"], "a release",
+                                 _environment.describe()["torch"])
+    if mismatch:
         if upstream_wheels.release_known(version) is False:
             raise UsageError(_unknown_release(flag, version, upstream_wheels.index_releases() or []))
-        raise UsageError(f"{flag}: torch_npu {version} needs torch {needs} (its torch line); this environment has "
-                         f"torch {torch_version}: run it where torch {needs} is installed, or name a release of "
-                         f"the {_torch_line(torch_version)} line")
+        raise UsageError(mismatch)
+
+
+def _check_source_line(source: str) -> None:
+    """Before anything is loaded: a checkout of this torch's line (or one whose files do not say its line)."""
+    from .tooling.upstream.verify import declared_torch_lines
+
+    mismatch = _other_torch_line(f"--against-source {source}", "this torch_npu source", declared_torch_lines(source),
+                                 "a checkout", _environment.describe()["torch"])
+    if mismatch:
+        raise UsageError(mismatch)
+
+
+def _other_torch_line(flag: str, what: str, needs: list[str], other: str, torch_version: str | None) -> str | None:
+    """The one line saying that ``what`` (of the torch lines ``needs``) cannot load with this torch, or None
+    where it can or ``needs`` is unknown: a torch_npu's Inductor code imports its own torch's internals."""
+    torch_version = torch_version or "not installed"
+    have = _torch_line(torch_version)
+    if not needs or have in needs:
+        return None
+    lines = " or ".join([", ".join(needs[:-1]), needs[-1]] if len(needs) > 1 else needs)
+    plural = "s" if len(needs) > 1 else ""
+    return (f"{flag}: {what} needs torch {lines} (its torch line{plural}); this environment has torch {torch_version}: "
+            f"run it where torch {lines} is installed, or name {other} of the {have} line")
 
 
 def _unknown_release(flag: str, version: str, known: list[str]) -> str:
@@ -72,6 +93,8 @@ def _status_against_wheel(args) -> int:
     from .tooling.releases import wheels as upstream_wheels
 
     source = args.against_source
+    if source:
+        _check_source_line(source)
     if args.against_wheel and not source:
         _check_wheel_release(args.against_wheel)
         try:  # found or downloaded here, so that a failure is one line; the subprocess finds it cached

@@ -7,11 +7,13 @@ Pure Python, no torch import. Two levels:
   ``before`` the launch lambda, on the thread that runs the graph: the block
   count, the lock layout and ONE ``torch_npu::inductor::LaunchMemory`` (the
   runtime helper in ``csrc/npu_launch_resources.h``), which takes the block
-  from torch_npu's caching allocator and carves it; ``in_lambda``: the lock
-  fills on the stream, then the two pointers the kernel's packed argument
+  from torch_npu's caching allocator and carves it; ``in_lambda``: the
+  ``LaunchDone`` mark (set as the lambda returns), the lock fills on the
+  stream, then the two pointers the kernel's packed argument
   struct needs, ``sync_block_lock`` and ``workspace_addr`` (``nullptr`` when
   the kernel needs neither, with no helper call at all); ``after``
-  ``launchKernel(...)`` returns: the block's release. SIMT-only kernels get no
+  ``launchKernel(...)`` returns: the block handed over, to be released once its lambda is done (now
+  with the task queue off, else by a later launch). SIMT-only kernels get no
   lines: their struct has no such fields. The torch_npu hooks splice exactly
   these lines into the launcher torch_npu's C++ wrapper generates.
 * :func:`args_decl_lines`, :func:`launch_lines` and :func:`launcher_source`
@@ -146,7 +148,8 @@ def _comment(plan: SyncPlan, site: LaunchSite) -> list[str]:
     return [
         f"// {MARKER}: {'; '.join(what)}.",
         f"// ONE block from torch_npu's caching allocator for {site.stream}, taken here before the launch is queued",
-        "// and carved into [locks | workspace]; the lambda gets only the raw pointers. Released once queued.",
+        "// and carved into [locks | workspace]; the lambda gets only the raw pointers and marks itself done.",
+        "// The block is released once the lambda is done, never while it may still wait in the task queue.",
     ]
 
 
@@ -155,7 +158,7 @@ class ResourceCode:
     """The C++ one launch needs for its workspace and locks, by where it goes."""
 
     before: list[str]  # before ``auto launch_call = ...``, on the thread that runs the graph
-    in_lambda: list[str]  # first in the lambda: lock fills, ``sync_block_lock``, ``workspace_addr``
+    in_lambda: list[str]  # first in the lambda: done mark, lock fills, ``sync_block_lock``, ``workspace_addr``
     after: list[str]  # right after ``launchKernel(...)`` returns
 
 
@@ -199,7 +202,7 @@ def resource_code(plan: SyncPlan, site: LaunchSite = LaunchSite()) -> ResourceCo
         f"    {g0}, {g1}, {g2}, {p}block_num, UINT64_C({workspace}), {p}locks);",
         f"const {HELPER_NAMESPACE}::LaunchRegions {p}regions = {p}memory.regions();  // what the lambda copies",
     ]
-    in_lambda = []
+    in_lambda = [f"const {HELPER_NAMESPACE}::LaunchDone {p}done{{{p}regions.done}};  // marks the block done as the lambda returns"]
     if plan.needs_locks:
         in_lambda += [
             f"aclError {p}status = {p}regions.write_locks({kernel}, {site.stream});",
@@ -209,7 +212,7 @@ def resource_code(plan: SyncPlan, site: LaunchSite = LaunchSite()) -> ResourceCo
         f"void* sync_block_lock = {p}regions.locks;",
         f"void* workspace_addr = {p}regions.workspace;",
     ]
-    after = [f"{p}memory.release();  // queued: later work on {site.stream} runs after this kernel"]
+    after = [f"{p}memory.release_after_lambda();  // held until the lambda is done, given back now or at a later launch"]
     return ResourceCode(before, in_lambda, after)
 
 

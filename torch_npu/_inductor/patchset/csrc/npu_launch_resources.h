@@ -5,21 +5,22 @@
 // operator's workspace, and torch's wrapper a WorkspaceArg), carved into
 // disjoint 512-byte-aligned lock and workspace regions. The lambda gets only
 // LaunchRegions (raw pointers and sizes): it writes the lock content with byte
-// fills on the stream and launches; no allocation, no lock, no host wait. The
-// block goes back as soon as the queue call returns (release()): the allocator
-// gives a freed block only to later work on the same stream, which runs after
-// this kernel; while the stream captures, it is the graph's private pool's.
+// fills on the stream, launches, and marks itself done (LaunchDone); no
+// allocation, no lock, no host wait. The block is held until that mark (held.h):
+// a calling thread gives it back, at this launch's end or a later launch's.
 #pragma once
 
 #include <acl/acl.h>
 #include <torch_npu/csrc/core/npu/NPUCachingAllocator.h>
 
 #include <cstdint>
+#include <memory>
 #include <stdexcept>
 #include <string>
 
 #include "npu_launch_resources/abi.h"
 #include "npu_launch_resources/errors.h"
+#include "npu_launch_resources/held.h"
 #include "npu_launch_resources/sizes.h"
 
 TORCH_NPU_LAUNCH_RESOURCES_BEGIN_NAMESPACE
@@ -30,6 +31,7 @@ struct LaunchRegions {
   void *workspace = nullptr;  // nullptr without workspace bytes
   LaunchSizes sizes;
   LockLayout layout;
+  std::atomic<bool> *done = nullptr;  // the block's mark, for LaunchDone
 
   // Inside the lambda, before the kernel: the lock content, written on
   // `stream` with byte fills (stream-ordered, and legal while capturing).
@@ -46,7 +48,7 @@ struct LaunchRegions {
   }
 };
 
-// Owns one launch's block, on the thread that runs the graph.
+// Owns one launch's block on the thread that runs the graph, until it is handed over.
 class LaunchMemory {
  public:
   // Sizes the launch and takes its block for `stream`; throws, holding nothing.
@@ -55,40 +57,51 @@ class LaunchMemory {
     regions_.layout = locks;
     regions_.sizes = launch_sizes(kernel, grid_x, grid_y, grid_z, block_num, workspace_per_block, locks);
     const LaunchSizes &s = regions_.sizes;
-    if (s.total_bytes == 0) return;  // a launch that needs nothing asks for nothing
-    try {
-      raw_ = c10_npu::NPUCachingAllocator::raw_alloc_with_stream(s.total_bytes, stream);
-      if (raw_ == nullptr) throw std::runtime_error("the caching allocator returned no memory");
-    } catch (const std::exception &e) {  // the allocator's own message (out of memory), whole, the launch named
-      const detail::Message what(
-          kernel, "%llu bytes for its locks and workspace: ", static_cast<unsigned long long>(s.total_bytes));
-      throw std::runtime_error(what.text + std::string(e.what()));
+    if (s.total_bytes == 0) return;    // a launch that needs nothing asks for nothing
+    HeldBlocks::all().release_done();  // earlier launches' blocks first: this one may reuse them
+    block_ = HeldBlocks::all().record();
+    for (bool retried = false;;) {
+      try {
+        block_->raw = c10_npu::NPUCachingAllocator::raw_alloc_with_stream(s.total_bytes, stream);
+        break;
+      } catch (const std::exception &e) {
+        // Its out-of-memory retry drained the queue: blocks done since go back, and it is asked once more.
+        if (!retried && HeldBlocks::all().release_done() != 0) {
+          retried = true;
+          continue;
+        }
+        block_.reset();  // the allocator's own message, whole, the launch named
+        const detail::Message what(
+            kernel, "%llu bytes for its locks and workspace: ", static_cast<unsigned long long>(s.total_bytes));
+        throw std::runtime_error(what.text + std::string(e.what()));
+      }
     }
-    const uintptr_t base = (reinterpret_cast<uintptr_t>(raw_) + kRegionAlignment - 1) & ~(kRegionAlignment - 1);
+    const uintptr_t base = (reinterpret_cast<uintptr_t>(block_->raw) + kRegionAlignment - 1) & ~(kRegionAlignment - 1);
     if (s.lock_bytes != 0) regions_.locks = reinterpret_cast<void *>(base);
     if (s.workspace_bytes != 0) regions_.workspace = reinterpret_cast<void *>(base + s.workspace_offset);
+    regions_.done = &block_->done;
   }
   LaunchMemory(const LaunchMemory &) = delete;
   LaunchMemory &operator=(const LaunchMemory &) = delete;
   ~LaunchMemory() {
     try {
-      release();
+      release_after_lambda();
     } catch (...) {  // unwinding already
     }
   }
 
   const LaunchRegions &regions() const noexcept { return regions_; }
 
-  // Right after the queue call returns: the block goes back to the allocator,
-  // which gives it only to later work on this stream (queued after the kernel).
-  void release() {
-    void *raw = raw_;
-    raw_ = nullptr;
-    if (raw != nullptr) c10_npu::NPUCachingAllocator::raw_delete(raw);
+  // Right after launchKernel returns (or unwinding: the lambda may be queued):
+  // held until the lambda is done, given back by this or a later launch.
+  void release_after_lambda() {
+    if (!block_) return;
+    HeldBlocks::all().hold(std::move(block_));
+    HeldBlocks::all().release_done();  // this one too if its lambda ran (task queue off)
   }
 
  private:
-  void *raw_ = nullptr;
+  std::unique_ptr<HeldBlock> block_;
   LaunchRegions regions_;
 };
 

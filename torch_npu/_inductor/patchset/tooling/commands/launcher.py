@@ -112,13 +112,14 @@ def _check_grid(grid, site: lc.LaunchSite, simulate_it: bool) -> None:
 def _costs_text(x: dict) -> str:
     return (f"{x['allocator_calls']} allocator call{'s' if x['allocator_calls'] != 1 else ''}, "
             f"{x['device_synchronizations']} device synchronisations, {x['host_blocking_calls']} host-blocking calls, "
-            f"{x['page_locked_allocations']} page-locked allocations; launch block freed on: {x['block_freed_on']}")
+            f"{x['page_locked_allocations']} page-locked allocations; launch blocks freed on: {x['block_freed_on']}")
 
 
 COUNTERS_LEGEND = ("allocator calls: requests to torch_npu's caching or workspace allocator; host-blocking calls: "
                    "synchronous copies, stream or device synchronisations, the workspace allocator growing its block; "
                    "page-locked allocations: aclrtMallocHost. Launch block: the memory a launch takes for its locks "
-                   "and workspace.")
+                   "and workspace; it is held until its lambda is done, so an earlier launch's goes back during a "
+                   "later one (freed on: which thread gave blocks back during this launch, - for none).")
 
 
 def _one(args) -> int:

@@ -23,9 +23,11 @@ any work).
   masked rows exactly zero, no recompilation after the first length, and the
   generated C++ wrapper read back. On an NPU, for each launch whose kernel
   asks for a workspace or locks: its ``torch_npu::inductor::LaunchMemory``
-  is taken before the ``launch_call`` lambda, released right after
-  ``launchKernel(...)``, and nothing inside the lambda allocates or touches
-  the owning object; a launch that needs nothing takes nothing.
+  is taken before the ``launch_call`` lambda, handed over right after
+  ``launchKernel(...)`` (``release_after_lambda``: held until the lambda,
+  which marks itself done with ``LaunchDone``, has run), and nothing inside
+  the lambda allocates or touches the owning object; a launch that needs
+  nothing takes nothing.
 * ``kernels-workspace`` / ``kernels-locks`` / ``kernels-workspace-and-locks``:
   three programs of their own, each compiled and run against eager: a
   Triton template matmul with a fused epilogue (a ``tl.dot`` with vector
@@ -373,7 +375,8 @@ def check_codegen() -> tuple[str, dict]:
     if wrong:
         raise CheckFailed("; ".join(wrong))
     return (f"{len(SAMPLES)} sample kernels: the {taking} that need memory take it before the launch lambda and "
-            "release it right after launchKernel, nothing is allocated inside a lambda, the others take none", {})
+            "hold it until the lambda is done (LaunchDone, release_after_lambda after launchKernel), nothing is "
+            "allocated inside a lambda, the others take none", {})
 
 
 def check_simulation() -> tuple[str, dict]:
@@ -538,8 +541,10 @@ def read_back(body: str, needs_memory: bool | None) -> dict:
     ``needs_memory`` (the kernel's metadata asks for a workspace or locks; None: unknown): each
     ``launchKernel(<lambda>, ...)`` must then be preceded, after the previous launch, by exactly one
     ``torch_npu::inductor::LaunchMemory <m>(...)`` outside the lambda, and followed at once by
-    ``<m>.release();``; the lambda allocates nothing, never names ``<m>`` (it copies only the raw
-    pointers) and passes no NULL sync pointer. A launch that needs nothing takes and releases nothing.
+    ``<m>.release_after_lambda();`` (issue 31: the block is held until the lambda is done); the lambda
+    marks itself done with one ``torch_npu::inductor::LaunchDone``, allocates nothing, never names ``<m>``
+    (it copies only the raw pointers) and passes no NULL sync pointer. A launch that needs nothing takes
+    and releases nothing.
     Returns ``{"launches", "takes_memory", "problems"}``."""
     code = _masked(body)
     problems: list[str] = []
@@ -571,7 +576,7 @@ def read_back(body: str, needs_memory: bool | None) -> dict:
         for alloc in sorted({m.group(1) for m in _ALLOCATION.finditer(lam)}):
             problems.append(f"{where}: {alloc} inside the launch lambda (it runs on the task-queue thread)")
         after = code[semicolon + 1:]
-        released = re.match(r"\s*(\w+)\s*\.\s*release\s*\(\s*\)\s*;", after)
+        released = re.match(r"\s*(\w+)\s*\.\s*release_after_lambda\s*\(\s*\)\s*;", after)
         if needs_memory or (needs_memory is None and before):
             if len(before) != 1:
                 problems.append(f"{where}: {len(before)} torch_npu::inductor::LaunchMemory before the launch lambda "
@@ -580,7 +585,11 @@ def read_back(body: str, needs_memory: bool | None) -> dict:
                 owner = before[0]
                 takes = True
                 if not (released and released.group(1) == owner):
-                    problems.append(f"{where}: the statement right after launchKernel(...) is not {owner}.release();")
+                    problems.append(f"{where}: the statement right after launchKernel(...) is not "
+                                    f"{owner}.release_after_lambda();")
+                if len(re.findall(r"\btorch_npu::inductor::LaunchDone\b", lam)) != 1:
+                    problems.append(f"{where}: the launch lambda does not mark itself done with one "
+                                    "torch_npu::inductor::LaunchDone (its block would never go back)")
                 if re.search(rf"\b{owner}\b", lam):
                     problems.append(f"{where}: the launch lambda names the owning {owner} (it must get only the "
                                     "raw pointers)")
@@ -649,8 +658,8 @@ def check_wrapper(device: str, sources: list[str], plans: dict, what: str) -> tu
                           + "; ".join(f"{k}: {', '.join(p)}" for k, p in wrong.items()))
     unknown = [k for k, r in reads.items() if r["needs"] is None]
     taking = sum(1 for r in reads.values() if r["takes_memory"])
-    return (f"{len(launches)} launches; {taking} need memory and take it before the lambda, release it right after "
-            "launchKernel, none allocates inside its lambda"
+    return (f"{len(launches)} launches; {taking} need memory and take it before the lambda, hold it until the lambda "
+            "is done, none allocates inside its lambda"
             + (f"; no saved params for {unknown}" if unknown else ""), data)
 
 

@@ -119,7 +119,8 @@ def run(version: str, harness: dict, sample, libraries: list[Path], inject_fault
     src = host_source(harness, sample, libraries, inject_fault)
     name = f"aot-host-{version}-{sample.key}" + (f"-{inject_fault}" if inject_fault else "")
     exe = sim_build.compile_program(src, name, export_simulation=True)
-    return sim_harness.judge(plan, site, grid, sim_harness.run_program(exe), inject_fault=inject_fault)
+    return sim_harness.judge(plan, site, grid, sim_harness.run_program(exe), inject_fault=inject_fault,
+                             helpers=len(set().union(*(helper_namespaces(lib) for lib in libraries))) or 1)
 
 
 def helper_namespaces(lib: Path) -> set[str]:

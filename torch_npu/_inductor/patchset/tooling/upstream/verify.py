@@ -60,6 +60,18 @@ def torch_line(root: Path, branch: str | None = None) -> str:
     return f"{m.group(1)}.{m.group(2)}"
 
 
+def declared_torch_lines(root: Path) -> list[str]:
+    """The torch lines a source tree says it builds for: the releases its version.txt lists (one on a
+    release branch, several on master), else its requirements.txt's torch pin; [] where neither says."""
+    for name, pattern in (("version.txt", r"^(\d+)\.(\d+)\.\d+"), ("requirements.txt", r"^torch\s*==\s*(\d+)\.(\d+)")):
+        path = Path(root) / name
+        if path.is_file():
+            found = {(int(a), int(b)) for a, b in re.findall(pattern, path.read_text(), re.M)}
+            if found:
+                return [f"{a}.{b}" for a, b in sorted(found)]
+    return []
+
+
 def line_wheel(root: Path) -> str | None:
     """The release whose operator schemas a checkout is loaded with (its line's, from its version.txt),
     or None where it has no version.txt: a plain checkout has no built C extension to name them."""

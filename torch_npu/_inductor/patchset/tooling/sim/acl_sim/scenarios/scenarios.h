@@ -7,10 +7,13 @@
 //
 // Launches as launch_codegen.launcher_source writes them: LaunchMemory on the
 // calling thread, only its LaunchRegions copied into the lambda handed to
-// OpCommand::RunOpApiV2, release() right after that call returns. Built
-// against a helper without LaunchMemory (the one of commit b45157f), the
-// tooling defines ACL_SIM_SCENARIO_IN_LAMBDA and the same scenarios run that
-// helper's own way: acquire_launch_resources inside the lambda.
+// OpCommand::RunOpApiV2 (which marks itself done with LaunchDone), the block
+// handed over right after that call returns (release_after_lambda) and given
+// back once the lambda is done. Built against an earlier helper, the tooling
+// defines how that helper launches: ACL_SIM_SCENARIO_IN_LAMBDA (commit
+// b45157f: acquire_launch_resources inside the lambda) or
+// ACL_SIM_SCENARIO_RELEASE_ONCE_QUEUED (commit 698f526: release() right after
+// the queue call).
 //
 // Used by `python -m torch_npu._inductor.patchset launcher --scenario NAME`
 // (tooling/commands/launcher.py) and by test/cpp/test_capture_threads.cpp. Define
@@ -135,8 +138,20 @@ inline Pending submit(const Kernel &k, aclrtStream stream) {
   return p;
 }
 #else
-inline const char *helper_way() { return "memory taken on the calling thread (LaunchMemory), raw pointers in the lambda"; }
-// The generated launcher: memory on this thread, the regions into the lambda, release once queued.
+#ifdef ACL_SIM_SCENARIO_RELEASE_ONCE_QUEUED
+inline const char *helper_way() {
+  return "memory taken on the calling thread (LaunchMemory), raw pointers in the lambda, released once queued";
+}
+#define ACL_SIM_SCENARIO_LAMBDA_DONE(regions)
+#define ACL_SIM_SCENARIO_HAND_OVER(memory) memory.release()
+#else
+inline const char *helper_way() {
+  return "memory taken on the calling thread (LaunchMemory), raw pointers in the lambda, held until it is done";
+}
+#define ACL_SIM_SCENARIO_LAMBDA_DONE(regions) const torch_npu::inductor::LaunchDone done{regions.done};
+#define ACL_SIM_SCENARIO_HAND_OVER(memory) memory.release_after_lambda()
+#endif
+// The generated launcher: memory on this thread, the regions into the lambda, handed over once queued.
 inline Pending submit(const Kernel &k, aclrtStream stream) {
   Pending p;
   auto rc = p.rc;
@@ -149,12 +164,13 @@ inline Pending submit(const Kernel &k, aclrtStream stream) {
     const aclrtFuncHandle h = k.handle;
     const uint32_t blocks = k.blocks;
     at_npu::native::OpCommand::RunOpApiV2(k.name, [regions, name, h, blocks, stream, rc, id]() -> int {
+      ACL_SIM_SCENARIO_LAMBDA_DONE(regions)
       aclError r = regions.write_locks(name.c_str(), stream);
       if (r == ACL_SUCCESS) r = launch_kernel(h, blocks, stream, regions.locks, regions.workspace, id.get());
       rc->store(r);
       return r;
     });
-    memory.release();
+    ACL_SIM_SCENARIO_HAND_OVER(memory);
   } catch (const std::exception &e) {
     p.threw = true;
     p.error = e.what();
@@ -554,6 +570,49 @@ inline void empty_cache_other_thread(Result &out) {
   acl_sim::set_task_queue_enabled(true);
 }
 
+// Task queue on, three threads: each launch's lambda waits in torch_npu's
+// queue (a queue that lags, as on a busy device) while another thread's
+// torch.npu.empty_cache() runs: its drain of the queue returned before the
+// launch was queued, then it frees every cached block under the allocator's
+// lock (NPUCachingAllocator.cpp v2.7.1:1669-1671, :2832-2840). A launch's
+// block given back before its lambda ran is among them; held, it is not.
+inline void empty_cache_while_queued(Result &out) {
+  aclrtStream s = new_stream(out);
+  Kernel k = kernel("triton_q", 8, uint64_t(1) << 20, packed(1, 1), 100);
+  const uint64_t warm = launch(out, "warm-up launch", k, s);
+  std::vector<Pending> pending;
+  for (int round = 0; round < 3; ++round) {
+    acl_sim::set_task_queues_paused(true);
+    std::vector<std::thread> threads;
+    std::vector<Pending> got(2);
+    for (int t = 0; t < 2; ++t) threads.emplace_back([&, t] { got[t] = submit(k, s); });
+    for (std::thread &th : threads) th.join();
+    std::string ec_error;
+    std::thread other([&] {
+      try {
+        acl_sim::empty_cache();
+      } catch (const std::exception &e) {
+        ec_error = e.what();
+      }
+    });
+    other.join();
+    acl_sim::set_task_queues_paused(false);
+    acl_sim::drain_task_queues();
+    step(out, "round " + std::to_string(round + 1) + ": two threads launch, a third runs torch.npu.empty_cache() "
+              "while their lambdas wait in the queue",
+         ec_error.empty() ? ACL_SUCCESS : ACL_ERROR_INTERNAL_ERROR, ec_error);
+    pending.insert(pending.end(), got.begin(), got.end());
+  }
+  int failed = 0;
+  for (const Pending &p : pending) failed += code_of(p) != ACL_SUCCESS;
+  step(out, std::to_string(pending.size()) + " launches (" + std::to_string(failed) + " failed)",
+       failed ? ACL_ERROR_INTERNAL_ERROR : ACL_SUCCESS);
+  step(out, "aclrtSynchronizeStream", aclrtSynchronizeStream(s));
+  check_eager(out, "the warm-up launch", warm, k);
+  for (size_t i = 0; i < pending.size(); ++i)
+    check_eager(out, "launch " + std::to_string(i + 1) + " during an empty_cache", pending[i].id->load(), k);
+}
+
 struct Entry {
   const char *name;
   void (*run)(Result &);
@@ -577,6 +636,8 @@ inline const std::vector<Entry> &all() {
        "torch_npu's own operator takes its workspace on a queue thread while launches run on another"},
       {"empty-cache-other-thread", empty_cache_other_thread,
        "task queue off: another thread's torch.npu.empty_cache() between a launch's memory and its kernel"},
+      {"empty-cache-while-queued", empty_cache_while_queued,
+       "task queue on: another thread's torch.npu.empty_cache() while launches' lambdas wait in the queue"},
   };
   return v;
 }
@@ -590,6 +651,9 @@ inline bool run(const std::string &name, Result *out) {
     acl_sim::reset();
     e.run(*out);
     acl_sim::drain_task_queues();
+#if !defined(ACL_SIM_SCENARIO_IN_LAMBDA) && !defined(ACL_SIM_SCENARIO_RELEASE_ONCE_QUEUED)
+    torch_npu::inductor::HeldBlocks::all().release_done();  // what the next launch does first
+#endif
     for (const acl_sim::ErrorReport &r : acl_sim::errors())
       out->sim_errors.push_back(std::string(acl_sim::error_kind_name(r.kind)) + ": " + r.message);
     const acl_sim::Counters c = acl_sim::counters();
