@@ -517,11 +517,11 @@ def cpp_part_of_header(header: str) -> str:
 
 
 def translation_unit(version: str, harness: dict, header: dict, helper: Path, tags: Sequence[str] = ("patched",),
-                     entries=None, edit=None) -> tuple[str, dict]:
+                     entries=None) -> tuple[str, dict]:
     """The TU text and a description of how it was made. ``tags``: the renderings it holds ("patched",
-    after apply; "upstream", as shipped); ``entries(calls, keys)``: the exported functions instead of
-    one ``launchers.entry_point`` per launcher (the real-runtime tier calls them from Python); ``edit``:
-    a function applied to each rendered launcher's text (a mutant)."""
+    after apply; "upstream", as shipped; more in the real-runtime tier); ``entries(calls, keys)``: the
+    exported functions instead of one ``launchers.entry_point`` per launcher (the real-runtime tier calls
+    them from Python)."""
     info: dict = {}
     if "header" in header:
         head = cpp_part_of_header(header["header"])
@@ -546,7 +546,7 @@ def translation_unit(version: str, harness: dict, header: dict, helper: Path, ta
     keys = []
     for tag in tags:
         samples, tag_keys = launchers.sample_parts(harness, version, TierError, tag)
-        parts += [edit(p) for p in samples] if edit else samples
+        parts += samples
         keys += [f"{tag}/{k}" if len(tags) > 1 else k for k in tag_keys]
     calls = list(launchers.CALL_FN.finditer("\n".join(parts)))
     if len(calls) != len(keys):
@@ -673,9 +673,8 @@ class Flavour:
     name: str  # in the cache folder's name
     tags: tuple = ("patched",)
     entries: Callable | None = None  # (calls, keys) -> C++ of the exported functions
-    edit: Callable | None = None  # applied to each rendered launcher's text
     acl_libraries: dict = dataclasses.field(default_factory=dict)  # {file name: path}
-    harness: dict | None = None  # a rendering of other kernels than the samples (wheel_harness --samples)
+    harness: dict | None = None  # renderings of other kernels than the samples, or more of them
 
 
 def build(version: str, *, python: str | None = None, helper: Path | None = None, aot: bool = False,
@@ -717,7 +716,7 @@ def build(version: str, *, python: str | None = None, helper: Path | None = None
         if flavour is None:
             tu, info = translation_unit(version, harness, header, helper)
         else:
-            tu, info = translation_unit(version, harness, header, helper, flavour.tags, flavour.entries, flavour.edit)
+            tu, info = translation_unit(version, harness, header, helper, flavour.tags, flavour.entries)
     stand_ins = _needed_stand_ins(tu, inc_dirs)
     py_inc = _python_include(python)
     abi = _cxx11_abi(torch_art.lib_dir)

@@ -161,6 +161,10 @@ extern "C" __attribute__((visibility("default"))) long long npu_patchset_real_ru
   std::lock_guard<std::mutex> g(nprt::gate_mu);
   return nprt::queue_tid;
 }
+// What the calling thread's next launch does first: the blocks whose lambdas are done go back; how many.
+extern "C" __attribute__((visibility("default"))) int npu_patchset_real_runtime_release_done() {
+  return static_cast<int>(torch_npu::inductor::HeldBlocks::all().release_done());
+}
 // The end of the wrapper function; how many blocks a launcher had kept until then.
 extern "C" __attribute__((visibility("default"))) int npu_patchset_real_runtime_wrapper_end() {
   std::lock_guard<std::mutex> g(nprt::held_mu);
@@ -244,16 +248,15 @@ class Built:
     info: dict
 
 
-def build(release: str, *, helper: Path | None = None, mutant: str | None = None, python: str | None = None,
+def build(release: str, *, helper: Path | None = None, python: str | None = None,
           libraries: dict[str, Path] | None = None) -> Built:
-    """Every launcher of ``release`` (:data:`RUNTIME_SAMPLES`, patched and as shipped, rendered by the wheel's
-    own codegen) in one shared object for the child; ``mutant``: a name of :data:`MUTANTS`, applied to every
-    launcher's text (an as-shipped one has nothing it changes); ``libraries``: what stands for CANN at link
-    time (default: the host ACL library's files for ``release``)."""
+    """Every launcher of ``release`` in one shared object for the child: :data:`RUNTIME_SAMPLES` rendered by the
+    wheel's own codegen after ``patchset.apply()`` ("patched") and as shipped ("upstream"), and each of
+    :data:`MUTANTS` of the patched :data:`MUTANT_SAMPLES` (tagged with the mutant's name); ``libraries``: what
+    stands for CANN at link time (default: the host ACL library for ``release``)."""
     python = python or line_python(release)
-    harness = ra.harness_json(release, python, samples=RUNTIME_SAMPLES)
-    flavour = ra.Flavour(name=mutant or "launchers", tags=("patched", "upstream"), entries=entries_source,
-                         edit=MUTANTS[mutant] if mutant else None,
+    harness = with_mutants(ra.harness_json(release, python, samples=RUNTIME_SAMPLES))
+    flavour = ra.Flavour(name="launchers", tags=("patched", *MUTANTS, "upstream"), entries=entries_source,
                          acl_libraries=libraries if libraries is not None else host_libraries(release), harness=harness)
     try:
         result = ra.build(release, python=python, helper=helper, flavour=flavour)
@@ -268,37 +271,76 @@ def build(release: str, *, helper: Path | None = None, mutant: str | None = None
         if not found:
             raise RealRuntimeError(f"torch_npu {release}: no loadKernel(...) in the rendered {key} launcher")
         s = RUNTIME_SAMPLE_BY_KEY[sample_key]
-        launchers.append({"key": key, "tag": tag, "sample": sample_key, "kernel": f"{s.kernel}_{tag}",
+        launchers.append({"key": key, "tag": tag, "sample": sample_key, "kernel": f"{s.kernel}_{_ident(tag)}",
                           "entry": f"{ENTRY}{i}", "cubin": Path(found.group("path")).name,
                           "kernel_name": found.group("name"), "xnumel": 64 * math.prod(s.grid)})
     return Built(release, Path(result.info["shared_object"]), launchers, harness, result.info)
 
 
+def _ident(tag: str) -> str:
+    return tag.replace("-", "_")
+
+
+def with_mutants(harness: dict) -> dict:
+    """``harness`` with a rendering per mutant: the patched launchers of :data:`MUTANT_SAMPLES`, edited, their
+    names (``call_<kernel>_patched``, its kernel handle, its launch name) given the mutant's suffix."""
+    out = dict(harness)
+    for name, edit in MUTANTS.items():
+        out[name] = {}
+        for key in MUTANT_SAMPLES:
+            kernel = RUNTIME_SAMPLE_BY_KEY[key].kernel
+            cpp = edit(harness["patched"][key]["cpp"]).replace(f"{kernel}_patched", f"{kernel}_{_ident(name)}")
+            out[name][key] = dict(harness["patched"][key], cpp=cpp)
+    return out
+
+
 # ---- mutants of the generated launcher (what the real runtime must catch, as the simulation does) ----------
+_RELEASE = "npu_sync_memory.release_after_lambda();"
+
+
 def _owner_in_lambda(cpp: str) -> str:
-    """The lambda holds the owner (a shared_ptr to the LaunchMemory) instead of the raw regions: the block is
-    freed when torch_npu's queue drops the lambda, on the queue thread."""
+    """The lambda holds the owner (a shared_ptr to the LaunchMemory) instead of the raw regions: the block goes
+    back when torch_npu's queue destroys the lambda, not through the calling thread."""
     if "LaunchMemory npu_sync_memory(" not in cpp:
-        return cpp  # a launch that needs nothing
+        return cpp  # a launch that needs nothing (or an as-shipped launcher)
     cpp = cpp.replace("torch_npu::inductor::LaunchMemory npu_sync_memory(",
                       "auto npu_sync_owner = std::make_shared<torch_npu::inductor::LaunchMemory>(")
     cpp = cpp.replace("npu_sync_regions.", "npu_sync_owner->regions().")
-    dropped = ("npu_sync_memory.release();", "npu_sync_regions = npu_sync_memory.regions();")
+    cpp = cpp.replace("{npu_sync_regions.done}", "{npu_sync_owner->regions().done}")
+    dropped = (_RELEASE, "npu_sync_regions = npu_sync_memory.regions();")
     return "\n".join(ln for ln in cpp.splitlines() if not any(d in ln for d in dropped)) + "\n"
 
 
+def _release_once_queued(cpp: str) -> str:
+    """Issue 31's defect (the launcher before it): the calling thread marks the launch done itself once the queue
+    call returned, so its block goes back while the lambda may still wait in torch_npu's queue."""
+    return cpp.replace(_RELEASE, "if (npu_sync_regions.done != nullptr) npu_sync_regions.done->store(true);\n    "
+                       + _RELEASE)
+
+
+def _never_done(cpp: str) -> str:
+    """The lambda never marks its block done: no block is ever given back."""
+    return "\n".join(ln for ln in cpp.splitlines() if "LaunchDone" not in ln) + "\n"
+
+
 def _release_at_end(cpp: str) -> str:
-    """The block is released at the end of the wrapper function instead of right after its launch is queued
-    (every launch's block held while the graph runs): the child ends the wrapper after each launch."""
-    if "npu_sync_memory.release();" not in cpp:
+    """The block is handed over at the end of the wrapper function instead of right after its launch is queued:
+    held while the rest of the graph runs, even when its lambda already ran (the task queue off)."""
+    if _RELEASE not in cpp:
         return cpp
     cpp = cpp.replace("torch_npu::inductor::LaunchMemory npu_sync_memory(",
                       "auto& npu_sync_memory = *new torch_npu::inductor::LaunchMemory(")
-    cpp = cpp.replace("npu_sync_memory.release();", "npu_patchset_real_runtime::hold_until_wrapper_end(&npu_sync_memory);")
+    cpp = cpp.replace(_RELEASE, "npu_patchset_real_runtime::hold_until_wrapper_end(&npu_sync_memory);")
     return "namespace npu_patchset_real_runtime { void hold_until_wrapper_end(torch_npu::inductor::LaunchMemory*); }\n" + cpp
 
 
-MUTANTS = {"owner-in-lambda": _owner_in_lambda, "release-at-end": _release_at_end}
+#: The mutants the simulation catches (test_launcher_cli.py, test_cpp_runtime.py), built into every release's
+#: shared object for :data:`MUTANT_SAMPLES`.
+#: In this order in a child: release-once-queued last, since its lambdas mark a record done after the record went
+#: back to the helper's spares, where a later launch's block took it.
+MUTANTS = {"owner-in-lambda": _owner_in_lambda, "never-done": _never_done, "release-at-end": _release_at_end,
+           "release-once-queued": _release_once_queued}
+MUTANT_SAMPLES = ("both", "threads")
 
 
 # ---- 2. run ---------------------------------------------------------------------------------------
@@ -367,35 +409,41 @@ def _child_failure(res: dict) -> str | None:
     return f"exited {res.get('exit_code')} after: {where}" + (f": {tail[-1][:300]}" if tail else "")
 
 
-TAG_AS_SHIPPED = {"patched": False, "upstream": True}
+def tag_of(as_shipped: bool = False, mutant: str | None = None) -> str:
+    """The rendering a run uses: a mutant's, the release's own ("upstream"), or the patch set's."""
+    if mutant is not None and mutant not in MUTANTS:
+        raise ValueError(f"unknown mutant {mutant!r}; valid: {', '.join(MUTANTS)}")
+    return mutant or ("upstream" if as_shipped else "patched")
 
 
 def run_samples(release: str, *, as_shipped: bool = False, queues: Sequence[str] = QUEUE_MODES,
                 mutant: str | None = None, samples: Sequence[str] | None = None, timeout: float = 300) -> dict:
     """Every sample launcher of ``release`` (patched, or ``as_shipped``), in a child per ``TASK_QUEUE_ENABLE``
     value of ``queues``: the per-launch verdicts, in the fields ``--simulate`` gives."""
-    tag = "upstream" if as_shipped else "patched"
-    return run_tags(release, {tag: tuple(queues)}, mutant=mutant, samples=samples, timeout=timeout)[tag]
+    tag = tag_of(as_shipped, mutant)
+    return run_tags(release, {tag: tuple(queues)}, samples=samples, timeout=timeout)[tag]
 
 
-def run_tags(release: str, plan: dict[str, Sequence[str]], *, mutant: str | None = None,
-             samples: Sequence[str] | None = None, timeout: float = 300) -> dict[str, dict]:
-    """:func:`run_samples` for several renderings at once (``plan``: {"patched" | "upstream": queue values}): one
-    child per queue value runs the launchers of every rendering that wants it, patched first (each launcher
-    once per process: a fresh child takes over after a launcher that left torch_npu's runtime failed)."""
-    built = build(release, mutant=mutant)
-    keys = list(samples) if samples is not None else [s.key for s in SAMPLES]
+def run_tags(release: str, plan: dict[str, Sequence[str]], *, samples: Sequence[str] | None = None,
+             timeout: float = 300) -> dict[str, dict]:
+    """:func:`run_samples` for several renderings at once (``plan``: {"patched" | "upstream" | a mutant: queue
+    values}): one child per queue value runs the launchers of every rendering that wants it, patched first and
+    as shipped last (a fresh child takes over after a launcher that left torch_npu's runtime failed)."""
+    built = build(release)
+    wanted = list(samples) if samples is not None else [s.key for s in SAMPLES]
+    tag_keys = {tag: [k for k in wanted if k in built.harness[tag]] for tag in plan}
     spec = {"so": str(built.shared_object), "host_library": HOST_LIBRARY, "launches": LAUNCHES, "mode": "samples",
             "binary": probe_binary(built)}
-    outs = {tag: {"release": release, "as_shipped": TAG_AS_SHIPPED[tag], "mutant": mutant,
-                  "launch_api": built.harness.get("launch_api"), "queues": list(qs), "rule": RELEASE_RULE, "runs": {},
+    outs = {tag: {"release": release, "as_shipped": tag == "upstream", "mutant": tag if tag in MUTANTS else None,
+                  "launch_api": built.harness.get("launch_api"), "queues": list(qs), "runs": {},
                   "samples": []} for tag, qs in plan.items()}
-    rows = {(tag, k): {"sample": k, "title": RUNTIME_SAMPLE_BY_KEY[k].title, "runs": {}} for tag in plan for k in keys}
+    rows = {(tag, k): {"sample": k, "title": RUNTIME_SAMPLE_BY_KEY[k].title, "runs": {}}
+            for tag in plan for k in tag_keys[tag]}
     for q in dict.fromkeys(q for qs in plan.values() for q in qs):
-        tags = [t for t in ("patched", "upstream") if q in plan.get(t, ())]
-        launchers = [ln for t in tags for ln in built.launchers if ln["tag"] == t and ln["sample"] in keys]
+        tags = [t for t in ("patched", *MUTANTS, "upstream") if q in plan.get(t, ())]
+        launchers = [ln for t in tags for ln in built.launchers if ln["tag"] == t and ln["sample"] in tag_keys[t]]
         for t in tags:
-            for k in keys:
+            for k in tag_keys[t]:
                 rows[(t, k)]["runs"][q] = {"launches": [], "ok": False}
         pending, children = list(launchers), []
         while pending:
@@ -422,12 +470,12 @@ def run_tags(release: str, plan: dict[str, Sequence[str]], *, mutant: str | None
             outs[t]["runs"][q] = {"torch": first.get("torch"), "torch_npu": first.get("torch_npu"),
                                   "import_s": first.get("import_s"), "processes": len(children),
                                   "failure": next((f for f in map(_child_failure, children) if f), None)}
-            for k in keys:
+            for k in tag_keys[t]:
                 run = rows[(t, k)]["runs"][q]
                 run["ok"] = ("failure" not in run and len(run["launches"]) == LAUNCHES
                              and all(x["ok"] for x in run["launches"]))
     for tag, out in outs.items():
-        for k in keys:
+        for k in tag_keys[tag]:
             row = rows[(tag, k)]
             row["ok"] = all(r["ok"] for r in row["runs"].values())
             out["samples"].append(row)
@@ -436,9 +484,9 @@ def run_tags(release: str, plan: dict[str, Sequence[str]], *, mutant: str | None
 
 
 # ---- 3. judge -------------------------------------------------------------------------------------
-#: Where a launch's block may go back, by the launcher's design (docs/design.md, "Memory"): today once its
-#: launch is queued, on the calling thread, before its lambda runs.
-RELEASE_RULE = "once-queued"
+#: Where a launch's block goes back, by the launcher's design (docs/design.md, "Memory"; issue 31): held until its
+#: lambda has run (the lambda marks it done), then given back by a calling thread (at the hand-over after the
+#: queue call, or before the thread's next block); never while the lambda may still wait in torch_npu's queue.
 LAUNCH_CALLS = ("aclrtLaunchKernelWithHostArgs", "rtKernelLaunch")
 SYNC_CALLS = ("aclrtSynchronizeDevice", "aclrtSynchronizeDeviceWithTimeout", "aclrtSynchronizeStream",
               "aclrtSynchronizeStreamWithTimeout")
@@ -485,27 +533,30 @@ def probe_view(rec: dict) -> dict:
             "ffts_ok": rec["ffts_ok"], "decoded": rec["decoded"]}
 
 
-def memory_problems(need: bool, held: int, at_end: int, after: int, rule: str = RELEASE_RULE) -> list[str]:
-    """Where the launch block went, from torch_npu's own ``memory_allocated`` (bytes more than before the call):
-    ``held`` once the call returned, ``at_end`` once the wrapper function ended, both while the launch waited
-    in torch_npu's queue (its lambda not run); ``after`` once it completed."""
+def memory_problems(need: bool, queue: str, m: dict) -> list[str]:
+    """Where the launch block went, from torch_npu's own ``memory_allocated`` (``m``: bytes more than before the
+    call ``held`` once it returned and ``at_end`` once the wrapper ended, both while the launch waited behind the
+    gate; ``after_sync`` once it completed; ``after`` once the calling thread gave done blocks back, and
+    ``given_back``, how many it gave back then)."""
     problems = []
-    if rule == "once-queued" and at_end > 0:
-        problems.append(f"{at_end} bytes of launch memory still allocated after the wrapper function returned, its "
-                        f"lambda not yet run: the lambda owns the block, which goes back from torch_npu's queue after "
-                        f"the launch (it must go back on the calling thread once the launch is queued)")
-    elif rule == "once-queued" and held > 0:
-        problems.append(f"{held} bytes of launch memory still allocated after the call returned: the block is kept "
-                        f"until the end of the wrapper function (it must go back once the launch is queued)")
-    if rule == "after-lambda" and need and at_end <= 0:
+    if need and queue != "0" and m["held"] <= 0:
         problems.append("the launch block went back to the allocator before its lambda ran (a release that can run "
                         "before the lambda: another thread's empty_cache can free it while the launch is queued)")
-    if after != 0:
-        problems.append(f"{after} bytes more allocated once the launch completed than before it (a leak)")
+    if need and queue == "0" and m["held"] > 0:
+        problems.append(f"{m['held']} bytes of launch memory still allocated after the call returned, although its "
+                        f"lambda ran inside it (TASK_QUEUE_ENABLE=0): "
+                        + ("kept until the end of the wrapper function" if m["at_end"] <= 0 else "never given back"))
+    if need and queue != "0" and m["held"] > 0 and m["given_back"] == 0:
+        problems.append("the block did not go back through the calling thread once its lambda was done: " +
+                        ("it went back from torch_npu's queue, where the lambda that owned it was destroyed"
+                         if m["after"] <= 0 else "still allocated (its lambda never marked it done, or owns it)"))
+    if m["after"] != 0:
+        problems.append(f"{m['after']} bytes more allocated than before the launch once it completed and the calling "
+                        f"thread gave done blocks back (a leak)")
     return problems
 
 
-def judge_launch(harness: dict, ln: dict, rec: dict, queue: str, caller: int, rule: str = RELEASE_RULE) -> dict:
+def judge_launch(harness: dict, ln: dict, rec: dict, queue: str, caller: int) -> dict:
     """One launch of the child (``rec``) in the fields ``--simulate`` gives, with the evidence of torch_npu's
     own runtime: which thread launched, the caching allocator's bytes before / while queued / after, the
     host ACL library's probe record, fills, blocking copies, synchronisations and error reports."""
@@ -555,9 +606,10 @@ def judge_launch(harness: dict, ln: dict, rec: dict, queue: str, caller: int, ru
     if requests > 1:
         problems.append(f"{requests} requests to torch_npu's caching allocator (at most one per launch)")
     need = exp["lock_bytes"] + exp["workspace_bytes"] > 0
-    at_end = rec.get("memory_at_wrapper_end", held_m)
-    problems += memory_problems(need, held_m["allocated"] - before["allocated"], at_end["allocated"] - before["allocated"],
-                                after["allocated"] - before["allocated"], rule)
+    at_end, synced = rec["memory_at_wrapper_end"], rec["memory_after_sync"]
+    mem = {"held": held_m["allocated"] - before["allocated"], "at_end": at_end["allocated"] - before["allocated"],
+           "after": after["allocated"] - before["allocated"], "given_back": rec["given_back"]}
+    problems += memory_problems(need, queue, mem)
     errors = [f"{e['kind']}: {e['message']}" for e in host.get("errors", [])]
     problems += [f"host ACL library: {e}" for e in errors]
     missing = host.get("missing_calls") or {}
@@ -570,7 +622,9 @@ def judge_launch(harness: dict, ln: dict, rec: dict, queue: str, caller: int, ru
         "call_threw": rec["call_threw"], "call_error": rec["call_error"], "sync_error": rec.get("sync_error", ""),
         "thread": ", ".join(sorted({thread_name(t, caller, queue_tid) for t in launched})) or "-",
         "memory_allocated": {"before": before["allocated"], "while_queued": held_m["allocated"],
-                             "at_wrapper_end": at_end["allocated"], "after": after["allocated"]},
+                             "at_wrapper_end": at_end["allocated"], "after_sync": synced["allocated"],
+                             "after": after["allocated"]},
+        "blocks_given_back_after": rec["given_back"],
         "live_allocations_after": after["allocated"] - before["allocated"],
         "workspace_bytes": 0 if not view or view["workspace_ptr_null"] else work["available"],
         "lock_bytes": 0 if not view or view["lock_ptr_null"] else lock["available"],
@@ -584,9 +638,9 @@ def judge_launch(harness: dict, ln: dict, rec: dict, queue: str, caller: int, ru
         "sync_copies": sum(sync_copies.values()), "async_copies": sum(_calls(calls, ("aclrtMemcpyAsync",)).values()),
         "memsets": fills, "host_blocking_calls": sum(sync_copies.values()) + sum(syncs.values()),
         "page_locked_allocations": sum(pinned.values()),
-        "block_freed_on": ("-" if not need else "calling thread, before the call returned"
-                           if held_m["allocated"] <= before["allocated"] else "calling thread, at the wrapper's end"
-                           if at_end["allocated"] <= before["allocated"] else "after its lambda ran (torch_npu's queue)"),
+        "block_freed_on": ("-" if not need else "calling thread, inside the call (its lambda ran there)"
+                           if mem["held"] <= 0 else "calling thread, once its lambda was done"
+                           if rec["given_back"] else "not by the calling thread"),
         "host_errors": errors, "ok": not problems, "problems": problems,
     }
 
@@ -611,9 +665,8 @@ def scenario_spec(built: Built, name: str, tag: str, per_thread: int = SCENARIO_
 def run_scenario(release: str, name: str, *, as_shipped: bool = False, mutant: str | None = None,
                  per_thread: int = SCENARIO_LAUNCHES, timeout: float = 300) -> dict:
     """Scenario ``name`` of :data:`SCENARIOS` on torch_npu ``release``'s own runtime (task queue on)."""
-    built = build(release, mutant=mutant)
-    tag = "upstream" if as_shipped else "patched"
-    spec = scenario_spec(built, name, tag, per_thread)
+    built = build(release)
+    spec = scenario_spec(built, name, tag_of(as_shipped, mutant), per_thread)
     res = run_child(release, spec, queue="1", timeout=timeout, env_extra=spec.get("env"))
     return judge_scenario(built.harness, spec, res, name, release=release, as_shipped=as_shipped, mutant=mutant)
 

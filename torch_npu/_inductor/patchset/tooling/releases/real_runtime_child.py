@@ -97,6 +97,7 @@ class Launchers:
         self.lib.npu_patchset_real_runtime_gate_open.restype = None
         self.lib.npu_patchset_real_runtime_queue_tid.restype = ctypes.c_longlong
         self.lib.npu_patchset_real_runtime_wrapper_end.restype = ctypes.c_int
+        self.lib.npu_patchset_real_runtime_release_done.restype = ctypes.c_int
 
     def entry(self, symbol: str):
         fn = getattr(self.lib, symbol)
@@ -119,6 +120,9 @@ class Launchers:
 
     def gate_open(self) -> None:
         self.lib.npu_patchset_real_runtime_gate_open()
+
+    def release_done(self) -> int:
+        return self.lib.npu_patchset_real_runtime_release_done()
 
     def wrapper_end(self) -> int:
         return self.lib.npu_patchset_real_runtime_wrapper_end()
@@ -157,6 +161,19 @@ def _stats(torch) -> dict:
             "retries": s.get("num_alloc_retries", 0), "reserved": torch.npu.memory_reserved(0)}
 
 
+def _settled(torch) -> dict:
+    """The allocator's figures once they stop moving: torch_npu destroys a finished task on its release thread,
+    so memory a lambda owned goes back a moment after the queue ran it (at most about half a second)."""
+    last = _stats(torch)
+    for _ in range(100):
+        time.sleep(0.005)
+        now = _stats(torch)
+        if now == last:
+            return now
+        last = now
+    return last
+
+
 def run_samples(torch, so: Launchers) -> None:
     """Each launcher SPEC["launches"] times on the default stream. Each launch: torch_npu's queue held (a task
     waits in it), the call made, what the caching allocator holds then, the queue let go, the device
@@ -169,6 +186,7 @@ def run_samples(torch, so: Launchers) -> None:
         bufs = [torch.empty(launcher["xnumel"], device="npu", dtype=torch.float32) for _ in range(2)]
         torch.npu.synchronize()
         for i in range(SPEC["launches"]):
+            so.release_done()  # what the thread's next launch does first: earlier launches' done blocks go back
             HOST.reset()
             before = _stats(torch)
             gate = so.gate_close()
@@ -185,11 +203,13 @@ def run_samples(torch, so: Launchers) -> None:
                 torch.npu.synchronize()
             except Exception as exc:  # torch_npu's queue reports a failed task here
                 sync_error = f"{type(exc).__name__}: {' '.join(str(exc).split())[:400]}"
-            after = _stats(torch)
+            after_sync = _stats(torch)
+            given_back = so.release_done()  # the calling thread's next hand-over
+            after = _settled(torch)
             RESULT["launches"].append({
                 "key": launcher["key"], "kernel": launcher["kernel"], "launch": i + 1, "gate": gate,
                 "queue_tid": so.queue_tid(), "call_threw": threw, "call_error": what, "sync_error": sync_error,
-                "kept_to_wrapper_end": kept, "memory_before": before, "memory_held_while_queued": held, "memory_at_wrapper_end": at_end,
+                "kept_to_wrapper_end": kept, "memory_before": before, "memory_held_while_queued": held, "memory_at_wrapper_end": at_end, "memory_after_sync": after_sync, "given_back": given_back,
                 "memory_after": after, "calls_before_sync": calls, "host": HOST.report()})
             save()
         del bufs
