@@ -34,8 +34,13 @@ from torch_npu._inductor.patchset.tooling.sim import harness as sim_harness
 from torch_npu._inductor.patchset.tooling.sim.samples import SAMPLES
 
 LEG = ".".join(importlib.metadata.version("torch").split("+")[0].split(".")[:3])
-#: The releases the tier runs on each leg (declared: the same tests on a fresh machine and on a warm one).
-RELEASES = {"2.7.1": ("2.7.1.post6", "2.7.1.post10", "2.7.1.post11")}.get(LEG, ())
+#: The releases the tier runs on each leg (declared: the same tests on a fresh machine and on a warm one). Each runs
+#: on its own torch line (host_runtime.python_for): on the 2.14.1 leg, 2.13.0 on torch 2.13.0+cpu, the newest line
+#: that runs here; 2.14.0 cannot (no CPU build of torch 2.14.0 here, and the CUDA build aborts its import).
+RELEASES = {"2.7.1": ("2.7.1.post6", "2.7.1.post10", "2.7.1.post11"), "2.14.1": ("2.13.0",)}.get(LEG, ())
+CANNOT_RUN = {"2.14.1": ("2.14.0",)}.get(LEG, ())
+#: As shipped: NULL pointers, or upstream's own allocation (two allocate_workspace requests, a blocking copy).
+NULL_POINTERS, OWN_ALLOCATION = ("2.7.1.post6", "2.7.1.post10"), ("2.7.1.post11", "2.13.0")
 #: The mutants of the generated launcher, the TASK_QUEUE_ENABLE value that shows each, and what catches it.
 MUTANTS = {
     "owner-in-lambda": ("1", "the block did not go back through the calling thread once its lambda was done"),
@@ -45,8 +50,9 @@ MUTANTS = {
 }
 #: What each run covers: the patch set with every TASK_QUEUE_ENABLE value, each mutant, the release as shipped.
 PLAN = {"patched": rr.QUEUE_MODES, **{m: (q,) for m, (q, _) in MUTANTS.items()}, "upstream": ("1",)}
-#: The reference release for the mutants and the scenarios.
-REFERENCE = "2.7.1.post10"
+#: The release each leg runs the scenarios on.
+REFERENCE = {"2.7.1": "2.7.1.post10", "2.14.1": "2.13.0"}.get(LEG)
+SCENARIO_RELEASES = [REFERENCE] if REFERENCE else []
 NEEDS_MEMORY = {s.key for s in SAMPLES if s.key not in ("none", "simt-only")}
 
 _runs: dict = {}
@@ -125,7 +131,7 @@ _SIM_EXPECT = (rr.rendered.plan_from_metadata(SAMPLES[0].metadata), rr.lc.Launch
 
 
 # ---- as shipped: what each release's own launcher gets ---------------------------------------------------
-@pytest.mark.parametrize("release", [r for r in RELEASES if r != "2.7.1.post11"])
+@pytest.mark.parametrize("release", [r for r in RELEASES if r in NULL_POINTERS])
 def test_as_shipped_the_null_pointer_releases_fail_every_kernel_that_needs_memory(release):
     out = runs(release)["upstream"]
     assert out["launch_api"] == ("rtKernelLaunch" if release == "2.7.1.post6" else "aclrtLaunchKernelWithHostArgs")
@@ -137,11 +143,11 @@ def test_as_shipped_the_null_pointer_releases_fail_every_kernel_that_needs_memor
             assert row["ok"], (row["sample"], sorted(_problems(row)))
 
 
-@pytest.mark.skipif("2.7.1.post11" not in RELEASES, reason="a 2.7.1 release")
-def test_as_shipped_post11_aliases_copies_and_grows_on_the_queue_thread():
-    """What 2.7.1.post11's two allocate_workspace requests and blocking aclrtMemcpy really get from torch_npu's
-    own workspace allocator (docs/facts.md, "torch_npu's own runtime")."""
-    rows = {r["sample"]: r for r in runs("2.7.1.post11")["upstream"]["samples"]}
+@pytest.mark.parametrize("release", [r for r in RELEASES if r in OWN_ALLOCATION])
+def test_as_shipped_own_allocation_aliases_copies_and_grows_on_the_queue_thread(release):
+    """What the two allocate_workspace requests and the blocking aclrtMemcpy of 2.7.1.post11 (and 2.13.0) really
+    get from torch_npu's own workspace allocator (docs/facts.md, "On torch_npu's own runtime")."""
+    rows = {r["sample"]: r for r in runs(release)["upstream"]["samples"]}
     copy = "1 blocking aclrtMemcpy on the torch_npu's task-queue thread"
     grow = "1 device allocations on torch_npu's task-queue thread (an allocator inside the launch lambda)"
     for key in ("locks", "both", "packed-mix", "ordered-only", "unordered-only", "ffts"):
@@ -176,7 +182,7 @@ _scenarios: dict = {}
 
 
 def scenario(name: str, mutant: str | None = None) -> dict:
-    """``launcher --scenario NAME --real-runtime 2.7.1.post10 --json`` (a mutant's through the module), once."""
+    """``launcher --scenario NAME --real-runtime REFERENCE --json`` (a mutant's through the module), once."""
     if (name, mutant) not in _scenarios:
         if mutant is None:
             proc = subprocess.run([sys.executable, "-m", "torch_npu._inductor.patchset", "launcher", "--scenario", name,
@@ -191,17 +197,19 @@ def scenario(name: str, mutant: str | None = None) -> dict:
     return _scenarios[(name, mutant)]
 
 
-@pytest.mark.parametrize("name", list(rr.SCENARIOS))
+@pytest.mark.parametrize("name", list(rr.SCENARIOS) if REFERENCE else [])
 def test_scenario_opens_the_window_it_is_for(name):
     out = scenario(name)
-    assert not out["timed_out"] and out["calls_made"] == out["launches"] == 180 and out["calls_threw"] == 0
-    assert out["reached_kernel"] == 180 and out["not_exercised"] == [], out["not_exercised"]
+    summary = {k: v for k, v in out.items() if k not in ("host_errors", "what")}
+    assert not out["timed_out"] and out["calls_made"] == out["launches"] == 180 and out["calls_threw"] == 0, summary
+    assert out["reached_kernel"] == 180 and out["not_exercised"] == [], summary
     assert out["device_frees"] > 0  # empty_cache really gave torch_npu's segments back to the host library
     if name == "threads-oom-retry":  # device allocations refused, and torch_npu's own retry ran
-        assert out["refused_allocations"] > 0 and out["alloc_retries"] > 0
+        assert out["refused_allocations"] > 0 and out["alloc_retries"] > 0, summary
 
 
-def test_the_launcher_before_issue_31_writes_memory_torch_npu_freed():
+@pytest.mark.parametrize("release", SCENARIO_RELEASES)
+def test_the_launcher_before_issue_31_writes_memory_torch_npu_freed(release):
     """The block given back once the queue call returned (release-once-queued, the launcher before 578384d):
     torch_npu's empty_cache drains its queue with its mutex released, then frees the block's segment with
     aclrtFree while another thread's launch on it still waits in the queue; that launch writes freed memory."""
@@ -211,13 +219,13 @@ def test_the_launcher_before_issue_31_writes_memory_torch_npu_freed():
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "issue 31, measured on torch_npu 2.7.1.post10's own runtime: the block is held until its lambda is done, but "
+    "issue 31, measured on torch_npu 2.7.1.post10's and 2.13.0's own runtimes: the block is held until its lambda is done, but "
     "the lambda is done once it has queued its kernel on the device stream; a block given back then, while its "
     "kernel is still pending, is freed by another thread's empty_cache or out-of-memory retry, whose device "
     "synchronisation came before that kernel was queued (CANN's aclrtFree does not wait for the tasks using the "
     "memory): 9-41 of 180 kernels wrote freed memory. A lambda that returns only once its kernel completed "
     "(aclrtSynchronizeStream in it, an experiment) ran 180 of 180 clean."))
-@pytest.mark.parametrize("name", list(rr.SCENARIOS))
+@pytest.mark.parametrize("name", list(rr.SCENARIOS) if REFERENCE else [])
 def test_scenario_is_clean_with_the_patched_launcher(name):
     out = scenario(name)
     assert out["ok"] and out["host_error_kinds"] == {}, (out["host_error_kinds"], out["problems"])
@@ -238,8 +246,17 @@ def test_bad_input_is_one_line_and_exit_2(argv, says):
     assert len(proc.stderr.strip().splitlines()) == 1 and says in proc.stderr, proc.stderr
 
 
+@pytest.mark.parametrize("release", CANNOT_RUN)
+def test_a_release_that_cannot_run_here_says_why_in_one_line(release):
+    proc = subprocess.run([sys.executable, "-m", "torch_npu._inductor.patchset", "launcher", "--samples",
+                           "--real-runtime", _fetched(release)], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 1 and proc.stdout == "", proc.stdout + proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert f"torch_npu {release} requires torch" in proc.stderr and "no CPU build" in proc.stderr
+
+
 def test_scenario_list_names_them(capsys):
     from torch_npu._inductor.patchset.cli import main
 
-    assert main(["launcher", "--scenario", "list", "--real-runtime", REFERENCE, "--json"]) == 0
+    assert main(["launcher", "--scenario", "list", "--real-runtime", "2.7.1.post10", "--json"]) == 0
     assert [r["name"] for r in json.loads(capsys.readouterr().out)["scenarios"]] == list(rr.SCENARIOS)

@@ -41,12 +41,12 @@ def _torch_line(version: str) -> str:
     return ".".join(version.split("+")[0].split(".")[:2])
 
 
-def _check_wheel_release(version: str, flag: str = "--against-wheel") -> None:
+def _check_wheel_release(version: str) -> None:
     """Before anything is downloaded or loaded: ``version`` is a torch_npu release, and of this
     torch's line (a release's Inductor code imports its own torch's internals)."""
     from .tooling.releases import wheels as upstream_wheels
 
-    flag = f"{flag} {version}"
+    flag = f"--against-wheel {version}"
     m = _RELEASE.fullmatch(version)
     if not m:
         raise UsageError(f"{flag}: not a torch_npu release version (like 2.7.1 or 2.7.1.post11)")

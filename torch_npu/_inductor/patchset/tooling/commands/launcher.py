@@ -4,6 +4,8 @@
         [--signature '*fp32,i32'] [--vector-cores N] [--ffts] [--emit-cpp] [--simulate] [--json]
     python -m torch_npu._inductor.patchset launcher --samples [--json]
     python -m torch_npu._inductor.patchset launcher --scenario NAME|list [--json] [--helper DIR]
+    python -m torch_npu._inductor.patchset launcher --samples|--scenario NAME --real-runtime RELEASE
+        [--as-shipped] [--json]
 
 ``--metadata`` takes a JSON object (or ``@file``) with triton-ascend's kernel
 metadata fields this patch set reads (an unknown key is an error naming the
@@ -21,6 +23,11 @@ ran (replays included), the simulation's error reports and ``ok``. ``--helper
 DIR`` builds it against another copy of the helper; one without
 ``LaunchMemory`` (the helper of commit b45157f) runs the scenarios its own
 way, with the memory taken inside the launch lambda.
+
+``--real-runtime RELEASE`` runs the sample launchers (or the scenarios ``--scenario list`` names there) on that
+torch_npu release's own binaries instead: in a subprocess over the host ACL library, a test double of CANN
+that never enters this process (``tooling/releases/real_runtime.py``); ``--as-shipped`` runs the release's
+own launchers, without the patch set.
 """
 from __future__ import annotations
 
@@ -390,8 +397,21 @@ def real_scenario_text(out: dict) -> str:
     return "\n".join(lines)
 
 
-def _real_runtime(args) -> int:
+def _release_name_problem(version: str) -> str | None:
+    """Why ``version`` names no torch_npu release (one line), or None. Its torch line need not be this
+    interpreter's: each release runs on its own (``host_runtime.python_for``), or says why it cannot."""
     from ... import cli
+    from ..releases import wheels
+
+    flag = f"--real-runtime {version}"
+    if not cli._RELEASE.fullmatch(version):
+        return f"{flag}: not a torch_npu release version (like 2.7.1 or 2.7.1.post11)"
+    if wheels.release_known(version) is False:
+        return cli._unknown_release(flag, version, wheels.index_releases() or [])
+    return None
+
+
+def _real_runtime(args) -> int:
     from ..releases import real_runtime as rr
     from ..releases import wheels
 
@@ -399,10 +419,7 @@ def _real_runtime(args) -> int:
     if why is None and args.scenario is not None and args.scenario != "list" and args.scenario not in rr.SCENARIOS:
         why = f"unknown scenario {args.scenario!r} on the real runtime; valid: {', '.join(rr.SCENARIOS)} (or list)"
     if why is None and args.scenario != "list":
-        try:
-            cli._check_wheel_release(args.real_runtime, "--real-runtime")
-        except cli.UsageError as exc:
-            why = str(exc)
+        why = _release_name_problem(args.real_runtime)
     if why is not None:
         print(f"launcher: {why}", file=sys.stderr)
         return 2

@@ -388,11 +388,35 @@ def link_stub(name: str, functions: Iterable[str], origin: str) -> Path:
 RENDER_SETTINGS = {"TORCH_NPU_PATCHSET_STAND_IN_SOC": "220"}
 
 
-def _render_env(settings: dict | None = None) -> dict:
+def _render_env(settings: dict | None = None, python: str | None = None) -> dict:
     env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0")
     env.update({k: str(v) for k, v in {**RENDER_SETTINGS, **(settings or {})}.items()})
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), *filter(None, [env.get("PYTHONPATH")])])
+    paths = [str(REPO_ROOT), *(_triton_shim(python) if python else [])]
+    env["PYTHONPATH"] = os.pathsep.join([*paths, *filter(None, [env.get("PYTHONPATH")])])
     return env
+
+
+@functools.lru_cache(maxsize=None)
+def _triton_shim(python: str) -> list[str]:
+    """Where the rendering interpreter has no triton (a CPU build of torch brings none: the real-runtime tier's
+    torch 2.13.0+cpu, whose torch_npu imports triton at module level) and this one has it, for the same Python:
+    a folder holding only a link to this interpreter's triton, put on the rendering's path. Rendering imports
+    triton's Python API and runs none of it; torch's own modules stay the rendering interpreter's."""
+    import importlib.util
+
+    if os.path.abspath(python) == os.path.abspath(sys.executable) or _run([python, "-c", "import triton"]).returncode == 0:
+        return []
+    spec = importlib.util.find_spec("triton")
+    same_python = _run([python, "-c", "import sys; print(sys.version_info[:2])"]).stdout.strip() == str(sys.version_info[:2])
+    if spec is None or not spec.submodule_search_locations or not same_python:
+        return []
+    target = Path(list(spec.submodule_search_locations)[0])
+    shim = build_cache() / f"triton-shim-{_digest([str(target)])}"
+    if not (shim / "triton").exists():
+        tmp = Path(tempfile.mkdtemp(prefix=".triton-shim-", dir=build_cache()))
+        (tmp / "triton").symlink_to(target, target_is_directory=True)
+        _publish(tmp, shim)
+    return [str(shim)]
 
 
 def _render_key(version: str, python: str, what: str, settings: dict | None = None) -> str:
@@ -403,7 +427,7 @@ def _render_key(version: str, python: str, what: str, settings: dict | None = No
     # The runtime's Python and the helper's headers: an aot_mode rendering carries the helper's text.
     ours = [b for b in _tree_digest(PATCHSET_DIR, (".py", ".toml", ".h")) if not b.startswith(b"tooling")]
     env = _render_env(settings)
-    return _digest([what, version, python, *(p.read_bytes() for p in HARNESS_INPUTS), inspect.getsource(_render_header_main),
+    return _digest([what, version, python, *_triton_shim(python), *(p.read_bytes() for p in HARNESS_INPUTS), inspect.getsource(_render_header_main),
                     *(f"{k}={env[k]}" for k in sorted({**RENDER_SETTINGS, **(settings or {})})),
                     *ours, *_tree_digest(declarations_dir())])  # patches/, or _declarations/ when installed
 
@@ -417,7 +441,8 @@ def _cached_json(kind: str, version: str, python: str, cmd: list, timeout: float
     os.close(fd)
     os.unlink(tmp)
     try:
-        proc = _run([python, *cmd, version, tmp, *tail], timeout=timeout, env=_render_env(settings), cwd=str(REPO_ROOT))
+        proc = _run([python, *cmd, version, tmp, *tail], timeout=timeout, env=_render_env(settings, python),
+                    cwd=str(REPO_ROOT))
         if not Path(tmp).exists():
             raise TierError(f"torch_npu {version}: {kind} rendering crashed (exit {proc.returncode}): "
                             f"{proc.stderr.strip()[-3000:]}")

@@ -255,7 +255,11 @@ def build(release: str, *, helper: Path | None = None, python: str | None = None
     :data:`MUTANTS` of the patched :data:`MUTANT_SAMPLES` (tagged with the mutant's name); ``libraries``: what
     stands for CANN at link time (default: the host ACL library for ``release``)."""
     python = python or line_python(release)
-    harness = with_mutants(ra.harness_json(release, python, samples=RUNTIME_SAMPLES))
+    rendered_json = ra.harness_json(release, python, samples=RUNTIME_SAMPLES)
+    if "patched" not in rendered_json:
+        raise RealRuntimeError(f"torch_npu {release}: the wheel harness rendered no launchers: "
+                               f"{first_line(str(rendered_json.get('error') or rendered_json.get('layout')))}")
+    harness = with_mutants(rendered_json)
     flavour = ra.Flavour(name="launchers", tags=("patched", *MUTANTS, "upstream"), entries=entries_source,
                          acl_libraries=libraries if libraries is not None else host_libraries(release), harness=harness)
     try:
@@ -609,7 +613,10 @@ def judge_launch(harness: dict, ln: dict, rec: dict, queue: str, caller: int) ->
     at_end, synced = rec["memory_at_wrapper_end"], rec["memory_after_sync"]
     mem = {"held": held_m["allocated"] - before["allocated"], "at_end": at_end["allocated"] - before["allocated"],
            "after": after["allocated"] - before["allocated"], "given_back": rec["given_back"]}
-    problems += memory_problems(need, queue, mem)
+    if ln["tag"] != "upstream":  # a release's own launcher takes nothing before its queue call
+        problems += memory_problems(need, queue, mem)
+    elif mem["after"] != 0:
+        problems.append(f"{mem['after']} bytes more allocated than before the launch once it completed (a leak)")
     errors = [f"{e['kind']}: {e['message']}" for e in host.get("errors", [])]
     problems += [f"host ACL library: {e}" for e in errors]
     missing = host.get("missing_calls") or {}
