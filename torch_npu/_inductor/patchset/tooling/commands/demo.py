@@ -193,7 +193,7 @@ def _run(versions: list[str], sample_key: str) -> list[dict]:
     with ThreadPoolExecutor(max_workers=len(versions)) as pool:
         data = list(pool.map(render, versions))
     _say("compiling them against each wheel and running them on its own runtime over the host ACL library, a "
-         "test double of CANN (built once per release: about a minute the first time, cached after)")
+         "test double of CANN (built once per release: about 40 s the first time, cached after)")
     with ThreadPoolExecutor(max_workers=len(versions)) as pool:
         results = list(pool.map(lambda vd: show(vd[0], sample_key, vd[1]), zip(versions, data)))
     _say(f"done in {time.monotonic() - started:.0f} s")

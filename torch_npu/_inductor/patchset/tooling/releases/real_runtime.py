@@ -19,7 +19,7 @@ allocator, workspace allocator and ``OpCommand`` run the launchers, and only the
    launch is made with the queue held (its lambda runs only after the call returned, as on a busy device):
    what the caching allocator holds then shows where the launch memory goes back. Each run also with
    ``TASK_QUEUE_ENABLE=0`` (the lambda on the calling thread) and ``=2``.
-3. **Judge**: the probe kernel's reports (what each launch received: pointers, regions live, sized,
+3. **Judge** (``real_runtime_judge.py``): the probe kernel's reports (what each launch received: pointers, regions live, sized,
    disjoint, initialised, lock content) and the host ACL library's call records (which thread launched,
    fills, blocking copies, device synchronisations), with ``memory_allocated`` before, while queued and after.
    What a kernel got is judged by the simulation's own rules (``sim.harness.kernel_problems``); what a launch
@@ -44,6 +44,7 @@ from ..sim import harness as sim_harness
 from ..sim.samples import SAMPLES, Sample
 from . import real_artifacts as ra
 from . import rendered
+from .real_runtime_judge import child_failure, expectations, first_line, judge_launch, judge_scenario
 
 CHILD = Path(__file__).with_name("real_runtime_child.py")
 #: TASK_QUEUE_ENABLE values each run is made with: torch_npu's default (1), off (0), level 2.
@@ -400,19 +401,6 @@ def run_child(release: str, spec: dict, *, queue: str = "1", timeout: float = 30
     return result
 
 
-def _child_failure(res: dict) -> str | None:
-    """Why a child did not finish, in one line (None when it did)."""
-    if res.get("done"):
-        return None
-    where = res["steps"][-1] if res.get("steps") else "before importing torch_npu"
-    if res.get("timed_out"):
-        return f"stopped by its timeout after: {where} (a self-wait or a hang)"
-    if res.get("error"):
-        return f"{res['error'].splitlines()[0][:300]} (after: {where})"
-    tail = (res.get("stderr_tail") or "").splitlines()
-    return f"exited {res.get('exit_code')} after: {where}" + (f": {tail[-1][:300]}" if tail else "")
-
-
 def tag_of(as_shipped: bool = False, mutant: str | None = None) -> str:
     """The rendering a run uses: a mutant's, the release's own ("upstream"), or the patch set's."""
     if mutant is not None and mutant not in MUTANTS:
@@ -456,8 +444,8 @@ def run_tags(release: str, plan: dict[str, Sequence[str]], *, samples: Sequence[
             for rec in res.get("launches", []):
                 ln = next(x for x in launchers if x["key"] == rec["key"])
                 rows[(ln["tag"], ln["sample"])]["runs"][q]["launches"].append(
-                    judge_launch(built.harness, ln, rec, q, res.get("caller_tid")))
-            failure = _child_failure(res)
+                    judge_launch(expect_of(built, ln), ln, rec, q, res.get("caller_tid")))
+            failure = child_failure(res)
             done = {rec["key"] for rec in res.get("launches", [])}
             if failure is not None:  # the launcher it was running fails with it; the rest get a fresh child
                 current = next((ln for ln in pending if ln["key"] not in done), None)
@@ -473,7 +461,7 @@ def run_tags(release: str, plan: dict[str, Sequence[str]], *, samples: Sequence[
         for t in tags:
             outs[t]["runs"][q] = {"torch": first.get("torch"), "torch_npu": first.get("torch_npu"),
                                   "import_s": first.get("import_s"), "processes": len(children),
-                                  "failure": next((f for f in map(_child_failure, children) if f), None)}
+                                  "failure": next((f for f in map(child_failure, children) if f), None)}
             for k in tag_keys[t]:
                 run = rows[(t, k)]["runs"][q]
                 run["ok"] = ("failure" not in run and len(run["launches"]) == LAUNCHES
@@ -485,171 +473,6 @@ def run_tags(release: str, plan: dict[str, Sequence[str]], *, samples: Sequence[
             out["samples"].append(row)
         out["ok"] = bool(out["samples"]) and all(r["ok"] for r in out["samples"])
     return outs
-
-
-# ---- 3. judge -------------------------------------------------------------------------------------
-#: Where a launch's block goes back, by the launcher's design (docs/design.md, "Memory"; issue 31): held until its
-#: lambda has run (the lambda marks it done), then given back by a calling thread (at the hand-over after the
-#: queue call, or before the thread's next block); never while the lambda may still wait in torch_npu's queue.
-LAUNCH_CALLS = ("aclrtLaunchKernelWithHostArgs", "rtKernelLaunch")
-SYNC_CALLS = ("aclrtSynchronizeDevice", "aclrtSynchronizeDeviceWithTimeout", "aclrtSynchronizeStream",
-              "aclrtSynchronizeStreamWithTimeout")
-DEVICE_ALLOC_CALLS = ("aclrtMalloc", "aclrtMallocAlign32")
-
-
-def first_line(text: str, limit: int = 300) -> str:
-    """An error's first line (torch_npu appends its C++ frames and log lines to what it throws)."""
-    return (text.strip().splitlines() or [""])[0][:limit]
-
-
-def _calls(host_calls: dict, names: Sequence[str]) -> dict[int, int]:
-    """{thread id: calls} of the functions ``names`` in the host ACL library's call accounting."""
-    out: dict[int, int] = {}
-    for name in names:
-        for tid, n in (host_calls.get(name) or {}).get("threads", {}).items():
-            out[int(tid)] = out.get(int(tid), 0) + n
-    return out
-
-
-def thread_name(tid: int, caller: int, queue_tid: int) -> str:
-    if tid == caller:
-        return "calling thread"
-    if tid == queue_tid:
-        return "torch_npu's task-queue thread"
-    return f"thread {tid}"
-
-
-def probe_view(rec: dict) -> dict:
-    """The host ACL library's probe record in the fields ``sim.harness.kernel_problems`` reads."""
-    def region(what: str) -> dict:
-        ext, ptr = rec[f"{what}_extent"], rec[f"{what}_ptr"]
-        return {"kind": ext["kind"], "device": ext["device"], "allocation_bytes": ext["size"],
-                "offset_in_allocation": ptr - ext["base"] if ptr and ext["kind"] != "none" else 0,
-                "freed": ext["freed"], "available": rec[f"{what}_available"], "overrun": rec[f"{what}_overrun"],
-                "align": ptr & -ptr if ptr else 0}
-
-    return {"block_dim": rec["block_dim"], "grid": rec["grid"], "lock_ptr_null": rec["lock_ptr"] == 0,
-            "workspace_ptr_null": rec["workspace_ptr"] == 0, "lock_region": region("lock"),
-            "workspace_region": region("workspace"), "kernel_device": rec["device"],
-            "regions_overlap": rec["regions_overlap"], "overlaps_with_running": rec["overlaps_with_running"],
-            "lock_content": sim_harness.rle(rec["lock_slots_at_start"]), "locks_unchanged": rec["locks_unchanged"],
-            "workspace_written": rec["workspace_written"], "access_errors": rec["access_errors"],
-            "ffts_ok": rec["ffts_ok"], "decoded": rec["decoded"]}
-
-
-def memory_problems(need: bool, queue: str, m: dict) -> list[str]:
-    """Where the launch block went, from torch_npu's own ``memory_allocated`` (``m``: bytes more than before the
-    call ``held`` once it returned and ``at_end`` once the wrapper ended, both while the launch waited behind the
-    gate; ``after_sync`` once it completed; ``after`` once the calling thread gave done blocks back, and
-    ``given_back``, how many it gave back then)."""
-    problems = []
-    if need and queue != "0" and m["held"] <= 0:
-        problems.append("the launch block went back to the allocator before its lambda ran (a release that can run "
-                        "before the lambda: another thread's empty_cache can free it while the launch is queued)")
-    if need and queue == "0" and m["held"] > 0:
-        problems.append(f"{m['held']} bytes of launch memory still allocated after the call returned, although its "
-                        f"lambda ran inside it (TASK_QUEUE_ENABLE=0): "
-                        + ("kept until the end of the wrapper function" if m["at_end"] <= 0 else "never given back"))
-    if need and queue != "0" and m["held"] > 0 and m["given_back"] == 0:
-        problems.append("the block did not go back through the calling thread once its lambda was done: " +
-                        ("it went back from torch_npu's queue, where the lambda that owned it was destroyed"
-                         if m["after"] <= 0 else "still allocated (its lambda never marked it done, or owns it)"))
-    if m["after"] != 0:
-        problems.append(f"{m['after']} bytes more allocated than before the launch once it completed and the calling "
-                        f"thread gave done blocks back (a leak)")
-    return problems
-
-
-def judge_launch(harness: dict, ln: dict, rec: dict, queue: str, caller: int) -> dict:
-    """One launch of the child (``rec``) in the fields ``--simulate`` gives, with the evidence of torch_npu's
-    own runtime: which thread launched, the caching allocator's bytes before / while queued / after, the
-    host ACL library's probe record, fills, blocking copies, synchronisations and error reports."""
-    sample = RUNTIME_SAMPLE_BY_KEY[ln["sample"]]
-    plan, site, _args, grid = rendered.sample_setup(harness, sample, ln["tag"])
-    exp = sim_harness.expected(plan, site, grid)
-    want_locks = sim_harness.rle(sim_harness.expected_lock_content(plan, exp["block_num"])) if not site.simt(plan) else []
-    host, calls = rec["host"], rec.get("calls_before_sync") or rec["host"].get("calls", {})
-    name = ln["kernel_name"].split()[0]
-    records = [r for r in host.get("probe_records", []) if r["name"] == name]
-    queue_tid = rec.get("queue_tid") or 0
-    problems = []
-    if rec["call_threw"]:
-        problems.append(f"the launch threw on the calling thread: {first_line(rec['call_error'])}")
-    if queue != "0" and rec["gate"] != "held":
-        problems.append(f"torch_npu's task queue could not be held for the launch ({rec['gate']})")
-    launched = _calls(calls, LAUNCH_CALLS)
-    view = probe_view(records[0]) if records else None
-    if not rec["call_threw"]:
-        if len(records) != 1:
-            why = f"; torch_npu reported: {first_line(rec['sync_error'])}" if rec.get("sync_error") else ""
-            problems.append(f"the probe kernel ran {len(records)} times for this launch (once expected){why}")
-        if view is not None:
-            problems += sim_harness.kernel_problems(view, exp, want_locks, grid)
-        want = "calling thread" if queue == "0" else "torch_npu's task-queue thread"
-        where = sorted({thread_name(t, caller, queue_tid) for t in launched})
-        if where != [want]:
-            problems.append(f"launched from {', '.join(where) or 'nowhere'}, expected from the {want}")
-    sync_copies = _calls(calls, ("aclrtMemcpy",))
-    syncs = _calls(calls, SYNC_CALLS)
-    pinned = _calls(calls, ("aclrtMallocHost",))
-    grown = {t: n for t, n in _calls(calls, DEVICE_ALLOC_CALLS).items() if t != caller}
-    fills = sum(_calls(calls, ("aclrtMemsetAsync",)).values())
-    before, held_m, after = rec["memory_before"], rec["memory_held_while_queued"], rec["memory_after"]
-    requests = held_m["requests"] - before["requests"]
-    if sync_copies:
-        problems.append(f"{sum(sync_copies.values())} blocking aclrtMemcpy on the "
-                        f"{', '.join(sorted({thread_name(t, caller, queue_tid) for t in sync_copies}))}")
-    if syncs:
-        problems.append(f"{sum(syncs.values())} stream or device synchronisations during the launch, on the "
-                        f"{', '.join(sorted({thread_name(t, caller, queue_tid) for t in syncs}))}")
-    if pinned:
-        problems.append(f"{sum(pinned.values())} page-locked allocations")
-    if grown:
-        problems.append(f"{sum(grown.values())} device allocations on torch_npu's task-queue thread (an allocator "
-                        f"inside the launch lambda)")
-    if requests > 1:
-        problems.append(f"{requests} requests to torch_npu's caching allocator (at most one per launch)")
-    need = exp["lock_bytes"] + exp["workspace_bytes"] > 0
-    at_end, synced = rec["memory_at_wrapper_end"], rec["memory_after_sync"]
-    mem = {"held": held_m["allocated"] - before["allocated"], "at_end": at_end["allocated"] - before["allocated"],
-           "after": after["allocated"] - before["allocated"], "given_back": rec["given_back"]}
-    if ln["tag"] != "upstream":  # a release's own launcher takes nothing before its queue call
-        problems += memory_problems(need, queue, mem)
-    elif mem["after"] != 0:
-        problems.append(f"{mem['after']} bytes more allocated than before the launch once it completed (a leak)")
-    errors = [f"{e['kind']}: {e['message']}" for e in host.get("errors", [])]
-    problems += [f"host ACL library: {e}" for e in errors]
-    missing = host.get("missing_calls") or {}
-    if missing:
-        problems.append(f"torch_npu called ACL functions the host ACL library does not implement: {sorted(missing)}")
-    lock = view["lock_region"] if view else {}
-    work = view["workspace_region"] if view else {}
-    return {
-        "phase": "launch", "device": 0, "queue": queue, "acl_code": None, "exception_escaped": None,
-        "call_threw": rec["call_threw"], "call_error": rec["call_error"], "sync_error": rec.get("sync_error", ""),
-        "thread": ", ".join(sorted({thread_name(t, caller, queue_tid) for t in launched})) or "-",
-        "memory_allocated": {"before": before["allocated"], "while_queued": held_m["allocated"],
-                             "at_wrapper_end": at_end["allocated"], "after_sync": synced["allocated"],
-                             "after": after["allocated"]},
-        "blocks_given_back_after": rec["given_back"],
-        "live_allocations_after": after["allocated"] - before["allocated"],
-        "workspace_bytes": 0 if not view or view["workspace_ptr_null"] else work["available"],
-        "lock_bytes": 0 if not view or view["lock_ptr_null"] else lock["available"],
-        "promised_workspace_bytes": exp["workspace_bytes"], "promised_lock_bytes": exp["lock_bytes"],
-        "lock_region": lock, "workspace_region": work, "block_num": view["block_dim"] if view else None,
-        "regions_overlap": bool(view and (view["regions_overlap"] or view["overlaps_with_running"])),
-        "lock_content": view["lock_content"] if view else [],
-        "lock_values_at_start": sorted({v for v, _ in view["lock_content"]}) if view else [],
-        "allocator_calls": requests, "caching_allocator_calls": requests, "workspace_allocator_calls": None,
-        "allocator_growths": sum(grown.values()), "device_synchronizations": sum(syncs.values()),
-        "sync_copies": sum(sync_copies.values()), "async_copies": sum(_calls(calls, ("aclrtMemcpyAsync",)).values()),
-        "memsets": fills, "host_blocking_calls": sum(sync_copies.values()) + sum(syncs.values()),
-        "page_locked_allocations": sum(pinned.values()),
-        "block_freed_on": ("-" if not need else "calling thread, inside the call (its lambda ran there)"
-                           if mem["held"] <= 0 else "calling thread, once its lambda was done"
-                           if rec["given_back"] else "not by the calling thread"),
-        "host_errors": errors, "ok": not problems, "problems": problems,
-    }
 
 
 # ---- scenarios ------------------------------------------------------------------------------------
@@ -675,69 +498,12 @@ def run_scenario(release: str, name: str, *, as_shipped: bool = False, mutant: s
     built = build(release)
     spec = scenario_spec(built, name, tag_of(as_shipped, mutant), per_thread)
     res = run_child(release, spec, queue="1", timeout=timeout, env_extra=spec.get("env"))
-    return judge_scenario(built.harness, spec, res, name, release=release, as_shipped=as_shipped, mutant=mutant)
+    return judge_scenario(expect_of(built, spec["launchers"][0]), spec, res, name, what=SCENARIOS[name],
+                          out_of_memory=name == "threads-oom-retry", release=release, as_shipped=as_shipped,
+                          mutant=mutant)
 
 
-def judge_scenario(harness: dict, spec: dict, res: dict, name: str, **about) -> dict:
-    """The scenario's verdict: every launch made, reached its kernel and got what it needs; no error report
-    of the host ACL library (a write into memory torch_npu had freed is one); the run finished in time; and
-    the scenario did what it is for (memory really went back with aclrtFree; the retry really ran)."""
-    ln = spec["launchers"][0]
-    plan, site, _args, grid = rendered.sample_setup(harness, SCENARIO_SAMPLE, ln["tag"])
-    exp = sim_harness.expected(plan, site, grid)
-    want_locks = sim_harness.rle(sim_harness.expected_lock_content(plan, exp["block_num"]))
-    host = res.get("host") or {}
-    kernel = ln["kernel_name"].split()[0]
-    records = [r for r in host.get("probe_records", []) if r["name"] == kernel]
-    launches = spec["threads"] * spec["per_thread"]
-    rows = res.get("calls", [])
-    threw = [r for r in rows if r["call_threw"]]
-    kernel_issues: dict[str, int] = {}
-    clean = 0
-    for r in records:
-        found = sim_harness.kernel_problems(probe_view(r), exp, want_locks, grid)
-        clean += not found
-        for p in found:
-            kernel_issues[p] = kernel_issues.get(p, 0) + 1
-    by_kind: dict[str, int] = {}
-    for e in host.get("errors", []):
-        by_kind[e["kind"]] = by_kind.get(e["kind"], 0) + 1
-    before, after = res.get("memory_before") or {}, res.get("memory_after") or {}
-    frees = (host.get("counters") or {}).get("device_frees", 0)
-    retries = after.get("retries", 0) - before.get("retries", 0)
-    # A device allocation the host ACL library refused (out of memory): torch_npu's allocator then frees what
-    # it caches (release_available_cached_blocks, or the retry that release_cached_blocks makes) and tries again.
-    refused = sum((host.get("calls", {}).get(f) or {}).get("failed", 0) for f in DEVICE_ALLOC_CALLS)
-    problems = []
-    failure = _child_failure(res)
-    if failure:
-        problems.append(f"the run did not finish: {failure}")
-    problems += res.get("thread_errors", [])
-    if threw:
-        problems.append(f"{len(threw)} of {len(rows)} launch calls threw, first: {threw[0]['call_error'][:200]}")
-    if len(records) != launches:
-        problems.append(f"{len(records)} of {launches} launches reached their kernel")
-    if clean != len(records):
-        problems.append(f"{len(records) - clean} kernels got wrong memory: " +
-                        "; ".join(f"{p} (x{n})" for p, n in sorted(kernel_issues.items())[:4]))
-    if by_kind:
-        problems.append("host ACL library error reports: " + ", ".join(f"{k} x{n}" for k, n in sorted(by_kind.items())))
-    if res.get("sync_error"):
-        problems.append(f"torch.npu.synchronize() afterwards: {res['sync_error']}")
-    if host.get("missing_calls"):
-        problems.append(f"torch_npu called ACL functions the host ACL library does not implement: "
-                        f"{sorted(host['missing_calls'])}")
-    exercised = []
-    if res.get("done") and frees == 0:
-        exercised.append("no memory went back with aclrtFree: empty_cache freed nothing, the window never opened")
-    if res.get("done") and name == "threads-oom-retry" and refused == 0:
-        exercised.append("no device allocation was refused: torch_npu's allocator never ran out of memory")
-    return {"scenario": name, "what": SCENARIOS[name], **about, "launches": launches, "calls_made": len(rows),
-            "calls_threw": len(threw), "reached_kernel": len(records), "clean_kernels": clean,
-            "host_error_kinds": by_kind, "host_errors": [f"{e['kind']}: {e['message']}" for e in host.get("errors", [])][:12],
-            "device_frees": frees, "refused_allocations": refused, "alloc_retries": retries, "oom_allocations": res.get("oom_allocations"),
-            "oom_failures": res.get("oom_failures", {}),
-            "timed_out": bool(res.get("timed_out")), "memory_allocated": {"before": before.get("allocated"),
-                                                                          "after": after.get("allocated")},
-            "torch_npu": res.get("torch_npu"), "problems": problems, "not_exercised": exercised,
-            "ok": not problems and not exercised}
+def expect_of(built: Built, ln: dict) -> tuple:
+    """What launcher ``ln`` of ``built`` needs (``real_runtime_judge.expectations``)."""
+    plan, site, _args, grid = rendered.sample_setup(built.harness, RUNTIME_SAMPLE_BY_KEY[ln["sample"]], ln["tag"])
+    return expectations(plan, site, grid)
