@@ -46,6 +46,9 @@ MUTANTS = {
     "owner-in-lambda": ("1", "the block did not go back through the calling thread once its lambda was done"),
     "never-done": ("1", "still allocated (its lambda never marked it done, or owns it)"),
     "release-at-end": ("0", "kept until the end of the wrapper function"),
+    "quarter-workspace": ("1", "more than the"),  # ... -byte block torch_npu's caching allocator gave the launch
+    "aliasing": ("1", "regions overlap"),
+    "wrong-lock-content": ("1", "lock content at start"),
     "release-once-queued": ("1", "the launch block went back to the allocator before its lambda ran"),
 }
 #: What each run covers: the patch set with every TASK_QUEUE_ENABLE value, each mutant, the release as shipped.
@@ -173,8 +176,9 @@ def test_mutants_the_simulation_catches_are_caught_on_the_real_runtime(release, 
     launches = rows["both"]["runs"][queue]["launches"]
     assert not rows["both"]["ok"] and all(any(caught_by in p for p in x["problems"]) for x in launches), \
         _problems(rows["both"])
-    # The mutants give the kernel what it needs: only where the block goes is wrong.
-    assert all(not x["regions_overlap"] and x["host_errors"] == [] for x in launches)
+    if mutant in ("owner-in-lambda", "never-done", "release-at-end", "release-once-queued"):
+        # These give the kernel what it needs: only where the block goes is wrong.
+        assert all(not x["regions_overlap"] and x["host_errors"] == [] for x in launches)
 
 
 # ---- threads x empty_cache, and another thread's out-of-memory retry (issue 31) ------------------------------

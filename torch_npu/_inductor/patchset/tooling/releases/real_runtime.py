@@ -339,11 +339,34 @@ def _release_at_end(cpp: str) -> str:
     return "namespace npu_patchset_real_runtime { void hold_until_wrapper_end(torch_npu::inductor::LaunchMemory*); }\n" + cpp
 
 
+def _quarter_workspace(cpp: str) -> str:
+    """The launcher asks for a quarter of the workspace: the kernel's region runs past its block."""
+    return re.sub(r"UINT64_C\((\d+)\), npu_sync_locks\)", lambda m: f"UINT64_C({int(m.group(1)) // 4}), npu_sync_locks)",
+                  cpp, count=1)
+
+
+def _aliasing(cpp: str) -> str:
+    """The workspace pointer is the lock region's: the two alias, as upstream's two requests do."""
+    return cpp.replace("void* workspace_addr = npu_sync_regions.workspace;",
+                       "void* workspace_addr = npu_sync_regions.locks;")
+
+
+def _wrong_lock_content(cpp: str) -> str:
+    """After the helper's fills, one more clears the locks: the kernel finds zero where the rule says otherwise."""
+    if "npu_sync_locks.legacy_slots" not in cpp:
+        return cpp
+    return cpp.replace("void* sync_block_lock = npu_sync_regions.locks;",
+                       "if (aclrtMemsetAsync(npu_sync_regions.locks, npu_sync_regions.sizes.lock_bytes, 0, "
+                       "npu_sync_regions.sizes.lock_bytes, stream_) != ACL_SUCCESS) return 1;\n"
+                       "        void* sync_block_lock = npu_sync_regions.locks;")
+
+
 #: The mutants the simulation catches (test_launcher_cli.py, test_cpp_runtime.py), built into every release's
 #: shared object for :data:`MUTANT_SAMPLES`.
 #: In this order in a child: release-once-queued last, since its lambdas mark a record done after the record went
 #: back to the helper's spares, where a later launch's block took it.
 MUTANTS = {"owner-in-lambda": _owner_in_lambda, "never-done": _never_done, "release-at-end": _release_at_end,
+           "quarter-workspace": _quarter_workspace, "aliasing": _aliasing, "wrong-lock-content": _wrong_lock_content,
            "release-once-queued": _release_once_queued}
 MUTANT_SAMPLES = ("both", "threads")
 

@@ -188,6 +188,7 @@ def run_samples(torch, so: Launchers) -> None:
         for i in range(SPEC["launches"]):
             so.release_done()  # what the thread's next launch does first: earlier launches' done blocks go back
             HOST.reset()
+            torch.npu.reset_peak_memory_stats(0)  # the peak then says how big the launch's block was
             before = _stats(torch)
             gate = so.gate_close()
             threw, what = so.call(launcher, bufs, stream)
@@ -206,10 +207,11 @@ def run_samples(torch, so: Launchers) -> None:
             after_sync = _stats(torch)
             given_back = so.release_done()  # the calling thread's next hand-over
             after = _settled(torch)
+            peak = torch.npu.max_memory_allocated(0)
             RESULT["launches"].append({
                 "key": launcher["key"], "kernel": launcher["kernel"], "launch": i + 1, "gate": gate,
                 "queue_tid": so.queue_tid(), "call_threw": threw, "call_error": what, "sync_error": sync_error,
-                "kept_to_wrapper_end": kept, "memory_before": before, "memory_held_while_queued": held, "memory_at_wrapper_end": at_end, "memory_after_sync": after_sync, "given_back": given_back,
+                "kept_to_wrapper_end": kept, "memory_before": before, "memory_held_while_queued": held, "memory_at_wrapper_end": at_end, "memory_after_sync": after_sync, "given_back": given_back, "memory_peak": peak,
                 "memory_after": after, "calls_before_sync": calls, "host": HOST.report()})
             save()
         del bufs

@@ -92,6 +92,24 @@ def expectations(plan, site, grid: Sequence[int]) -> tuple[dict, list, tuple]:
     return exp, want_locks, tuple(grid)
 
 
+def block_problems(record: dict | None, block: int) -> list[str]:
+    """Whether the regions the kernel got fit in the block torch_npu's caching allocator gave the launch:
+    ``block``, the peak of ``memory_allocated`` over the launch less its value before (the allocator's own
+    size of the block, rounded as it rounds). The probe's own extent is the device allocation, a whole
+    segment: a region running past the block into a neighbour stays inside that."""
+    if record is None:
+        return []
+    spans = [(record[f"{w}_ptr"], record[f"{w}_ptr"] + record[f"{w}_bytes"])
+             for w in ("lock", "workspace") if record[f"{w}_ptr"] and record[f"{w}_bytes"]]
+    if not spans:
+        return []
+    span = max(end for _, end in spans) - min(start for start, _ in spans)
+    if span > block:
+        return [f"the kernel's regions span {span} bytes, more than the {block}-byte block torch_npu's caching "
+                f"allocator gave the launch"]
+    return []
+
+
 def judge_launch(expect: tuple, ln: dict, rec: dict, queue: str, caller: int) -> dict:
     """One launch of the child (``rec``; ``expect`` from :func:`expectations`) in the fields ``--simulate``
     gives, with the evidence of torch_npu's own runtime: which thread launched, the caching allocator's bytes
@@ -145,6 +163,7 @@ def judge_launch(expect: tuple, ln: dict, rec: dict, queue: str, caller: int) ->
            "after": after["allocated"] - before["allocated"], "given_back": rec["given_back"]}
     if ln["tag"] != "upstream":  # a release's own launcher takes nothing before its queue call
         problems += memory_problems(need, queue, mem)
+        problems += block_problems(records[0] if records else None, rec["memory_peak"] - before["allocated"])
     elif mem["after"] != 0:
         problems.append(f"{mem['after']} bytes more allocated than before the launch once it completed (a leak)")
     errors = [f"{e['kind']}: {e['message']}" for e in host.get("errors", [])]
@@ -162,6 +181,7 @@ def judge_launch(expect: tuple, ln: dict, rec: dict, queue: str, caller: int) ->
                              "at_wrapper_end": at_end["allocated"], "after_sync": synced["allocated"],
                              "after": after["allocated"]},
         "blocks_given_back_after": rec["given_back"],
+        "block_bytes": rec["memory_peak"] - before["allocated"],
         "live_allocations_after": after["allocated"] - before["allocated"],
         "workspace_bytes": 0 if not view or view["workspace_ptr_null"] else work["available"],
         "lock_bytes": 0 if not view or view["lock_ptr_null"] else lock["available"],
