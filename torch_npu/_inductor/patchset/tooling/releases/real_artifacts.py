@@ -388,10 +388,15 @@ def link_stub(name: str, functions: Iterable[str], origin: str) -> Path:
 RENDER_SETTINGS = {"TORCH_NPU_PATCHSET_STAND_IN_SOC": "220"}
 
 
+#: A rendering setting (part of its cache key): put :func:`_triton_shim` on the rendering's path.
+TRITON_SHIM = "TORCH_NPU_PATCHSET_RENDER_TRITON_SHIM"
+
+
 def _render_env(settings: dict | None = None, python: str | None = None) -> dict:
     env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0")
     env.update({k: str(v) for k, v in {**RENDER_SETTINGS, **(settings or {})}.items()})
-    paths = [str(REPO_ROOT), *(_triton_shim(python) if python else [])]
+    shim = python is not None and (settings or {}).get(TRITON_SHIM)
+    paths = [str(REPO_ROOT), *(_triton_shim(python) if shim else [])]
     env["PYTHONPATH"] = os.pathsep.join([*paths, *filter(None, [env.get("PYTHONPATH")])])
     return env
 
@@ -427,7 +432,7 @@ def _render_key(version: str, python: str, what: str, settings: dict | None = No
     # The runtime's Python and the helper's headers: an aot_mode rendering carries the helper's text.
     ours = [b for b in _tree_digest(PATCHSET_DIR, (".py", ".toml", ".h")) if not b.startswith(b"tooling")]
     env = _render_env(settings)
-    return _digest([what, version, python, *_triton_shim(python), *(p.read_bytes() for p in HARNESS_INPUTS), inspect.getsource(_render_header_main),
+    return _digest([what, version, python, *(p.read_bytes() for p in HARNESS_INPUTS), inspect.getsource(_render_header_main),
                     *(f"{k}={env[k]}" for k in sorted({**RENDER_SETTINGS, **(settings or {})})),
                     *ours, *_tree_digest(declarations_dir())])  # patches/, or _declarations/ when installed
 
@@ -455,7 +460,7 @@ def _cached_json(kind: str, version: str, python: str, cmd: list, timeout: float
 
 
 def harness_json(version: str, python: str, timeout: float = 1200, aot: bool = False, soc: int | None = None,
-                 samples=None) -> dict:
+                 samples=None, triton_shim: bool = False) -> dict:
     """``tooling/releases/wheel_harness.py VERSION OUT [--aot]`` run in ``python`` (cached per input hash);
     ``soc``: the stand-in device's SoC (220: Ascend 910B1, the default; 260: Ascend 950); ``samples``:
     kernels to render instead of ``sim.samples.SAMPLES``."""
@@ -464,15 +469,18 @@ def harness_json(version: str, python: str, timeout: float = 1200, aot: bool = F
     settings = {"TORCH_NPU_PATCHSET_STAND_IN_SOC": soc} if soc is not None else {}
     if samples is not None:
         settings[sample_list.SAMPLES_ENV] = sample_list.to_json(samples)
+    if triton_shim:
+        settings[TRITON_SHIM] = "1"
     settings = settings or None
     if aot:
         return _cached_json("harness-aot", version, python, [str(HARNESS)], timeout, tail=["--aot"], settings=settings)
     return _cached_json("harness", version, python, [str(HARNESS)], timeout, settings=settings)
 
 
-def header_json(version: str, python: str, timeout: float = 1200) -> dict:
+def header_json(version: str, python: str, timeout: float = 1200, triton_shim: bool = False) -> dict:
     return _cached_json("header", version, python, ["-m", "torch_npu._inductor.patchset.tooling.releases.real_artifacts",
-                                                    "render-header"], timeout)
+                                                    "render-header"], timeout,
+                        settings={TRITON_SHIM: "1"} if triton_shim else None)
 
 
 def _render_header_main(version: str, out: str) -> int:
@@ -700,6 +708,7 @@ class Flavour:
     entries: Callable | None = None  # (calls, keys) -> C++ of the exported functions
     acl_libraries: dict = dataclasses.field(default_factory=dict)  # {file name: path}
     harness: dict | None = None  # renderings of other kernels than the samples, or more of them
+    triton_shim: bool = False  # render with this interpreter's triton where the rendering one has none
 
 
 def build(version: str, *, python: str | None = None, helper: Path | None = None, aot: bool = False,
@@ -735,7 +744,7 @@ def build(version: str, *, python: str | None = None, helper: Path | None = None
         except aot_artifacts.AotError as exc:
             raise TierError(str(exc)) from exc
     else:
-        header = header_json(version, python)
+        header = header_json(version, python, triton_shim=flavour is not None and flavour.triton_shim)
         if header.get("error") and harness.get("layout") != "legacy":
             raise TierError(f"torch_npu {version}: header: {header['error']}")
         if flavour is None:

@@ -256,13 +256,14 @@ def build(release: str, *, helper: Path | None = None, python: str | None = None
     :data:`MUTANTS` of the patched :data:`MUTANT_SAMPLES` (tagged with the mutant's name); ``libraries``: what
     stands for CANN at link time (default: the host ACL library for ``release``)."""
     python = python or line_python(release)
-    rendered_json = ra.harness_json(release, python, samples=RUNTIME_SAMPLES)
+    rendered_json = ra.harness_json(release, python, samples=RUNTIME_SAMPLES, triton_shim=True)
     if "patched" not in rendered_json:
         raise RealRuntimeError(f"torch_npu {release}: the wheel harness rendered no launchers: "
                                f"{first_line(str(rendered_json.get('error') or rendered_json.get('layout')))}")
     harness = with_mutants(rendered_json)
     flavour = ra.Flavour(name="launchers", tags=("patched", *MUTANTS, "upstream"), entries=entries_source,
-                         acl_libraries=libraries if libraries is not None else host_libraries(release), harness=harness)
+                         acl_libraries=libraries if libraries is not None else host_libraries(release), harness=harness,
+                         triton_shim=True)
     try:
         result = ra.build(release, python=python, helper=helper, flavour=flavour)
     except ra.TierError as exc:
