@@ -10,6 +10,10 @@ For each release of the leg (a declared list; wheels fetched by the fixtures):
   copy runs on torch_npu's task-queue thread (TASK_QUEUE_ENABLE 1, 2) or on the caller (0), synchronize
   and empty_cache work, device 1 works, a freed range touched later is reported, and both launch calls
   (aclrtLaunchKernelWithHostArgs, rtKernelLaunch) run the probe on torch_npu's memory;
+* torch.npu.graph captures and replays on torch_npu's own code (its capture_begin runs its own fill_:
+  the double's op-api, aclnnInplaceFillScalar), and with TASK_QUEUE_ENABLE=2 that operator takes its
+  workspace from torch_npu's workspace allocator on the queue thread; an operator the double does not
+  implement (torch.ones) fails loudly;
 * every function the wheel needs is implemented, a stated no-op (with why) or a failing stub, and a
   failing stub never returns success (each is called through ctypes).
 
