@@ -237,8 +237,8 @@ def _message(layout: str, changes: list[str], base: str) -> str:
         "  allocator (at once if the lambda has run, as with the task queue off;",
         "  else before a later launch takes its block, and before an allocation",
         "  that ran out of memory is retried), which hands a block only to later",
-        "  work on its stream. Held: the launches still queued, and the blocks of",
-        "  those queued when the last launch returned, until the next launch.",
+        "  work on its stream. Held at any time: the blocks of launches whose",
+        "  lambdas have not run, and of those that ran since the last hand-over.",
         "  Not right after launchKernel: the caching allocator frees cached blocks",
         "  after draining the task queue with its mutex released (emptyCache, the",
         "  out-of-memory retry, garbage collection), so a block another thread",
@@ -261,8 +261,9 @@ def _message(layout: str, changes: list[str], base: str) -> str:
         "the runtime patch set renders on the unpatched code (include and versioning",
         "lines aside); compiled against the torch_npu wheel's headers of this line with",
         "the new header where setup.py installs it, linked -Wl,--no-undefined against",
-        "its libtorch_npu.so, and run in a host simulation of ACL and the caching",
-        "allocator. test/_inductor/test_npu_launch_resources.py runs on an NPU too.",
+        "its libtorch_npu.so, and run in a host simulation of ACL, the task queue and",
+        "the caching allocator (another thread's empty_cache while a launch waits in",
+        "the queue). test/_inductor/test_npu_launch_resources.py runs on an NPU too.",
     ]
     return "\n".join(body) + "\n"
 
