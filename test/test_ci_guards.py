@@ -77,10 +77,12 @@ def test_a_fresh_machine_collects_what_a_warm_one_does(tmp_path):
                            TORCH_NPU_PATCHSET_WHEEL_CACHE=empty["wheels"], TORCH_NPU_PATCHSET_BUILD_CACHE=empty["build"]))
     warm = tmp_path / "warm"
     warm.mkdir()
+    fakes = [f"torch_npu-{version}-cp311-cp311-manylinux_2_28_x86_64.whl" for version in (FAKE_RELEASE, "2.13.0")]
     if wheels.cache_dir().is_dir():
         for entry in wheels.cache_dir().iterdir():
-            (warm / entry.name).symlink_to(entry)
-    for version in (FAKE_RELEASE, "2.13.0"):
-        (warm / f"torch_npu-{version}-cp311-cp311-manylinux_2_28_x86_64.whl").write_bytes(b"")
+            if entry.name not in fakes:  # a link to a real wheel: writing through it would empty that wheel
+                (warm / entry.name).symlink_to(entry)
+    for name in fakes:
+        (warm / name).write_bytes(b"")
     assert collected(dict(os.environ, TORCH_NPU_PATCHSET_WHEEL_CACHE=str(warm))) == fresh
     assert len(fresh) > 400 and not any(FAKE_RELEASE in t for t in fresh)

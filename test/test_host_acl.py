@@ -10,6 +10,10 @@ For each release of the leg (a declared list; wheels fetched by the fixtures):
   copy runs on torch_npu's task-queue thread (TASK_QUEUE_ENABLE 1, 2) or on the caller (0), synchronize
   and empty_cache work, device 1 works, a freed range touched later is reported, and both launch calls
   (aclrtLaunchKernelWithHostArgs, rtKernelLaunch) run the probe on torch_npu's memory;
+* torch.npu.graph captures and replays on torch_npu's own code (its capture_begin runs its own fill_:
+  the double's op-api, aclnnInplaceFillScalar), and with TASK_QUEUE_ENABLE=2 that operator takes its
+  workspace from torch_npu's workspace allocator on the queue thread; an operator the double does not
+  implement (torch.ones) fails loudly;
 * every function the wheel needs is implemented, a stated no-op (with why) or a failing stub, and a
   failing stub never returns success (each is called through ctypes).
 
@@ -36,9 +40,11 @@ LEG = ".".join(importlib.metadata.version("torch").split("+")[0].split(".")[:3])
 #: leg, 2.13.0 runs on its own torch's CPU build (releases/line_python.py); 2.14.0 has none here, so its
 #: double is built and checked but not imported (the skip says why).
 RELEASES = {"2.7.1": ("2.7.1.post6", "2.7.1.post10", "2.7.1.post11"), "2.14.1": ("2.14.0", "2.13.0")}.get(LEG, ())
-#: TASK_QUEUE_ENABLE values each release runs with (post10, the reference release, all three).
-TASK_QUEUES = {"2.7.1.post10": ("0", "1", "2")}
+#: TASK_QUEUE_ENABLE values each release runs with (post10, the reference release, and 2.13.0: all three).
+TASK_QUEUES = {"2.7.1.post10": ("0", "1", "2"), "2.13.0": ("0", "1", "2")}
 RUNS = [(r, q) for r in RELEASES for q in TASK_QUEUES.get(r, ("0", "1"))]
+#: The releases that also run with TASK_QUEUE_ENABLE=2 (op-plugin's V2 path; no graph capture).
+V2_RELEASES = [r for r in RELEASES if "2" in TASK_QUEUES.get(r, ())]
 
 MIB = 1 << 20
 
@@ -78,8 +84,13 @@ def test_every_needed_function_is_implemented_a_stated_noop_or_a_failing_stub(in
     assert not inventory["imports_not_c"]
     # What torch_npu's initialisation and the launchers reach is implemented, not stubbed.
     for name in ("aclInit", "aclrtSetDevice", "aclrtMalloc", "aclrtFree", "aclrtMemcpyAsync", "aclrtCreateStream",
-                 "aclrtRecordEvent", "aclrtSynchronizeDevice", "aclrtGetCurrentContext", "aclrtSetCurrentContext"):
+                 "aclrtRecordEvent", "aclrtSynchronizeDevice", "aclrtGetCurrentContext", "aclrtSetCurrentContext",
+                 "aclmdlRICaptureBegin", "aclmdlRIExecuteAsync", "aclCreateTensor", "aclCreateScalar",
+                 "aclnnInplaceFillScalarGetWorkspaceSize", "aclnnInplaceFillScalar", "aclnnInplaceZero"):
         assert name in implemented, name
+    # The op-api calls op-plugin makes through its own function-pointer types are compiled against them.
+    assert inventory["prototype_source"]["aclCreateTensor"] == "wheel header (op-plugin's function-pointer types)"
+    assert inventory["prototype_source"]["aclnnInplaceFillScalar"] == "supplement.h"
 
 
 def test_the_library_defines_every_import_under_every_needed_name(release, inventory):
@@ -89,7 +100,7 @@ def test_the_library_defines_every_import_under_every_needed_name(release, inven
     for name in inventory["library_names"]:
         assert (folder / name).resolve() == (folder / host_library.LIBRARY).resolve(), name
     for name in ("libascendcl.so", "libhccl.so", "libacl_op_compiler.so", "libge_runner.so", "libgraph.so",
-                 "libacl_tdt_channel.so", "libruntime.so"):
+                 "libacl_tdt_channel.so", "libruntime.so", "libopapi.so", "libnnopbase.so"):
         assert name in inventory["library_names"]
     # Nothing of acl_sim's C++ (its torch_npu stand-ins above all) leaks into the process.
     assert not any(s.startswith("_Z") for s in defined)
@@ -184,9 +195,85 @@ def test_the_double_answers_as_cann_describes(release):
     assert got["counted"] == {"aclInit": 2, "aclrtSetDevice": 2, "aclrtEventElapsedTime": 1}
 
 
+_OPAPI = r"""
+import ctypes as c, json, sys
+lib = c.CDLL(sys.argv[1])
+lib.aclCreateTensor.restype = lib.aclCreateScalar.restype = c.c_void_p
+lib.aclCreateTensor.argtypes = [c.c_void_p, c.c_uint64, c.c_int, c.c_void_p, c.c_int64, c.c_int, c.c_void_p, c.c_uint64,
+                                c.c_void_p]
+lib.aclCreateScalar.argtypes = [c.c_void_p, c.c_int]
+lib.aclDestroyTensor.argtypes = [c.c_void_p]
+gws = lib.aclnnInplaceFillScalarGetWorkspaceSize
+gws.argtypes = [c.c_void_p, c.c_void_p, c.POINTER(c.c_uint64), c.POINTER(c.c_void_p)]
+run = lib.aclnnInplaceFillScalar
+run.argtypes = [c.c_void_p, c.c_uint64, c.c_void_p, c.c_void_p]
+lib.acl_host_report_json.restype = c.c_char_p
+ACL_FLOAT, ACL_DOUBLE, ACL_COMPLEX64, ACL_FORMAT_ND, D2H = 0, 11, 16, 2, 2
+def arr(*v):
+    return (c.c_int64 * len(v))(*v)
+def tensor(ptr, dims, strides, offset=0, storage=16, dtype=ACL_FLOAT):
+    return lib.aclCreateTensor(arr(*dims), len(dims), dtype, arr(*strides), offset, ACL_FORMAT_ND, arr(storage), 1, ptr)
+def scalar(v):
+    return lib.aclCreateScalar(c.byref(c.c_double(v)), ACL_DOUBLE)
+def prepare(t, s):
+    size, ex = c.c_uint64(), c.c_void_p()
+    return gws(t, s, c.byref(size), c.byref(ex)), size.value, ex
+out = {}
+lib.aclInit(None)
+lib.aclrtSetDevice(0)
+stream, dev, ws = c.c_void_p(), c.c_void_p(), c.c_void_p()
+lib.aclrtCreateStream(c.byref(stream))
+lib.aclrtMalloc(c.byref(dev), c.c_size_t(64), 0)  # 16 floats
+lib.aclrtMalloc(c.byref(ws), c.c_size_t(32), 0)
+t_all, one = tensor(dev, [16], [1]), scalar(1.0)
+rc, out["size"], ex = prepare(t_all, one)
+out["run"] = run(ws, out["size"], ex, stream)
+out["run_again"] = run(ws, out["size"], ex, stream)  # the executor was consumed
+t_odd, seven = tensor(dev, [4], [2], offset=8), scalar(7.0)  # every other element of the second half
+out["small_workspace"] = run(ws, 16, prepare(t_odd, seven)[2], stream)
+out["no_workspace"] = run(None, 32, prepare(t_odd, seven)[2], stream)
+out["run_odd"] = run(ws, 32, prepare(t_odd, seven)[2], stream)
+lib.aclrtSynchronizeStream(stream)
+host = (c.c_float * 16)()
+lib.aclrtMemcpy(host, c.c_size_t(64), dev, c.c_size_t(64), D2H)
+out["values"] = list(host)
+out["null"] = gws(None, one, c.byref(c.c_uint64()), c.byref(c.c_void_p()))
+out["outside_storage"] = prepare(tensor(dev, [4], [6]), one)[0]
+out["complex"] = prepare(tensor(dev, [2], [1], dtype=ACL_COMPLEX64), one)[0]
+out["destroy"], out["destroy_again"] = lib.aclDestroyTensor(t_all), lib.aclDestroyTensor(t_all)
+lib.aclrtFree(dev)  # a freed range: the first phase cannot know, the kernel's writes are checked
+t_freed = tensor(dev, [16], [1])
+out["run_freed"] = run(ws, 32, prepare(t_freed, one)[2], stream)
+lib.aclrtSynchronizeStream(stream)
+report = json.loads(lib.acl_host_report_json())
+out["errors"] = [e["kind"] for e in report["errors"]]
+out["ops"] = [[o["op"], o["elements"], o["workspace"] == ws.value, o["access_errors"]] for o in report["operators"]]
+print(json.dumps(out))
+"""
+
+
+def test_the_op_api_answers_as_cann_describes(release):
+    """Without torch: aclnnInplaceFillScalar's two phases (a workspace asked for and checked, the executor
+    consumed, a strided view, the value converted), the descriptors, and the errors CANN documents
+    (161001 for a null argument, 161002 for an invalid one); a fill into freed memory is reported."""
+    lib = str(host_runtime.runtime_dir(release) / host_library.LIBRARY)
+    proc = subprocess.run([sys.executable, "-c", _OPAPI, lib], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    got = json.loads(proc.stdout)
+    assert got["size"] == 32 and got["run"] == got["run_odd"] == 0
+    assert got["run_again"] == got["small_workspace"] == got["no_workspace"] == 161002
+    assert got["values"] == [1.0] * 8 + [7.0, 1.0] * 4
+    assert got["null"] == 161001 and got["outside_storage"] == 161002 and got["complex"] == 161002
+    assert (got["destroy"], got["destroy_again"]) == (0, 161002)
+    assert got["run_freed"] == 0 and got["errors"] == ["use-after-free"]
+    assert got["ops"] == [["aclnnInplaceFillScalar", 16, True, 0], ["aclnnInplaceFillScalar", 4, True, 0],
+                          ["aclnnInplaceFillScalar", 16, True, 1]]
+    assert proc.stderr.count("acl_host: aclnnInplaceFillScalar on data type 16 is not implemented") == 1
+
+
 # ---- the wheel, imported over the double ------------------------------------------------------------
 _SCRIPT = host_runtime.CONTROL_SNIPPET + r"""
-import struct, sys, threading
+import os, struct, sys, threading
 facts = {}
 import torch, torch_npu
 facts["imported"] = torch_npu.__file__
@@ -253,6 +340,64 @@ facts["memset_freed_rc"] = acl.aclrtMemset(ctypes.c_void_p(freed), ctypes.c_size
 facts["freed_reports"] = [e for e in acl_host_report()["errors"] if e["kind"] == "use-after-free"]
 facts["freed_ptr"] = freed
 
+TASK_QUEUE = os.environ.get("TASK_QUEUE_ENABLE", "1")
+def op_facts(report):
+    keep = ("op", "captured_launch_id", "dtype", "elements", "workspace_size", "workspace_extent", "tid_phase1",
+            "tid_phase2", "access_errors", "overlaps_with_running")
+    return [{k: o[k] for k in keep} for o in report["operators"]]
+def call_facts(report, names):
+    return {n: report["calls"][n] for n in names if n in report["calls"]}
+
+# torch.npu.graph on torch_npu's own code: a device-to-device copy and torch_npu's fill_ captured, replayed
+# twice with new inputs in between (the replays must read them); torch_npu refuses TASK_QUEUE_ENABLE=2
+graph = {}
+try:
+    x = torch.arange(1000, dtype=torch.float32).npu()
+    y, z = torch.empty(1000, device="npu"), torch.empty(1000, device="npu")
+    g = torch.npu.NPUGraph()
+    torch.npu.synchronize()
+    acl_host_reset()
+    with torch.npu.graph(g):
+        y.copy_(x)
+        z.fill_(3.0)
+    graph["captured_tasks"] = acl_host_report()["counters"]["captured_tasks"]
+    replays = []
+    for k in (1.0, -2.0):
+        x.copy_(torch.arange(1000, dtype=torch.float32) * k)
+        z.zero_()
+        g.replay()
+        torch.npu.synchronize()
+        replays.append({"y": bool(torch.equal(y.cpu(), torch.arange(1000, dtype=torch.float32) * k)),
+                        "z": bool(torch.equal(z.cpu(), torch.full((1000,), 3.0)))})
+    graph["replays"] = replays
+    del g
+    report = acl_host_report()
+    graph["calls"] = call_facts(report, ("aclmdlRICaptureBegin", "aclmdlRICaptureEnd", "aclmdlRIExecuteAsync",
+                                         "aclmdlRIDestroy", "aclnnInplaceFillScalarGetWorkspaceSize"))
+    graph["ops"] = op_facts(report)
+    graph["errors"] = report["errors"]
+    graph["missing"] = report["missing_calls"]
+    del x, y, z
+except RuntimeError as exc:
+    graph["refused"] = str(exc).splitlines()[0]
+    torch.npu.set_stream(torch.npu.default_stream())  # torch.npu.graph had entered its stream
+facts["graph"] = graph
+
+# torch_npu's own operator on op-plugin's V2 path (TASK_QUEUE_ENABLE=2): the whole of fill_ runs on the
+# queue thread, and its workspace comes from torch_npu's workspace allocator there
+if TASK_QUEUE == "2":
+    w = torch.empty(4096, device="npu")
+    torch.npu.synchronize()
+    acl_host_reset()
+    w.fill_(2.5)
+    torch.npu.synchronize()
+    report = acl_host_report()
+    facts["v2"] = {"values": bool(torch.equal(w.cpu(), torch.full((4096,), 2.5))), "ops": op_facts(report),
+                   "w": w.data_ptr(), "errors": report["errors"],
+                   "calls": call_facts(report, ("aclnnInplaceFillScalarGetWorkspaceSize", "aclnnInplaceFillScalar",
+                                                "aclrtMallocAlign32", "aclCreateTensor", "aclDestroyTensor"))}
+    del w
+
 # device 1
 torch.npu.set_device(1)
 u = torch.empty(1000, device="npu:1")
@@ -260,6 +405,17 @@ u.copy_(torch.ones(1000))
 facts["device1"] = {"index": u.device.index, "sum": float(u.cpu().sum()),
                     "in_use": acl_host_report()["counters"]["device_memory_in_use"]}
 torch.npu.synchronize()
+
+# last (it breaks torch_npu's queue): torch.ones runs op-plugin's one_, whose aclnnInplaceOne the double
+# does not provide, so op-plugin falls back to its aclop path, and that fails loudly
+acl_host_reset()
+try:
+    torch.ones(8, device="npu")
+    torch.npu.synchronize()
+    facts["ones"] = {"raised": None}
+except RuntimeError as exc:
+    facts["ones"] = {"raised": str(exc)}
+facts["ones"]["missing"] = acl_host_report()["missing_calls"]
 print(json.dumps(facts))
 """
 
@@ -268,7 +424,8 @@ print(json.dumps(facts))
 def _facts(release: str, task_queue: str) -> dict:
     proc = host_runtime.run_python(release, _SCRIPT, env_extra={"TASK_QUEUE_ENABLE": task_queue}, timeout=300)
     assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stderr[-4000:]}"
-    facts = json.loads(proc.stdout.strip().splitlines()[-1])
+    # torch_npu's own C++ writes to stdout too (a warning from its queue thread can follow the facts)
+    facts = json.loads(next(x for x in reversed(proc.stdout.splitlines()) if x.startswith('{"imported"')))
     facts["stderr"] = proc.stderr
     return facts
 
@@ -346,6 +503,66 @@ def test_two_devices(release):
     d1 = f["device1"]
     assert d1["index"] == 1 and d1["sum"] == 1000.0
     assert d1["in_use"][1] > 0
+
+
+def test_torch_npu_graph_captures_and_replays_on_torch_npus_own_code(release):
+    """``with torch.npu.graph(g)``: torch_npu's capture_begin fills its generator state with its own fill_
+    (aclnnInplaceFillScalar, before aclmdlRICaptureBegin), the copy and the fill inside are captured, not run;
+    each replay (aclmdlRIExecuteAsync) runs both again, reading the inputs of that moment."""
+    g = _imported(release, "1")["graph"]
+    assert "refused" not in g, g
+    assert g["replays"] == [{"y": True, "z": True}] * 2
+    assert g["captured_tasks"] == 2  # the device-to-device copy and the fill's kernel
+    assert {n: c["calls"] for n, c in g["calls"].items() if n.startswith("aclmdlRI")} == {
+        "aclmdlRICaptureBegin": 1, "aclmdlRICaptureEnd": 1, "aclmdlRIExecuteAsync": 2, "aclmdlRIDestroy": 1}
+    assert not g["errors"] and not g["missing"], g
+    fills = [o for o in g["ops"] if o["op"] == "aclnnInplaceFillScalar"]
+    replayed = [o for o in fills if o["captured_launch_id"]]
+    assert len(replayed) == 2 and len({o["captured_launch_id"] for o in replayed}) == 1
+    assert all(o["elements"] == 1000 and o["workspace_size"] == 32 and not o["workspace_extent"]["freed"]
+               and o["access_errors"] == 0 for o in replayed)
+    if release.startswith("2.7.1"):  # capture_prologue: seed and offset, one int64 each (ACL_INT64 = 9)
+        generator = [o for o in fills if not o["captured_launch_id"]]
+        assert [(o["dtype"], o["elements"]) for o in generator] == [(9, 1), (9, 1)]
+    zeros = [o for o in g["ops"] if o["op"] == "aclnnInplaceZero"]
+    assert len(zeros) == 2 and not any(o["captured_launch_id"] for o in zeros)  # z.zero_() between replays
+
+
+@pytest.mark.parametrize("release_", V2_RELEASES)
+def test_torch_npu_refuses_graph_capture_with_task_queue_2(release_):
+    g = _imported(_fetched(release_), "2")["graph"]
+    assert "TASK_QUEUE_ENABLE = 2" in g["refused"], g  # NPUGraph::capture_begin's own check
+
+
+@pytest.mark.parametrize("release_", V2_RELEASES)
+def test_an_operator_takes_its_workspace_on_torch_npus_queue_thread(release_):
+    """TASK_QUEUE_ENABLE=2: op-plugin's EXEC_NPU_CMD_V2 runs the whole of fill_ in the lambda it queues, so
+    aclnnInplaceFillScalarGetWorkspaceSize, torch_npu's workspace allocator (its first block: one
+    aclrtMallocAlign32 of 2 MiB) and the operator itself all run on torch_npu's queue thread, not the caller."""
+    f = _imported(_fetched(release_), "2")
+    v2 = f["v2"]
+    assert v2["values"] and not v2["errors"]
+    threads = {n: set(map(int, c["threads"])) for n, c in v2["calls"].items()}
+    queue = threads["aclnnInplaceFillScalarGetWorkspaceSize"]
+    assert len(queue) == 1 and f["main_thread"] not in queue
+    for name in ("aclnnInplaceFillScalar", "aclrtMallocAlign32", "aclCreateTensor", "aclDestroyTensor"):
+        assert threads[name] == queue, (name, threads)
+    assert v2["calls"]["aclrtMallocAlign32"]["calls"] == 1  # the workspace allocator's block, nothing else
+    (op,) = v2["ops"]
+    assert op["tid_phase1"] == op["tid_phase2"] == next(iter(queue))
+    ext = op["workspace_extent"]
+    assert op["workspace_size"] == 32 and ext["kind"] == "device-malloc" and ext["size"] == 2 * MIB
+    assert not ext["base"] <= v2["w"] < ext["base"] + ext["size"]  # not the tensor's caching-allocator segment
+    assert op["access_errors"] == 0 and op["elements"] == 4096
+
+
+@pytest.mark.parametrize("release_, task_queue", RUNS)
+def test_an_operator_the_double_does_not_implement_fails_loudly(release_, task_queue):
+    f = _imported(_fetched(release_), task_queue)
+    ones = f["ones"]
+    assert ones["raised"] and "OnesLike" in ones["raised"], ones
+    assert ones["missing"].get("aclopCompileAndExecute") == 1, ones
+    assert "acl_host: aclopCompileAndExecute is not implemented" in f["stderr"]
 
 
 def test_missing_functions_called_by_torch_npu_are_logged_once(release):

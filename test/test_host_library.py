@@ -55,11 +55,39 @@ def test_out_values_are_pointers_to_non_const():
     ("const char *", "nullptr", True),
     ("aclTensorDesc *", "nullptr", True),
     ("aclDataType", "ACL_DT_UNDEFINED", True),
+    ("aclnnStatus", "561000", True),  # ACLNN_ERR_INNER
     ("void", None, False),
     ("size_t", "size_t{}", False),
 ])
 def test_a_failing_stub_returns_its_types_failure_value(ret, value, can_fail):
     assert hl.failure_value(ret) == (value, can_fail)
+
+
+OP_API_COMMON_BASE = """
+typedef struct aclOpExecutor aclOpExecutor;
+typedef struct aclTensor aclTensor;
+typedef aclTensor *(*_aclCreateTensor)(const int64_t *view_dims, uint64_t view_dims_num, aclDataType data_type,
+    const int64_t *stride, int64_t offset, aclFormat format, const int64_t *storage_dims, uint64_t storage_dims_num,
+    void *tensor_data);
+typedef int (*_aclDestroyTensor)(const aclTensor *tensor);  // a comment (with parentheses)
+using OpApiFunc = int (*)(void *, uint64_t, aclOpExecutor *, const aclrtStream);
+template <typename Tuple> auto ConvertToOpApiFunc(const Tuple &params, void *opApiAddr)
+{
+    typedef int (*OpApiFunc)(typename std::decay<decltype(std::get<I>(params))>::type...);
+}
+"""
+
+
+def test_op_plugins_function_pointer_types_become_declarations():
+    text = hl.opapi_prototypes(OP_API_COMMON_BASE)
+    d = hl.declarations("\n".join(x for x in text.splitlines() if not x.startswith("#")))  # as preprocessed
+    assert set(d) == {"aclCreateTensor", "aclDestroyTensor"}
+    assert d["aclCreateTensor"].ret == "aclTensor *" and d["aclCreateTensor"].c_linkage
+    assert d["aclCreateTensor"].param_names()[-1] == "tensor_data"
+    assert d["aclDestroyTensor"] == hl.Decl("aclDestroyTensor", "int", "const aclTensor *tensor", True)
+    assert "typedef struct aclTensor aclTensor;" in text
+    assert "using acl_host_wheel_OpApiFunc = int (*)(void *, uint64_t, aclOpExecutor *, const aclrtStream);" in text
+    assert hl.opapi_prototypes("typedef struct aclTensor aclTensor;") is None
 
 
 def test_no_stated_noop_says_nothing():

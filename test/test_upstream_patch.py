@@ -230,11 +230,12 @@ def test_generated_module_writes_launch_codegen_lines(sample, tmp_path):
         got = m["launch_resource_lines"](sample.kernel, params, clamp, simt)
         want = launch_codegen.resource_code(plan, launch_codegen.LaunchSite(block_clamp=clamp, simt_only=simt))
         assert (got.before, got.in_lambda, got.after) == (want.before, want.in_lambda, want.after)
-    if plan.needs_resources:  # the memory is taken before the lambda and given back after the launch
+    if plan.needs_resources:  # taken before the lambda, marked done first in it, held until then
         got = m["launch_resource_lines"](sample.kernel, params, clamp, False)
         assert sum("LaunchMemory npu_sync_memory(" in ln for ln in got.before) == 1
         assert not any("npu_sync_memory" in ln for ln in got.in_lambda)
-        assert got.after == ["npu_sync_memory.release();  // queued: later work on stream_ runs after this kernel"]
+        assert got.in_lambda[0].startswith("const torch_npu::inductor::LaunchDone npu_sync_done{npu_sync_regions.done};")
+        assert [ln.split("  //")[0] for ln in got.after] == ["npu_sync_memory.release_after_lambda();"]
 
 
 def test_generated_module_leaves_out_only_uncalled_methods():

@@ -95,9 +95,7 @@ class LaunchMemory {
   // Right after launchKernel returns (or unwinding: the lambda may be queued):
   // held until the lambda is done, given back by this or a later launch.
   void release_after_lambda() {
-    if (!block_) return;
-    HeldBlocks::all().hold(std::move(block_));
-    HeldBlocks::all().release_done();  // this one too if its lambda ran (task queue off)
+    if (block_) HeldBlocks::all().release_done(std::move(block_));  // at once if its lambda ran (queue off)
   }
 
  private:

@@ -1,9 +1,8 @@
-// npu_launch_resources: launch blocks held until their lambda has run. The
+// npu_launch_resources: launch blocks held until their lambda has run (the
 // caching allocator frees cached blocks after draining the task queue with its
-// mutex released, so a block given back while its lambda waits in the queue
-// can be freed under it. The lambda only marks itself done: a release on the
-// queue thread would take that mutex, which a thread may hold while it waits
-// for the queue. Calling threads give done blocks back.
+// mutex released). The lambda only marks itself done: a release on the queue
+// thread would take that mutex, which a thread may hold while it waits for the
+// queue. Calling threads give done blocks back.
 #pragma once
 
 #include <torch_npu/csrc/core/npu/NPUCachingAllocator.h>
@@ -45,14 +44,12 @@ class HeldBlocks {
     spare_.pop_back();
     return b;
   }
-  void hold(std::unique_ptr<HeldBlock> block) {
+  // Takes `handed` (a launch's block, once its queue call returned), then gives
+  // every done block back (the allocator hands it only to later work on its
+  // stream); how many. free never waits for the queue: ours may stay locked.
+  size_t release_done(std::unique_ptr<HeldBlock> handed = nullptr) {
     std::lock_guard<std::mutex> lock(mutex_);
-    held_.push_back(std::move(block));
-  }
-  // Gives every done block back (the allocator hands it only to later work on
-  // its stream); how many. free never waits for the queue: ours may stay locked.
-  size_t release_done() {
-    std::lock_guard<std::mutex> lock(mutex_);
+    if (handed) held_.push_back(std::move(handed));
     size_t kept = 0, released = 0;
     for (std::unique_ptr<HeldBlock> &b : held_) {
       if (!b->done.load(std::memory_order_acquire)) {

@@ -159,6 +159,8 @@ def inventory(release: str) -> dict:
     n, lib = needs(release), host_library_for(release)
     m = lib.manifest
     undeclared = set(m["undeclared_lookups"])
+    operators = sorted({c[:-len("GetWorkspaceSize")] for c in n.lookup_candidates
+                        if c.startswith("aclnn") and c.endswith("GetWorkspaceSize")})
     return {
         "release": release,
         "imports": n.imports,
@@ -169,7 +171,10 @@ def inventory(release: str) -> dict:
         "missing": m["missing"],
         "missing_cannot_fail": m["missing_cannot_fail"],
         "missing_without_prototype": m["missing_without_prototype"],
-        "undeclared_lookups": sorted(undeclared),
+        # names no header declares: absent from the double (dlsym answers NULL); op-api operators apart
+        "undeclared_lookups": sorted(u for u in undeclared if not u.startswith("aclnn")),
+        "opapi_operators": {"named": len(operators),
+                            "implemented": [o for o in operators if o in m["implemented"]]},
         "imports_not_c": n.imports_not_c,
         "library_names": m["library_names"],
         "dlopened": n.dlopened,
@@ -231,8 +236,9 @@ def import_check(release: str, task_queue: str = "1", timeout: float = 300) -> d
     """Run :data:`IMPORT_CHECK` over the double; its facts, or ``{"error": ...}`` with the tail of stderr."""
     proc = run_python(release, IMPORT_CHECK, env_extra={"TASK_QUEUE_ENABLE": task_queue}, timeout=timeout)
     try:
-        facts = json.loads(proc.stdout.strip().splitlines()[-1])
-    except (IndexError, json.JSONDecodeError):
+        # the last JSON line: torch_npu's own C++ writes to stdout too, and may do so after it
+        facts = json.loads(next(x for x in reversed(proc.stdout.splitlines()) if x.startswith("{")))
+    except (StopIteration, json.JSONDecodeError):
         said = [x for x in proc.stderr.strip().splitlines() if not x.startswith(("frame #", "<omitting"))]
         return {"error": f"exit {proc.returncode}: " + "\n".join(said[-15:])}
     facts["stderr_tail"] = proc.stderr.strip().splitlines()[-5:]
@@ -247,6 +253,9 @@ def _print_inventory(inv: dict) -> None:
           f"launcher calls: {len(inv['launcher_calls'])}")
     print(f"  implemented: {len(inv['implemented'])}; stated no-ops: {len(inv['stated_noops'])}; "
           f"missing (fail loudly): {len(inv['missing'])}")
+    ops = inv["opapi_operators"]
+    print(f"  op-api operators the wheel names: {ops['named']}; implemented: {' '.join(ops['implemented']) or 'none'} "
+          "(the others absent: op-plugin falls back to aclop, or stops on 'not found': loudly either way)")
     for name, why in sorted(inv["stated_noops"].items()):
         print(f"  no-op {name}: {why}")
     if inv["missing_without_prototype"]:

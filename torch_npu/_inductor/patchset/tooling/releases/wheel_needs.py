@@ -5,9 +5,11 @@
   loader must find each (Python loads extensions with RTLD_NOW).
 * **lookup candidates**: names torch_npu resolves by name at run time. Its ``FunctionLoader``
   (``TORCH_NPU_REGISTER_FUNCTION(libascendcl, aclrtMallocAlign32)`` and the like) keeps each name as a
-  string literal, so every identifier string of the objects' read-only data in the families of the
-  libraries the double stands for (``acl*`` but op-api's ``aclnn*``, ``rt*``, ``Msprof*``, ``Hccl*``)
-  is a candidate; the build keeps the ones a CANN header declares (the cross-check).
+  string literal, and its op-plugin looks op-api functions up with dlsym in ``libopapi.so``
+  (``GetOpApiFuncAddr("aclnnInplaceFillScalar")``), so every identifier string of the objects'
+  read-only data in the families of the libraries the double stands for (``acl*`` with op-api's
+  ``aclnn*``, ``rt*``, ``Msprof*``, ``Hccl*``) is a candidate; the build keeps the ones a header
+  declares (the cross-check: an operator no header declares stays absent, dlsym answers NULL).
 * **launcher calls**: what the C++ the wheel's Inductor code generates calls (``aclrtBinaryLoadFromData``,
   ``rtKernelLaunch``...), read from its Python sources: the launcher's shared object resolves them.
 * **library names**: the NEEDED names nothing on the machine provides, and the names torch_npu opens
@@ -43,12 +45,19 @@ DLOPENED: dict[str, tuple[bool, str]] = {
     "libacl_op_compiler": (True, "ACL operator compiler: aclSetCompileopt at device initialisation"),
     "libhccl": (True, "HCCL: collective functions resolved by name (failing stubs: no collectives here)"),
     "libruntime.so": (True, "CANN runtime: rt* functions of the older launch layout (rtKernelLaunch)"),
-    "libopapi": (False, "op-api kernels (aclnn*): torch_npu's operators are outside the double"),
-    "libopapi.so": (False, "op-api kernels (aclnn*): torch_npu's operators are outside the double"),
-    "libopapi_": (False, "a prefix of op-api library names, not a library"),
-    "libcust_opapi.so": (False, "custom op-api kernels: outside the double"),
-    "libnnopbase": (False, "op-api tensor descriptors (aclCreateTensor...): operators are outside the double"),
-    "libaclnn_": (False, "op-api kernel libraries: outside the double"),
+    "libopapi": (True, "op-api operators: torch_npu's FunctionLoader opens it (aclnnSilentCheck...: absent)"),
+    "libopapi.so": (True, "op-api operators: op-plugin's GetOpApiFuncAddr dlopens it and dlsyms each aclnn* and "
+                          "aclCreateTensor...; the double implements aclnnInplaceFillScalar (fill_, torch.npu.graph's "
+                          "generator state) and aclnnInplaceZero (zero_), every other operator is absent: op-plugin "
+                          "falls back to aclop or stops, loudly either way"),
+    "libopapi_": (False, "a prefix of op-api library names, not a library (op-plugin lists libopapi_*.so under "
+                         "ASCEND_HOME_PATH/lib64 only; unset here)"),
+    "libcust_opapi.so": (False, "custom operators: op-plugin opens it only by full path under ASCEND_CUSTOM_OPP_PATH or "
+                                "the vendors folder of ASCEND_OPP_PATH, both unset here"),
+    "libnnopbase": (True, "op-api's base: aclCreateTensor, aclCreateScalar and aclDestroy* (acl_meta.h), "
+                          "aclDestroyAclOpExecutor (absent: no repeatable executors)"),
+    "libaclnn_": (False, "op-plugin's fallback op-api libraries (libaclnn_ops_infer.so...), searched only for a name "
+                         "libopapi.so lacks: the double's operators are in libopapi.so"),
     "libasdsip.so": (False, "SiP operator library: outside the double"),
     "libascendsk": (False, "super-kernel optimisation: outside the double"),
     "libms_tools_ext": (False, "mstx markers of the profiling tools: outside the double"),
@@ -69,8 +78,8 @@ DLOPENED: dict[str, tuple[bool, str]] = {
     "libraryFor": (False, "a word of a message, not a library"),
 }
 
-#: Identifier strings in these families are lookup candidates (op-api's aclnn* are not: see DLOPENED).
-_FAMILY = re.compile(r"^(?!aclnn)(acl[a-z]*[A-Z]\w*|rt[A-Z]\w*|Msprof[A-Z]\w*|Hccl[A-Z]\w*)$")
+#: Identifier strings in these families are lookup candidates (op-api's aclnn* too: libopapi.so is provided).
+_FAMILY = re.compile(r"^(acl[a-z]*[A-Z]\w*|rt[A-Z]\w*|Msprof[A-Z]\w*|Hccl[A-Z]\w*)$")
 _LAUNCHER_CALL = re.compile(r"\b((?!aclnn)acl[a-z]*[A-Z]\w*|rt[A-Z]\w*)\s*\(")
 _LIBNAME = re.compile(r"^lib[A-Za-z0-9_]+(\.so[.0-9]*)?$")
 

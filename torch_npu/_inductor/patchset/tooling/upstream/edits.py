@@ -86,10 +86,10 @@ _LAUNCH_KERNEL = """\
             r"launchKernel({}, {});".format("launch_call", f'"{kernel_var_name}"')
         )
 """
-_AFTER = "        prefix.writelines(launch_resources.after)  # the launch is queued: its memory goes back\n"
+_AFTER = "        prefix.writelines(launch_resources.after)  # queued: its memory is held until the lambda has run\n"
+_HANDED_OVER = "and hands them over once it is queued: held until the lambda has run"
 _TAKE = """\
-        # Workspace and sync-block locks (torch_npu/csrc/inductor/npu_launch_resources.h): taken here, on the
-        # thread that runs the graph, before the launch is queued; given back right after launchKernel.
+        # Workspace and sync-block locks (csrc/inductor/npu_launch_resources.h), taken on the graph's thread
         block_clamp = npu_config.num_vector_core if enable_auto_blockify else None
         launch_resources = {fn}(self.kernel_name, params, block_clamp, {simt})
 """
@@ -104,7 +104,7 @@ _SYNC_DECL = """\
 
 def _take(simt: str | None) -> str:
     if simt is None:  # the rtKernelLaunch layout: no auto-blockify, no SIMT-only launches
-        comment = "".join(ln + "\n" for ln in _TAKE.splitlines()[:2])
+        comment = _TAKE.splitlines()[0] + "\n"
         return comment + f"        launch_resources = {upm.LINES_FN}(self.kernel_name, params)\n"
     return _TAKE.format(fn=upm.LINES_FN, simt=simt)
 
@@ -150,7 +150,7 @@ def edit_npu_wrapper(src: Source) -> None:
         auto launch_call = [=]() {{
         {args_decl}
 ''', "DeferredNpuTritonCallWrapper: each launch takes its workspace and locks before the lambda")
-    src.replace_in(where, _LAUNCH_KERNEL, _LAUNCH_KERNEL + _AFTER, "and gives them back once it is queued")
+    src.replace_in(where, _LAUNCH_KERNEL, _LAUNCH_KERNEL + _AFTER, _HANDED_OVER)
     src.replace_in("    def generate_args_decl(\n", "        force_simt_only=False,\n    ):\n",
                    "        force_simt_only=False,\n        launch_resources=None,\n    ):\n",
                    "CppWrapperNpu.generate_args_decl takes the launch's resource lines")
@@ -194,7 +194,7 @@ def edit_npu_wrapper_replacing(src: Source) -> None:
     src.replace_in(where, found[0], "            launch_resources=launch_resources,\n        )\n"
                    "        prefix.writelines(launch_resources.before)\n",
                    "hands them to generate_args_decl instead of kernel_params")
-    src.replace_in(where, _LAUNCH_KERNEL, _LAUNCH_KERNEL + _AFTER, "and gives them back once it is queued")
+    src.replace_in(where, _LAUNCH_KERNEL, _LAUNCH_KERNEL + _AFTER, _HANDED_OVER)
     src.replace_in(start, _OWN_PARAM, "        launch_resources=None,\n",
                    "CppWrapperNpu.generate_args_decl takes the launch's resource lines")
     begin, end = src.section(start, "CppWrapperNpu.generate_args_decl")
@@ -260,7 +260,7 @@ def edit_rt_wrapper(src: Source) -> None:
                    "        prefix.writelines(launch_resources.before)\n        prefix.writeline(f\"{call_args_str}\")\n",
                    "hands them to generate_args_decl")
     call = "        prefix.writeline(r\"launchKernel({}, {});\".format(call, f'\"{kernel_var_name}\"'))\n"
-    src.replace_in(launch, call, call + _AFTER, "and gives them back once it is queued")
+    src.replace_in(launch, call, call + _AFTER, _HANDED_OVER)
     start = "    def generate_args_decl(\n"
     src.replace_in(start, "        is_triton_kernel=True,\n    ):\n",
                    "        is_triton_kernel=True,\n        launch_resources=None,\n    ):\n",
@@ -291,8 +291,7 @@ def edit_heuristics(src: Source, layout: str) -> None:
         raise CannotApply(f"{src.path}: save_npu_kernel does not build its params as one dict literal")
     at = close + len("\n        }\n")
     src.text = src.text[:at] + (
-        "        # Workspace and sync-block locks the kernel needs, for the C++ wrapper's launcher (checked here,\n"
-        "        # so that metadata no launch can be sized from fails naming the kernel and the field).\n"
+        "        # The kernel's workspace and sync-block locks, for the C++ wrapper (bad metadata fails here, named)\n"
         f"        from {package}codegen.npu_launch_resources import {upm.SYNC_PARAMS_FN}\n\n"
         f"        params.update({upm.SYNC_PARAMS_FN}(input_launcher.bin.metadata, key))\n"
     ) + src.text[at:]
@@ -311,22 +310,14 @@ def edit_heuristics(src: Source, layout: str) -> None:
 _GRID = '''
 
 
-def _flex_backward_head_ratio(q_heads, kv_heads):
-    # On symbolic sizes `//` prints as std::floor(a * 1.0 / b) in C++, FloorDiv as an integer division.
-    return q_heads // kv_heads if isinstance(q_heads, int) and isinstance(kv_heads, int) else FloorDiv(q_heads, kv_heads)
-
-
 @SymbolicGridFn
 def _npu_flex_attention_backward_grid(
-    batch_size, q_heads, num_queries, d_model, kv_heads, num_key_value, meta, *, cdiv
-):
-    # torch 2.7.1's backward grid as a SymbolicGridFn, which the C++ wrapper can print for dynamic shapes.
-    return (
-        cdiv(num_queries, meta["BLOCK_M2"]) * _flex_backward_head_ratio(q_heads, kv_heads)
-        + cdiv(num_key_value, meta["BLOCK_N1"]),
-        1,
-        batch_size * kv_heads,
-    )
+        batch_size, q_heads, num_queries, d_model, kv_heads, num_key_value, meta, *, cdiv):
+    # torch 2.7.1's backward grid as a SymbolicGridFn, which the C++ wrapper can print for dynamic shapes; on
+    # symbolic sizes `//` would print as std::floor(a * 1.0 / b) in C++, FloorDiv prints an integer division.
+    ints = isinstance(q_heads, int) and isinstance(kv_heads, int)
+    ratio = q_heads // kv_heads if ints else FloorDiv(q_heads, kv_heads)
+    return cdiv(num_queries, meta["BLOCK_M2"]) * ratio + cdiv(num_key_value, meta["BLOCK_N1"]), 1, batch_size * kv_heads
 '''
 _GRID_IMPORTS = ("from torch._inductor.select_algorithm import SymbolicGridFn\n"
                  "from torch.utils._sympy.functions import FloorDiv\n")

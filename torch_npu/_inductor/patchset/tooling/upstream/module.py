@@ -41,15 +41,11 @@ _HEADER = '''\
 """Workspace and sync-block lock memory for Triton kernels launched from the C++ wrapper.
 
 A triton-ascend kernel may need, per launch, a workspace (``workspace_size`` bytes per block) and
-sync-block locks (``lock_num`` int64 slots, or triton-ascend 3.6's packed ``sync_block_lock_layout``)
-holding their initial values; the launcher used to pass NULL for both. :func:`kernel_sync_params`
-gives the fields the autotuner records, :func:`launch_resource_lines` the C++ of one launch by place
-(``before`` the lambda, on the thread that runs the graph: ONE caching-allocator block for the
-stream, carved into lock and workspace regions by ``torch_npu::inductor::LaunchMemory`` of
-``torch_npu/csrc/inductor/npu_launch_resources.h``; ``in_lambda``: the lock fills on the stream and
-the two pointers; ``after`` ``launchKernel``: the block goes back), :func:`launch_resources_include`
-the header's lines. Generated from torch-npu-inductor-patches (``launch_plan.py``,
-``launch_codegen.py``), whose checks compare the launchers it renders with its runtime patch's.
+sync-block locks (``lock_num`` int64 slots, or the packed ``sync_block_lock_layout``); the launcher
+passed NULL for both. :func:`kernel_sync_params` gives the fields the autotuner records,
+:func:`launch_resource_lines` one launch's C++ (``torch_npu/csrc/inductor/npu_launch_resources.h``):
+ONE caching-allocator block taken before the lambda, held until the lambda has run. Generated from
+torch-npu-inductor-patches (``launch_plan.py``, ``launch_codegen.py``), which checks what it renders.
 """
 from __future__ import annotations
 
@@ -64,9 +60,8 @@ from typing import Any, Mapping, Optional
 _API = '''
 
 def kernel_sync_params(metadata: Any, kernel: str) -> dict:
-    """The sync fields of a compiled kernel's metadata, to record in its saved params (every one, so
-    that a grouped launch's variant overrides its group's). Raises ``ValueError`` naming the kernel,
-    the field and the value for metadata no launch can be sized from."""
+    """The sync fields of a kernel's metadata, for its saved params (all: a grouped launch's variant
+    overrides its group's). ``ValueError`` naming kernel, field and value if no launch can be sized."""
     plan = plan_from_metadata(metadata, kernel)
     values = {name: _as_int(kernel, name, _field(metadata, name), 0, INT64_MAX)
               for name in ("workspace_size", "lock_num", "sync_block_lock_layout")}
@@ -78,18 +73,16 @@ def kernel_sync_params(metadata: Any, kernel: str) -> dict:
 def launch_resource_lines(
     kernel: str, params: Mapping[str, Any], num_vector_core: Optional[int] = None, simt_only: bool = False
 ) -> ResourceCode:
-    """The C++ lines of one launch of ``kernel``: ``.before`` the launch lambda, ``.in_lambda``
-    (first in it) and ``.after`` ``launchKernel(...)``. ``params``: the kernel's saved params;
-    ``num_vector_core``: the block-count clamp when auto-blockify is on (else None); a SIMT-only
-    launch gets no lines (its argument struct has no sync fields)."""
+    """One launch's C++ from the kernel's saved params: ``.before`` the lambda, ``.in_lambda`` (first in
+    it), ``.after`` ``launchKernel(...)``. ``num_vector_core``: the block-count clamp when auto-blockify
+    is on; a SIMT-only launch gets no lines (its argument struct has no sync fields)."""
     site = LaunchSite(block_clamp=num_vector_core, simt_only=simt_only)
     return resource_code(plan_from_metadata(params, kernel), site)
 
 
 def launch_resources_include(indent: str = "") -> str:
-    """The wrapper header's lines for the helper (lines after the first start with ``indent``): its
-    namespace named from a digest of the installed headers, so that wrappers built from different
-    versions never share its inline code (and Inductor's cache, keyed on the source, rebuilds them)."""
+    """The wrapper header's lines (``indent`` before all but the first), the helper's namespace named from
+    the installed headers' digest: wrappers of other versions share no inline code, and are rebuilt."""
     package = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     lines = [f"#include <torch_npu/csrc/inductor/{HELPER_HEADER}>"]
     for directory in (os.path.join(package, "include/torch_npu/csrc/inductor"), os.path.join(package, "csrc/inductor")):

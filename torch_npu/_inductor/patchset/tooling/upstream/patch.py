@@ -10,10 +10,10 @@ head). It changes, in upstream's own files (:mod:`.upstream_patch_edits`):
 
 * the autotuner's ``save_npu_kernel`` records the kernel's sync fields;
 * the C++ wrapper's launch code takes each launch's workspace and locks before
-  the launch lambda, on the thread that runs the graph, declares
-  ``sync_block_lock`` / ``workspace_addr`` in the lambda from them and gives
-  them back right after ``launchKernel(...)`` (the three parts of
-  ``launch_codegen.resource_code``), and its header includes
+  the launch lambda, on the thread that runs the graph, marks them done and
+  declares ``sync_block_lock`` / ``workspace_addr`` first in the lambda, and
+  hands them over right after ``launchKernel(...)``, held until the lambda has
+  run (the three parts of ``launch_codegen.resource_code``), and its header includes
   ``<torch_npu/csrc/inductor/npu_launch_resources.h>``;
 * ``torch_npu/_inductor/codegen/npu_launch_resources.py`` (generated from
   ``launch_plan`` / ``launch_codegen``: :mod:`.upstream_patch_module`);
@@ -230,13 +230,25 @@ def _message(layout: str, changes: list[str], base: str) -> str:
         "  allocator's own, naming the kernel, and nothing is queued;",
         "- the lambda copies only the raw pointers, writes the lock content with",
         "  byte fills on the stream (aclrtMemsetAsync: stream-ordered, legal while",
-        "  capturing; a failure is returned as its ACL code with one log line) and",
-        "  launches;",
-        "- right after launchKernel returns, the block goes back to the allocator,",
-        "  which hands it only to later work on the same stream (queued after this",
-        "  kernel): peak memory stays one launch's block;",
+        "  capturing; a failure is returned as its ACL code with one log line),",
+        "  launches, and marks the block done as it returns (one atomic store);",
+        "- the block is held until that mark: right after launchKernel returns it",
+        "  is handed over, and calling threads give done blocks back to the",
+        "  allocator (at once if the lambda has run, as with the task queue off;",
+        "  else before a later launch takes its block, and before an allocation",
+        "  that ran out of memory is retried), which hands a block only to later",
+        "  work on its stream. Held at any time: the blocks of launches whose",
+        "  lambdas have not run, and of those that ran since the last hand-over.",
+        "  Not right after launchKernel: the caching allocator frees cached blocks",
+        "  after draining the task queue with its mutex released (emptyCache, the",
+        "  out-of-memory retry, garbage collection), so a block another thread",
+        "  releases in that window is aclrtFree'd while the lambda that writes it",
+        "  still waits in the queue. Not on the queue thread either: a release takes",
+        "  the allocator mutex, which a thread may hold while it waits on the queue",
+        "  (a tensor's end-of-life event enqueued into a full queue, as NPUQueue.cpp",
+        "  notes in Repository::Enqueue);",
         "- the helper is header-only, torch_npu/csrc/inductor/npu_launch_resources.h",
-        "  (installed by setup.py's csrc globs);",
+        "  and npu_launch_resources/*.h (installed by setup.py's csrc globs);",
         "- a SymbolicGridFn for the Flex Attention backward template where it was",
         "  built with a plain grid (dynamic shapes under cpp_wrapper).",
         "",
@@ -249,8 +261,9 @@ def _message(layout: str, changes: list[str], base: str) -> str:
         "the runtime patch set renders on the unpatched code (include and versioning",
         "lines aside); compiled against the torch_npu wheel's headers of this line with",
         "the new header where setup.py installs it, linked -Wl,--no-undefined against",
-        "its libtorch_npu.so, and run in a host simulation of ACL and the caching",
-        "allocator. test/_inductor/test_npu_launch_resources.py runs on an NPU too.",
+        "its libtorch_npu.so, and run in a host simulation of ACL, the task queue and",
+        "the caching allocator (another thread's empty_cache while a launch waits in",
+        "the queue). test/_inductor/test_npu_launch_resources.py runs on an NPU too.",
     ]
     return "\n".join(body) + "\n"
 

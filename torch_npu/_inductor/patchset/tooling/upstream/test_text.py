@@ -1,8 +1,8 @@
 """The test file the upstream patch adds: ``test/_inductor/test_npu_launch_resources.py``.
 
 Upstream's style (unittest, as ``test/_inductor/test_flex_attention_dynamic_mask_out.py`` on
-v2.7.1): without an NPU it checks the generated C++ (memory taken before the launch lambda, given
-back after it is queued), the sizes and bad metadata; on an NPU it runs a
+v2.7.1): without an NPU it checks the generated C++ (memory taken before the launch lambda, held
+until the lambda has run), the sizes and bad metadata; on an NPU it runs a
 ``cpp_wrapper`` compile on one when present. ``@WRAPPER@`` and ``@HEURISTICS@`` are the branch's
 launcher and autotuner files.
 """
@@ -37,32 +37,31 @@ class TestNpuLaunchResources(unittest.TestCase):
         params = dict(fields, **m.kernel_sync_params({"mix_mode": "aiv", **fields}, "triton_k"))
         return ["\n".join(part) for part in m.launch_resource_lines("triton_k", params, clamp, simt_only).__dict__.values()]
 
-    def test_memory_taken_before_the_lambda_and_given_back_after_the_launch(self):
+    def test_memory_taken_before_the_lambda_and_held_until_it_has_run(self):
         before, in_lambda, after = self._code(workspace_size=256, lock_num=16, lock_init_val=7)
         for line in ("npu_sync_locks.legacy_slots = UINT64_C(16);", "npu_sync_locks.init_value = INT64_C(7);",
                      "grid_0, grid_1, grid_2, npu_sync_block_num, UINT64_C(256), npu_sync_locks);"):
             self.assertIn(line, before)
         self.assertEqual(before.count("LaunchMemory npu_sync_memory("), 1)
+        self.assertTrue(in_lambda.startswith("const torch_npu::inductor::LaunchDone npu_sync_done{npu_sync_regions.done};"))
         self.assertIn('npu_sync_regions.write_locks("triton_k", stream_);', in_lambda)
         self.assertIn("void* workspace_addr = npu_sync_regions.workspace;", in_lambda)
         self.assertNotIn("npu_sync_memory", in_lambda)  # the lambda copies raw pointers, never the owner
-        self.assertTrue(after.startswith("npu_sync_memory.release();"))
+        # Held until the lambda has run: the allocator may free a cached block while its lambda is queued.
+        self.assertTrue(after.startswith("npu_sync_memory.release_after_lambda();"))
         self.assertNotIn("allocate_workspace", before + in_lambda)
 
-    def test_packed_locks_clamp_no_fields_and_simt_only(self):
+    def test_packed_locks_clamp_no_fields_simt_only_and_bad_metadata(self):
         before = self._code(48, mix_mode="mix", sync_block_lock_layout=(1 << 32) | 2, auto_tile_and_bind_subblock=True)[0]
         for line in ("npu_sync_locks.ordered = 2u;", "npu_sync_locks.unordered = 1u;",
                      "npu_sync_locks.participant_factor = 2u;", "static_cast<uint32_t>(48));"):
             self.assertIn(line, before)
+        plan = _module().plan_from_metadata({"lock_num": 1 << 32}, "triton_k")
+        self.assertEqual(plan.lock_slots(4), (1 + 2 * 4) * 8)  # the packed encoding, not 32 GiB
         before, in_lambda, after = self._code()
         self.assertEqual((before, after), ("", ""))
         self.assertIn("void* sync_block_lock = nullptr;", in_lambda)
         self.assertEqual(self._code(simt_only=True, workspace_size=64), ["", "", ""])
-
-    def test_sizes_and_bad_metadata(self):
-        plan = _module().plan_from_metadata({"lock_num": 1 << 32, "workspace_size": 256}, "triton_k")
-        self.assertEqual(plan.lock_bytes(4), (1 + 2 * 4) * 8 * 8)  # the packed encoding, not 32 GiB
-        self.assertEqual(plan.workspace_bytes((8, 2, 1)), 256 * 16)
         for fields in ({"workspace_size": -1}, {"lock_num": 2.5}, {"lock_init_val": 1, "lock_init_value": 2}):
             with self.assertRaisesRegex(ValueError, r"triton_bad.*(workspace_size|lock_num|lock_init_val)"):
                 _module().kernel_sync_params(fields, "triton_bad")
@@ -73,7 +72,7 @@ class TestNpuLaunchResources(unittest.TestCase):
             self.assertIn(text, wrapper)
         self.assertNotIn("void* workspace_addr = NULL;", wrapper)
         self.assertIn("kernel_sync_params(", (REPO_ROOT / "@HEURISTICS@").read_text(encoding="utf-8"))
-        self.assertTrue((REPO_ROOT / "torch_npu/csrc/inductor/npu_launch_resources.h").is_file())
+        self.assertTrue((REPO_ROOT / "torch_npu/csrc/inductor/npu_launch_resources/held.h").is_file())
         self.assertIn('"torch_npu/csrc/*/*/*.h"', (REPO_ROOT / "setup.py").read_text(encoding="utf-8"))
 
 
@@ -81,12 +80,12 @@ class TestNpuLaunchResourcesOnDevice(unittest.TestCase):
     def test_cpp_wrapper_kernel(self):
         try:
             import torch
+            import torch._inductor.config as inductor_config
             import torch_npu  # noqa: F401
         except ImportError:
             self.skipTest("needs torch_npu")
         if not torch.npu.is_available():
             self.skipTest("needs an Ascend NPU")
-        import torch._inductor.config as inductor_config
 
         def fn(x, y):
             return torch.mm(x, y).relu().sum(dim=0)

@@ -30,6 +30,7 @@
 #include "acl_sim/control.h"
 #include "host_acl.h"
 #include "internal.h"
+#include "opapi.h"
 
 // The generated table of every function the build exports as ACL (tooling/sim/host_library.py).
 extern "C" {
@@ -383,7 +384,9 @@ std::string report_json() {
     json_str(o, fn_name(t.index));
     o << "," << t.rc << "]";
   }
-  o << "],\"kernels\":[";
+  o << "],\"operators\":";
+  acl_host::opapi_report_json(o);
+  o << ",\"kernels\":[";
   {
     std::lock_guard<std::mutex> gb(g_bin_mu);
     first = true;
@@ -405,6 +408,8 @@ std::string report_json() {
 
 }  // namespace
 
+void acl_host::recent_error(const std::string &msg) { ::recent_error(msg); }
+
 // ================================================================ control surface (host_acl.h)
 extern "C" {
 
@@ -420,6 +425,7 @@ __attribute__((visibility("default"))) const char *acl_host_report_json(void) {
 __attribute__((visibility("default"))) void acl_host_reset(void) {
   acl_sim::reset();
   apply_configuration();  // reset() forgets device capacities
+  acl_host::opapi_reset();
   std::lock_guard<std::mutex> g(g_calls_mu);
   stats().clear();
   logged_missing().clear();
@@ -773,6 +779,17 @@ aclError aclmdlRICaptureThreadExchangeMode(aclmdlRICaptureMode *mode) {
   *mode = static_cast<aclmdlRICaptureMode>(old);
   return ACL_SUCCESS;
 }
+
+#ifdef ACL_HOST_HAS_aclmdlRIGetId
+// A captured model's id: acl_sim's (the id of its private memory pool too), live or still capturing.
+aclError aclmdlRIGetId(aclmdlRI modelRI, uint32_t *modelRIId) {
+  if (modelRIId == nullptr) return ACL_ERROR_INVALID_PARAM;
+  uint64_t id = 0;
+  if (!acl_sim::internal::model_id(modelRI, &id)) return ACL_ERROR_RT_INVALID_HANDLE;
+  *modelRIId = static_cast<uint32_t>(id);
+  return ACL_SUCCESS;
+}
+#endif
 
 // ---- kernel binaries: the probe (host_acl.h); the layout of cpp_wrapper_npu.py
 #ifdef ACL_HOST_HAS_aclrtBinaryLoadFromData

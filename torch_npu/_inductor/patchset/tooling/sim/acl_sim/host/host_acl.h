@@ -26,6 +26,10 @@
 //                     for a void function),
 //    "noop_calls":    {<function>: n}   stated no-ops (see the build's stated no-op table),
 //    "trace":         [[seq, tid, function, rc], ...]   the last ACL_HOST_TRACE calls (env, default 0),
+//    "operators":     [{op, launch_id, captured_launch_id, device, stream, tid_phase1, tid_phase2,
+//                       tid_kernel, dtype, elements, workspace, workspace_size, workspace_extent,
+//                       access_errors, overlaps_with_running}]   one per op-api operator run on a
+//                     stream (opapi.cpp; a replayed one names its captured launch),
 //    "kernels":       [{"name", "binary", "has_ffts", "simt_only", "lock_bytes", "workspace_bytes",
 //                       "own_args_bytes", "sim_time_us"}]}
 //
@@ -49,9 +53,9 @@ extern "C" {
 
 // The report above, as JSON (static storage; valid until the next call).
 const char *acl_host_report_json(void);
-// Back to a clean slate for the next measurement: counters, error reports, probe records, call
-// counts, the missing-call log (so a function logs again), the trace. Memory, streams, events,
-// loaded binaries and kernels stay (a real device keeps them too).
+// Back to a clean slate for the next measurement: counters, error reports, probe records, operator
+// runs, call counts, the missing-call log (so a function logs again), the trace. Memory, streams,
+// events, loaded binaries, kernels and live op-api descriptors stay (a real device keeps them too).
 void acl_host_reset(void);
 // Number of acl_sim error reports (use-after-free, out-of-bounds, ...) since the last reset.
 int acl_host_error_count(void);

@@ -58,6 +58,55 @@ typedef int32_t (*ProfCommandHandle)(uint32_t type, void *data, uint32_t len);
 int32_t MsprofRegisterCallback(uint32_t moduleId, ProfCommandHandle handle);
 #endif
 
+// op-api (libopapi.so / libnnopbase.so): what torch_npu's op-plugin calls for aclnnInplaceFillScalar and
+// aclnnInplaceZero (host/opapi.cpp). The wheels from 2.7.1 on declare the tensor and scalar calls
+// themselves, as op-plugin's function-pointer types (third_party/op-plugin/op_plugin/utils/
+// op_api_common_base.h), turned into declarations by tooling/sim/host_library.py: those win. The rest is CANN's public op-api headers:
+// aclnn/aclnn_base.h (aclnnStatus), aclnn/acl_meta.h (the opaque types, aclCreateTensor, aclCreateScalar,
+// aclDestroyTensor, aclDestroyScalar), aclnnop/aclnn_fill_scalar.h and aclnnop/aclnn_zero.h (the two
+// phases of each operator), prototypes as CANN's documentation gives them ("aclnnInplaceFillScalar",
+// "aclnnInplaceZero", "aclCreateTensor").
+#ifndef ACL_HOST_HAS_aclnnStatus
+typedef int32_t aclnnStatus;
+#endif
+#ifndef ACL_HOST_HAS_aclOpExecutor
+typedef struct aclOpExecutor aclOpExecutor;
+#endif
+#ifndef ACL_HOST_HAS_aclTensor
+typedef struct aclTensor aclTensor;
+#endif
+#ifndef ACL_HOST_HAS_aclScalar
+typedef struct aclScalar aclScalar;
+#endif
+#ifndef ACL_HOST_HAS_aclCreateTensor
+aclTensor *aclCreateTensor(const int64_t *viewDims, uint64_t viewDimsNum, aclDataType dataType, const int64_t *stride,
+                           int64_t offset, aclFormat format, const int64_t *storageDims, uint64_t storageDimsNum,
+                           void *tensorData);
+#endif
+#ifndef ACL_HOST_HAS_aclCreateScalar
+aclScalar *aclCreateScalar(void *value, aclDataType dataType);
+#endif
+#ifndef ACL_HOST_HAS_aclDestroyTensor
+aclnnStatus aclDestroyTensor(const aclTensor *tensor);
+#endif
+#ifndef ACL_HOST_HAS_aclDestroyScalar
+aclnnStatus aclDestroyScalar(const aclScalar *scalar);
+#endif
+#ifndef ACL_HOST_HAS_aclnnInplaceFillScalarGetWorkspaceSize
+aclnnStatus aclnnInplaceFillScalarGetWorkspaceSize(aclTensor *selfRef, const aclScalar *value, uint64_t *workspaceSize,
+                                                   aclOpExecutor **executor);
+#endif
+#ifndef ACL_HOST_HAS_aclnnInplaceFillScalar
+aclnnStatus aclnnInplaceFillScalar(void *workspace, uint64_t workspaceSize, aclOpExecutor *executor,
+                                   aclrtStream stream);
+#endif
+#ifndef ACL_HOST_HAS_aclnnInplaceZeroGetWorkspaceSize
+aclnnStatus aclnnInplaceZeroGetWorkspaceSize(aclTensor *selfRef, uint64_t *workspaceSize, aclOpExecutor **executor);
+#endif
+#ifndef ACL_HOST_HAS_aclnnInplaceZero
+aclnnStatus aclnnInplaceZero(void *workspace, uint64_t workspaceSize, aclOpExecutor *executor, aclrtStream stream);
+#endif
+
 #ifdef __cplusplus
 }
 #endif

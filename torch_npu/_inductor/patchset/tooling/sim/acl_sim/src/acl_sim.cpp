@@ -2515,5 +2515,21 @@ int stream_device(aclrtStream stream) {
 }
 
 int thread_device() { return t_device; }
+
+bool model_id(aclmdlRI model, uint64_t *id) {
+  auto *m = static_cast<Model *>(model);
+  bool known;
+  {
+    std::lock_guard<std::mutex> g(g_model_mu);
+    known = models().count(m) != 0;
+  }
+  std::lock_guard<std::mutex> g(g_streams_mu);
+  for (auto it = streams().begin(); !known && it != streams().end(); ++it) {  // a model still being captured
+    std::lock_guard<std::mutex> l((*it)->mu);
+    known = (*it)->capture != nullptr && (*it)->capture->model == m;
+  }
+  if (known) *id = m->id;
+  return known;
+}
 }  // namespace internal
 }  // namespace acl_sim

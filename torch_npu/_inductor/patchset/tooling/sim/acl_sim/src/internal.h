@@ -37,6 +37,8 @@ aclError synchronize_event(aclrtEvent event);
 aclError stream_idle(aclrtStream stream, bool *idle);
 int stream_device(aclrtStream stream);
 int thread_device();
+// A captured model's id (also while it is being captured); false for an unknown handle.
+bool model_id(aclmdlRI model, uint64_t *id);
 
 }  // namespace internal
 }  // namespace acl_sim
