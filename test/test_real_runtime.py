@@ -25,6 +25,7 @@ import importlib.metadata
 import json
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -233,6 +234,20 @@ def test_the_launcher_before_issue_31_writes_memory_torch_npu_freed(release):
 def test_scenario_is_clean_with_the_patched_launcher(name):
     out = scenario(name)
     assert out["ok"] and out["host_error_kinds"] == {}, (out["host_error_kinds"], out["problems"])
+
+
+@pytest.mark.parametrize("release", SCENARIO_RELEASES)
+def test_a_self_wait_is_stopped_by_the_timeout_and_reported(release):
+    """The child holds torch_npu's queue and synchronises, which waits for that queue: its watchdog stops it,
+    says where every thread waited, and the run ends within its timeout (CI never hangs)."""
+    built = rr.build(_fetched(release))
+    started = time.monotonic()
+    res = rr.run_child(release, {"so": str(built.shared_object), "host_library": rr.HOST_LIBRARY, "launchers": [],
+                                 "mode": "self-wait"}, timeout=25)
+    assert time.monotonic() - started < 25
+    assert res["timed_out"] and res["exit_code"] == 3 and not res["done"], res
+    assert "synchronize" in res["stacks"]
+    assert rr.child_failure(res).startswith("stopped by its timeout after: torch_npu's queue held")
 
 
 # ---- the command line -------------------------------------------------------------------------------

@@ -149,6 +149,10 @@ def main() -> None:
     step("launchers loaded")
     if SPEC["mode"] == "samples":
         run_samples(torch, so)
+    elif SPEC["mode"] == "self-wait":  # the watchdog's own check: a wait that never ends
+        so.gate_close()
+        step("torch_npu's queue held; synchronising waits for it")
+        torch.npu.synchronize()
     else:
         run_scenario(torch, so)
     RESULT["done"] = True
