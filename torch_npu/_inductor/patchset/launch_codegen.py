@@ -117,15 +117,9 @@ def own_args_bytes(kernel_args: Iterable[KernelArg]) -> int:
 
 
 def c_string(text: str) -> str:
-    out = []
-    for ch in text:
-        if ch in '"\\':
-            out.append("\\" + ch)
-        elif 32 <= ord(ch) < 127:
-            out.append(ch)
-        else:
-            out.append("".join(f"\\{b:03o}" for b in ch.encode()))
-    return '"' + "".join(out) + '"'
+    escaped = ("\\" + ch if ch in '"\\' else ch if 32 <= ord(ch) < 127 else "".join(f"\\{b:03o}" for b in ch.encode())
+               for ch in text)
+    return '"' + "".join(escaped) + '"'
 
 
 def int64_literal(value: int) -> str:
@@ -163,20 +157,14 @@ class ResourceCode:
 
 
 def resource_code(plan: SyncPlan, site: LaunchSite = LaunchSite()) -> ResourceCode:
-    """What one launch needs, by place (none at all for SIMT-only kernels).
-
-    ``before`` may throw on the calling thread (overflowing sizes, the
-    allocator's out-of-memory error, the kernel named); ``in_lambda`` returns
-    a failed fill's ACL code from the lambda, before anything is launched.
-    """
+    """What one launch needs, by place (none at all for SIMT-only kernels). ``before`` may throw on the
+    calling thread (overflowing sizes, the allocator's out-of-memory error, the kernel named); ``in_lambda``
+    returns a failed fill's ACL code from the lambda, before anything is launched."""
     if site.simt(plan):
         return ResourceCode([], [], [])
     if not plan.needs_resources:
-        return ResourceCode([], [
-            f"// {MARKER}: this kernel needs no workspace and no sync locks.",
-            "void* sync_block_lock = nullptr;",
-            "void* workspace_addr = nullptr;",
-        ], [])
+        return ResourceCode([], [f"// {MARKER}: this kernel needs no workspace and no sync locks.",
+                                 "void* sync_block_lock = nullptr;", "void* workspace_addr = nullptr;"], [])
     p = site.prefix
     g0, g1, g2 = site.grid
     before = _comment(plan, site)
@@ -197,21 +185,14 @@ def resource_code(plan: SyncPlan, site: LaunchSite = LaunchSite()) -> ResourceCo
         before.append(f"{p}locks.init_value = {int64_literal(plan.lock_init_value)};")
     workspace = plan.workspace_per_block if plan.needs_workspace else 0
     kernel = c_string(plan.kernel)
-    before += [
-        f"{HELPER_NAMESPACE}::LaunchMemory {p}memory({kernel}, {site.stream},",
-        f"    {g0}, {g1}, {g2}, {p}block_num, UINT64_C({workspace}), {p}locks);",
-        f"const {HELPER_NAMESPACE}::LaunchRegions {p}regions = {p}memory.regions();  // what the lambda copies",
-    ]
+    before += [f"{HELPER_NAMESPACE}::LaunchMemory {p}memory({kernel}, {site.stream},",
+               f"    {g0}, {g1}, {g2}, {p}block_num, UINT64_C({workspace}), {p}locks);",
+               f"const {HELPER_NAMESPACE}::LaunchRegions {p}regions = {p}memory.regions();  // what the lambda copies"]
     in_lambda = [f"const {HELPER_NAMESPACE}::LaunchDone {p}done{{{p}regions.done}};  // marks the block done as the lambda returns"]
     if plan.needs_locks:
-        in_lambda += [
-            f"aclError {p}status = {p}regions.write_locks({kernel}, {site.stream});",
-            f"if ({p}status != ACL_SUCCESS) return {p}status;  // logged by the helper",
-        ]
-    in_lambda += [
-        f"void* sync_block_lock = {p}regions.locks;",
-        f"void* workspace_addr = {p}regions.workspace;",
-    ]
+        in_lambda += [f"aclError {p}status = {p}regions.write_locks({kernel}, {site.stream});",
+                      f"if ({p}status != ACL_SUCCESS) return {p}status;  // logged by the helper"]
+    in_lambda += [f"void* sync_block_lock = {p}regions.locks;", f"void* workspace_addr = {p}regions.workspace;"]
     after = [f"{p}memory.release_after_lambda();  // held until the lambda is done, given back now or at a later launch"]
     return ResourceCode(before, in_lambda, after)
 

@@ -43,11 +43,10 @@ INT64_MIN = -(1 << 63)
 INT64_MAX = (1 << 63) - 1
 _U32 = (1 << 32) - 1
 SLOTS_PER_CACHE_LINE = 8  # int64 slots in one 64-byte cache line
-#: The most byte fills an init value may take per launch. The helper writes lock content with byte
-#: fills only (stream-ordered, legal while capturing): an init value that is one repeated byte
-#: (0, the value BiSheng always reports, or -1) takes the region's one fill, any other value one
-#: fill per run of equal non-zero bytes in every slot. Only an init value no known compiler reports
-#: goes past this bound; it is rejected here, where the launcher is generated.
+#: The most byte fills an init value may take per launch. The helper writes lock content with byte fills only
+#: (stream-ordered, legal while capturing): an init value that is one repeated byte (0, the value BiSheng always
+#: reports, or -1) takes the region's one fill, any other value one fill per run of equal non-zero bytes in every
+#: slot. Only an init value no known compiler reports goes past this bound; rejected here, at codegen.
 MAX_INIT_VALUE_FILLS = 64
 
 LAYOUT_NONE = "none"
@@ -82,9 +81,7 @@ def _one_byte(value: int) -> bool:
 
 
 def _field(metadata: Any, name: str) -> Any:
-    if isinstance(metadata, Mapping):
-        return metadata.get(name, _MISSING)
-    return getattr(metadata, name, _MISSING)
+    return metadata.get(name, _MISSING) if isinstance(metadata, Mapping) else getattr(metadata, name, _MISSING)
 
 
 def _absent(value: Any) -> bool:
@@ -113,9 +110,7 @@ def _as_int(kernel: str, name: str, value: Any, lo: int, hi: int) -> int:
 def _as_flag(kernel: str, name: str, value: Any) -> bool:
     if _absent(value):
         return False
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, int) and value in (0, 1):
+    if isinstance(value, int) and value in (0, 1):  # bools included
         return bool(value)
     raise ValueError(f"kernel {kernel!r}: metadata field {name}={value!r} is not a boolean")
 
@@ -134,22 +129,16 @@ def mix_mode_kind(mix_mode: str) -> str:
     norm = mix_mode.lower().strip("_")
     if not norm:
         return ""
-    if norm.startswith("aiv"):
-        return "vector"
-    if norm.startswith("aic"):
-        return "cube"
-    if norm.startswith("mix"):
-        return "mix"
-    return "unknown"
+    return next((kind for prefix, kind in (("aiv", "vector"), ("aic", "cube"), ("mix", "mix"))
+                 if norm.startswith(prefix)), "unknown")
 
 
 @dataclasses.dataclass(frozen=True)
 class SyncPlan:
-    """What one kernel needs per launch. Plain-typed and immutable.
+    """What one kernel needs per launch, plain-typed and immutable; the sizes that depend on the launch
+    (grid, clamped block count) are computed by the C++ helper at run time.
 
-    Sizes that depend on the launch (grid, clamped block count) are computed
-    by the C++ helper at run time; :meth:`lock_bytes` and
-    :meth:`workspace_bytes` give the same numbers for display.
+    :meth:`lock_bytes` and :meth:`workspace_bytes` give the same numbers for display.
     """
 
     kernel: str
@@ -181,13 +170,11 @@ class SyncPlan:
         packed = self.ordered_locks > 0 or self.unordered_locks > 0
         expected = LAYOUT_PACKED if packed else LAYOUT_LEGACY if legacy else LAYOUT_NONE
         if (legacy and packed) or self.lock_layout != expected:
-            raise ValueError(
-                f"kernel {k!r}: plan field lock_layout={self.lock_layout!r} does not match its counts "
-                f"(legacy_slots={self.legacy_slots}, ordered={self.ordered_locks}, unordered={self.unordered_locks})"
-            )
-        for name in ("simt_only",):
-            if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"kernel {k!r}: plan field {name}={getattr(self, name)!r} is not a bool")
+            raise ValueError(f"kernel {k!r}: plan field lock_layout={self.lock_layout!r} does not match its counts "
+                             f"(legacy_slots={self.legacy_slots}, ordered={self.ordered_locks}, "
+                             f"unordered={self.unordered_locks})")
+        if not isinstance(self.simt_only, bool):
+            raise ValueError(f"kernel {k!r}: plan field simt_only={self.simt_only!r} is not a bool")
         if not isinstance(self.mix_mode, str) or not isinstance(self.lock_source, str):
             raise ValueError(f"kernel {k!r}: plan fields mix_mode and lock_source must be strings")
         fills = self.init_value_fills()
@@ -198,7 +185,6 @@ class SyncPlan:
                 f"bytes; at most {MAX_INIT_VALUE_FILLS}): no known compiler reports such a value (BiSheng reports 0)"
             )
 
-    # -- what the launch needs -------------------------------------------------
     @property
     def needs_locks(self) -> bool:
         return not self.simt_only and self.lock_layout != LAYOUT_NONE
@@ -330,11 +316,10 @@ class SyncPlan:
 
 
 def plan_from_metadata(metadata: Any, kernel: str | None = None) -> SyncPlan:
-    """Validate a compiled kernel's metadata (object or dict) into a :class:`SyncPlan`.
+    """Validate a compiled kernel's metadata (object or dict) into a :class:`SyncPlan`; ``ValueError``
+    naming kernel (``kernel``, default the metadata's ``name``), field and value if a value is unusable.
 
-    ``kernel`` names the kernel in errors (default: the metadata's ``name``).
-    Raises ``ValueError`` naming kernel, field and value for negative,
-    non-integer (``bool`` included), int64-overflowing or contradictory values.
+    Unusable: negative, non-integer (``bool`` included), int64-overflowing or contradictory.
     """
     if kernel is None:
         name = _field(metadata, "name")
@@ -347,13 +332,9 @@ def plan_from_metadata(metadata: Any, kernel: str | None = None) -> SyncPlan:
 
     init = _agreed(k, metadata, _INIT_NAMES, lambda n, v: _as_int(k, n, v, INT64_MIN, INT64_MAX), 0)
 
-    mix_mode_raw = _field(metadata, "mix_mode")
-    if _absent(mix_mode_raw):
-        mix_mode = ""
-    elif isinstance(mix_mode_raw, str):
-        mix_mode = mix_mode_raw
-    else:
-        raise ValueError(f"kernel {k!r}: metadata field mix_mode={mix_mode_raw!r} is not a string")
+    mix_mode = "" if _absent(_field(metadata, "mix_mode")) else _field(metadata, "mix_mode")
+    if not isinstance(mix_mode, str):
+        raise ValueError(f"kernel {k!r}: metadata field mix_mode={mix_mode!r} is not a string")
     auto_tile = _as_flag(k, "auto_tile_and_bind_subblock", _field(metadata, "auto_tile_and_bind_subblock"))
     simt_only = _agreed(k, metadata, SIMT_FLAGS, lambda n, v: _as_flag(k, n, v), False)
 
@@ -363,19 +344,15 @@ def plan_from_metadata(metadata: Any, kernel: str | None = None) -> SyncPlan:
         # torch_npu 2.7.1.post11 also stores max(lock_num, layout) as lock_num,
         # a "has locks" marker: equal values are that marker, not a conflict.
         if lock_num and lock_num != layout:
-            raise ValueError(
-                f"kernel {k!r}: metadata fields conflict: sync_block_lock_layout={layout} and lock_num={lock_num}; "
-                f"cannot tell which lock layout the kernel was compiled for"
-            )
+            raise ValueError(f"kernel {k!r}: metadata fields conflict: sync_block_lock_layout={layout} and "
+                             f"lock_num={lock_num}; cannot tell which lock layout the kernel was compiled for")
         ordered, unordered = layout & _U32, layout >> 32
         source = f"sync_block_lock_layout={layout:#x} (low 32 bits ordered, high 32 bits unordered)"
     elif lock_num >= 1 << 32:
         ordered, unordered = lock_num & _U32, lock_num >> 32
-        source = (
-            f"lock_num={lock_num}, which is >= 2**32 and so cannot be a slot count: read as the packed "
-            f"sync_block_lock_layout encoding ({ordered} ordered, {unordered} unordered), not as a "
-            f"{lock_num * 8}-byte request"
-        )
+        source = (f"lock_num={lock_num}, which is >= 2**32 and so cannot be a slot count: read as the packed "
+                  f"sync_block_lock_layout encoding ({ordered} ordered, {unordered} unordered), not as a "
+                  f"{lock_num * 8}-byte request")
     elif lock_num:
         legacy_slots = lock_num
         source = f"lock_num={lock_num} (legacy int64 slot count)"
@@ -386,27 +363,15 @@ def plan_from_metadata(metadata: Any, kernel: str | None = None) -> SyncPlan:
     if unordered:
         kind = mix_mode_kind(mix_mode)
         if kind == "unknown" and auto_tile:
-            raise ValueError(
-                f"kernel {k!r}: metadata field mix_mode={mix_mode!r} is not one of triton-ascend's "
-                f"'aiv', 'aic', 'mix'; the unordered locks' participant count depends on it"
-            )
+            raise ValueError(f"kernel {k!r}: metadata field mix_mode={mix_mode!r} is not one of triton-ascend's "
+                             f"'aiv', 'aic', 'mix'; the unordered locks' participant count depends on it")
         if kind == "mix" and auto_tile:
             factor = 2
 
     lock_layout = LAYOUT_PACKED if (ordered or unordered) else LAYOUT_LEGACY if legacy_slots else LAYOUT_NONE
-    return SyncPlan(
-        kernel=k,
-        workspace_per_block=workspace,
-        lock_layout=lock_layout,
-        legacy_slots=legacy_slots,
-        ordered_locks=ordered,
-        unordered_locks=unordered,
-        participant_factor=factor,
-        lock_init_value=init,
-        simt_only=simt_only,
-        mix_mode=mix_mode,
-        lock_source=source,
-    )
+    return SyncPlan(kernel=k, workspace_per_block=workspace, lock_layout=lock_layout, legacy_slots=legacy_slots,
+                    ordered_locks=ordered, unordered_locks=unordered, participant_factor=factor, lock_init_value=init,
+                    simt_only=simt_only, mix_mode=mix_mode, lock_source=source)
 
 
 def plan_from_params(params: Mapping[str, Any], kernel: str) -> SyncPlan:

@@ -309,7 +309,6 @@ def edit_heuristics(src: Source, layout: str) -> None:
 # ---- Flex Attention backward grid --------------------------------------------------------------------
 _GRID = '''
 
-
 @SymbolicGridFn
 def _npu_flex_attention_backward_grid(
         batch_size, q_heads, num_queries, d_model, kv_heads, num_key_value, meta, *, cdiv):

@@ -33,9 +33,6 @@ _ROOTS = (
     (launch_plan, ("plan_from_metadata",)),
     (launch_codegen, ("resource_code", "LaunchSite", "HELPER_HEADER", "HELPER_PARTS")),
 )
-#: Methods kept although nothing kept calls them: SyncPlan's docstring names them, and the added
-#: test checks the sizes with them.
-_KEPT_METHODS = {"lock_bytes", "workspace_bytes"}
 
 _HEADER = '''\
 """Workspace and sync-block lock memory for Triton kernels launched from the C++ wrapper.
@@ -178,7 +175,6 @@ def module_text() -> str:
     """The module, from the current ``launch_plan.py`` / ``launch_codegen.py``."""
     plan_src, codegen_src = (Path(mod.__file__).read_text() for mod, _ in _ROOTS)
     api_names, api_attrs = _used(ast.parse(_API))
-    api_attrs |= _KEPT_METHODS
     plan_defined = {name for node in ast.parse(plan_src).body for name in _defined_names(node)}
     # launch_codegen's names that come from launch_plan are roots there; the attributes each side
     # uses decide which of the other's methods stay.
@@ -222,13 +218,19 @@ def _start(lines: list[str], node: ast.stmt) -> int:
 
 def _with_comments(source: str, node: ast.stmt, kept_methods: set) -> str:
     """The statement's text, with the comment lines right above it (``#:`` notes); a class without
-    the methods not in ``kept_methods`` (each with its decorators and comments)."""
+    the methods not in ``kept_methods`` (each with its decorators and comments); of each docstring
+    the first paragraph (the module's reader gets what a definition does, this project the rest)."""
     lines = source.splitlines()
     start = _start(lines, node)
     dropped = set()
     for m in _methods(node):
         if id(m) not in kept_methods:
             dropped.update(range(_start(lines, m), m.end_lineno))
+    for doc in _docstrings(node, kept_methods):  # first paragraph only: the full text is in this project
+        blank = next((i for i in range(doc.lineno, doc.end_lineno) if not lines[i].strip()), None)
+        if blank is not None and lines[doc.end_lineno - 1].strip() == '"""':
+            lines[blank - 1] += '"""'
+            dropped.update(range(blank, doc.end_lineno))
     out = []
     for i in range(start, node.end_lineno):
         if i in dropped or (not lines[i].strip() and (not out or not out[-1].strip())):
@@ -237,3 +239,10 @@ def _with_comments(source: str, node: ast.stmt, kept_methods: set) -> str:
     while out and not out[-1].strip():
         out.pop()
     return "\n".join(out)
+
+
+def _docstrings(node: ast.stmt, kept_methods: set) -> list:
+    """The docstring expressions of a kept definition and of its kept methods."""
+    owners = [node] + [m for m in _methods(node) if id(m) in kept_methods]
+    return [o.body[0] for o in owners if isinstance(o, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+            and ast.get_docstring(o) is not None]
