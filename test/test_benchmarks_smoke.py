@@ -63,7 +63,7 @@ def test_emit_launchers_uses_launch_codegen(tmp_path):
     header = tmp_path / "gen.h"
     subprocess.run([sys.executable, str(SCRIPT), "--emit-launchers", str(header)], check=True, timeout=120)
     text = header.read_text()
-    assert "torch_npu::inductor::LaunchMemory npu_sync_memory(" in text and "npu_sync_memory.release_after_lambda();" in text
+    assert "torch_npu::inductor::LaunchMemory npu_sync_memory(" in text and "npu_sync_memory.release_when_finished();" in text
     assert "launchKernel(launch_call" in text and "RunOpApiV2" in text  # through torch_npu's queue
     assert "npu-sync-resources" in text  # launch_codegen's marker
     assert "kLayouts" in text and "call_bench_null" in text

@@ -42,11 +42,11 @@ REQUIRED_CTESTS = {
     "test_regions.no_locks_no_workspace_takes_nothing",
     "test_regions.ffts_address_and_argument_order_decoded",
     # ordering: the block back right after the queue call, reused only by the same stream
-    "test_ordering.back_to_back_launches_on_one_stream_reuse_the_block_safely",
+    "test_ordering.back_to_back_launches_on_one_stream_get_another_block_while_the_first_runs",
     "test_ordering.block_is_reused_only_by_the_same_stream",
     "test_ordering.concurrent_streams_do_not_overlap",
     "test_ordering.paused_queue_n_launches_held_until_their_lambdas_ran",
-    "test_ordering.a_block_is_held_until_its_lambda_is_done",
+    "test_ordering.a_block_is_held_until_its_kernel_has_finished",
     "test_ordering.out_of_memory_gives_done_blocks_back_and_asks_again",
     # errors: on the calling thread (sizes, the allocator), or in the lambda (a fill)
     "test_errors.workspace_size_overflow_throws_on_calling_thread_naming_the_kernel",
@@ -208,7 +208,7 @@ int main() {
   struct { void* lock; void* ws; int32_t g[3]; } args{r.locks, r.workspace, {3, 1, 1}};
   if (aclrtLaunchKernelWithHostArgs(h, 3, s, nullptr, &args, sizeof args, nullptr, 0) != ACL_SUCCESS) return 3;
   const uint64_t id = acl_sim::last_launch_id();
-  m.release_after_lambda();
+  m.release_when_finished();
   aclrtSynchronizeStream(s);
   acl_sim::ProbeRecord rec;
   if (!acl_sim::probe_record(id, &rec)) return 4;
@@ -286,9 +286,9 @@ def _owner_in_lambda(body: list[str], i: int) -> list[str]:
     text = "\n".join(body)
     text = text.replace(f"torch_npu::inductor::LaunchMemory {p}memory(",
                         f"auto {p}owner = std::make_shared<torch_npu::inductor::LaunchMemory>(")
-    for field in ("write_locks(", "locks;", "workspace;", "done}"):
+    for field in ("write_locks(", "locks;", "workspace;", "held,"):
         text = text.replace(f"{p}regions.{field}", f"{p}owner->regions().{field}")
-    out = [ln for ln in text.splitlines() if f"{p}memory.release_after_lambda();" not in ln and f"{p}regions = " not in ln]
+    out = [ln for ln in text.splitlines() if f"{p}memory.release_when_finished();" not in ln and f"{p}regions = " not in ln]
     assert f"{p}owner->regions().locks" in "\n".join(out)
     return out
 
@@ -297,8 +297,8 @@ def _release_once_queued(body: list[str], i: int) -> list[str]:
     """Mutant (issue 31's defect): the calling thread marks the launch done itself once the queue call
     returned, so its block goes back while the lambda may still wait in the queue."""
     p = f"npu_sync{i}_"
-    mark = f"if ({p}regions.done != nullptr) {{ {p}regions.done->store(true); }}"
-    out = [ln.replace(f"{p}memory.release_after_lambda();", f"{mark} {p}memory.release_after_lambda();")
+    mark = f"if ({p}regions.held != nullptr) {{ {p}regions.held->state.store(torch_npu::inductor::Held::ran); }}"
+    out = [ln.replace(f"{p}memory.release_when_finished();", f"{mark} {p}memory.release_when_finished();")
            for ln in body]
     assert out != body
     return out
@@ -314,8 +314,8 @@ def wrapper_source(variant: str) -> str:
     elif variant == "release-once-queued":
         bodies = [_release_once_queued(b, i) for i, b in enumerate(bodies)]
     elif variant == "release-at-end":
-        releases = [ln for b in bodies for ln in b if "memory.release_after_lambda();" in ln]
-        bodies = [[ln for ln in b if "memory.release_after_lambda();" not in ln] for b in bodies]
+        releases = [ln for b in bodies for ln in b if "memory.release_when_finished();" in ln]
+        bodies = [[ln for ln in b if "memory.release_when_finished();" not in ln] for b in bodies]
         assert len(releases) == LAUNCHES_IN_WRAPPER
     else:
         assert variant == "generated"
@@ -363,7 +363,11 @@ int main() {
   next_launch_releases();
   const acl_sim::Counters queued = acl_sim::counters();
   acl_sim::set_task_queue_enabled(false);
+  // Each kernel finishes before the next launch's own allocation (the stream synchronised as each starts): a
+  // later launch can then give the block back, unless the wrapper still holds it.
+  for (uint64_t n = 1; n <= 64; ++n) acl_sim::on_call("raw_alloc_with_stream", n, [s] { aclrtSynchronizeStream(s); });
   const acl_sim::Counters inline_during = run_wrapper(h, buf, s, false);
+  acl_sim::clear_faults();
   const acl_sim::Counters inline_ = acl_sim::counters();
   acl_sim::set_task_queue_enabled(true);
   int clean = 0;
@@ -396,8 +400,9 @@ def launch_block_profile(variant: str) -> dict:
 
 def held_until_done_given_back_by_calling_threads(profile: dict) -> list[str]:
     """Issue 31: no block goes back while its lambda may still wait in torch_npu's queue; what is held is
-    bounded by the launches in flight (with the task queue off, one block at a time); blocks go back on
-    calling threads, never on torch_npu's queue thread (issue 22)."""
+    bounded by the launches in flight (with the task queue off and each kernel finished before the next
+    launch's allocation, at most two blocks: the previous launch's, given back by the one after it, and
+    its own); blocks go back on calling threads, never on torch_npu's queue thread (issue 22)."""
     problems = []
     if profile["frees_while_queued"]:
         problems.append(f"{profile['frees_while_queued']} launch blocks freed while their lambdas were still queued")
@@ -405,9 +410,9 @@ def held_until_done_given_back_by_calling_threads(profile: dict) -> list[str]:
         problems.append(f"{profile['queued_peak_live_blocks']} blocks live at once and {profile['queued_frees']} given "
                         f"back for {LAUNCHES_IN_WRAPPER} queued launches (want at most and exactly "
                         f"{LAUNCHES_IN_WRAPPER})")
-    if profile["inline_peak_live_blocks"] != 1:
+    if profile["inline_peak_live_blocks"] > 2:
         problems.append(f"{profile['inline_peak_live_blocks']} launch blocks live at once with the task queue off "
-                        f"(want 1: each goes back once its lambda ran)")
+                        f"(want at most 2: each goes back at a later launch once its kernel finished)")
     if profile["queued_frees_on_queue_thread"] or profile["inline_frees_on_queue_thread"]:
         problems.append("launch blocks freed on the queue thread")
     return problems
@@ -424,7 +429,8 @@ def test_generated_wrapper_holds_blocks_until_their_lambdas_ran():
 
 @needs_cxx
 @pytest.mark.parametrize("mutant,caught_by", [
-    ("owner-in-lambda", "freed on the queue thread"),
+    # the lambda's copy of the owner lives as long as the wrapper's launch_call: held to the wrapper's end
+    ("owner-in-lambda", f"{LAUNCHES_IN_WRAPPER} launch blocks live at once with the task queue off"),
     ("release-at-end", f"{LAUNCHES_IN_WRAPPER} launch blocks live at once with the task queue off"),
     ("release-once-queued", f"{LAUNCHES_IN_WRAPPER} launch blocks freed while their lambdas were still queued"),
 ])

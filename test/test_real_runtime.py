@@ -44,13 +44,13 @@ CANNOT_RUN = {"2.14.1": ("2.14.0",)}.get(LEG, ())
 NULL_POINTERS, OWN_ALLOCATION = ("2.7.1.post6", "2.7.1.post10"), ("2.7.1.post11", "2.13.0")
 #: The mutants of the generated launcher, the TASK_QUEUE_ENABLE value that shows each, and what catches it.
 MUTANTS = {
-    "owner-in-lambda": ("1", "the block did not go back through the calling thread once its lambda was done"),
-    "never-done": ("1", "still allocated (its lambda never marked it done, or owns it)"),
+    "never-done": ("1", "still allocated (its lambda never marked it, or owns it)"),
     "release-at-end": ("0", "kept until the end of the wrapper function"),
     "quarter-workspace": ("1", "more than the"),  # ... -byte block torch_npu's caching allocator gave the launch
     "aliasing": ("1", "regions overlap"),
     "wrong-lock-content": ("1", "lock content at start"),
-    "release-once-queued": ("1", "the launch block went back to the allocator before its lambda ran"),
+    "release-once-ran": ("0", "the launch block went back to the allocator inside the call, before its kernel finished"),
+    "release-once-queued": ("1", "the launch block went back to the allocator inside the call, before its kernel finished"),
 }
 #: What each run covers: the patch set with every TASK_QUEUE_ENABLE value, each mutant, the release as shipped.
 PLAN = {"patched": rr.QUEUE_MODES, **{m: (q,) for m, (q, _) in MUTANTS.items()}, "upstream": ("1",)}
@@ -101,12 +101,16 @@ def test_patched_launchers_are_clean_on_the_releases_own_runtime(release):
                 assert launch["caching_allocator_calls"] == (1 if needs else 0), (row["sample"], launch)
                 assert launch["sync_copies"] == launch["device_synchronizations"] == launch["page_locked_allocations"] == 0
                 mem = launch["memory_allocated"]
-                assert mem["after"] == mem["before"]  # all given back once the lambda was done
-                if needs and q != "0":  # held while the lambda waits behind the gate, given back once it is done
-                    assert mem["while_queued"] == mem["at_wrapper_end"] > mem["before"]
-                    assert launch["block_freed_on"] == "calling thread, once its lambda was done"
-                    assert launch["blocks_given_back_after"] == 1
-                else:  # nothing needed, or the lambda ran inside the call: nothing held after it
+                assert mem["after"] == mem["before"]  # all given back once the kernel had finished
+                if needs:  # held after the call (the lambda queued, or the kernel pending), given back once finished
+                    assert mem["while_queued"] > mem["before"]
+                    # with the queue off the kernel finished (synchronised) before the wrapper ended: given back then
+                    assert mem["at_wrapper_end"] == (mem["before"] if q == "0" else mem["while_queued"])
+                    assert launch["block_freed_on"] == "calling thread, once its kernel had finished"
+                    # with the queue off, by the caller's next launch before the wrapper ends; else after the sync
+                    assert (launch["blocks_given_back_before_wrapper_end"], launch["blocks_given_back_after"]) == \
+                        ((1, 0) if q == "0" else (None, 1))
+                else:  # nothing needed: nothing held
                     assert mem["while_queued"] == mem["before"] and launch["blocks_given_back_after"] == 0
                 if needs:  # the probe found the memory it needs, where it needs it
                     assert launch["lock_bytes"] >= launch["promised_lock_bytes"]
@@ -177,7 +181,7 @@ def test_mutants_the_simulation_catches_are_caught_on_the_real_runtime(release, 
     launches = rows["both"]["runs"][queue]["launches"]
     assert not rows["both"]["ok"] and all(any(caught_by in p for p in x["problems"]) for x in launches), \
         _problems(rows["both"])
-    if mutant in ("owner-in-lambda", "never-done", "release-at-end", "release-once-queued"):
+    if mutant in ("never-done", "release-at-end", "release-once-ran", "release-once-queued"):
         # These give the kernel what it needs: only where the block goes is wrong.
         assert all(not x["regions_overlap"] and x["host_errors"] == [] for x in launches)
 
@@ -223,13 +227,16 @@ def test_the_launcher_before_issue_31_writes_memory_torch_npu_freed(release):
     assert any("use after free" in e for e in out["host_errors"])
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "issue 31, measured on torch_npu 2.7.1.post10's and 2.13.0's own runtimes: the block is held until its lambda is done, but "
-    "the lambda is done once it has queued its kernel on the device stream; a block given back then, while its "
-    "kernel is still pending, is freed by another thread's empty_cache or out-of-memory retry, whose device "
-    "synchronisation came before that kernel was queued (CANN's aclrtFree does not wait for the tasks using the "
-    "memory): 9-41 of 180 kernels wrote freed memory. A lambda that returns only once its kernel completed "
-    "(aclrtSynchronizeStream in it, an experiment) ran 180 of 180 clean."))
+@pytest.mark.parametrize("release", SCENARIO_RELEASES)
+def test_a_block_given_back_once_its_lambda_ran_is_freed_under_its_kernel(release):
+    """The block given back once its lambda ran (release-once-ran, the launcher of 578384d): the lambda has only
+    queued its kernel on the device stream; another thread's empty_cache, whose device synchronisation came
+    before that kernel was queued, frees the block with aclrtFree (which does not wait for device work) while
+    the kernel is still pending, and the kernel writes freed memory."""
+    out = scenario("threads-empty-cache", "release-once-ran")
+    assert not out["ok"] and out["host_error_kinds"].get("use-after-free", 0) > 0, out
+
+
 @pytest.mark.parametrize("name", list(rr.SCENARIOS) if REFERENCE else [])
 def test_scenario_is_clean_with_the_patched_launcher(name):
     out = scenario(name)

@@ -55,7 +55,7 @@ static inline void call_triton_red_fused_sum_1(const in_ptr0_type_& in_ptr0, int
         uint32_t ffts_len;
         ret = rtGetC2cCtrlAddr((uint64_t*)&ffts_addr, &ffts_len);
         if (ret != RT_ERROR_NONE) return ret;
-        const torch_npu::inductor::LaunchDone npu_sync_done{npu_sync_regions.done};  // marks the block done as the lambda returns
+        const torch_npu::inductor::LaunchDone npu_sync_done{npu_sync_regions.held, stream_};  // as the lambda returns: the block's event recorded after the launch
         aclError npu_sync_status = npu_sync_regions.write_locks("triton_red_fused_sum_1", stream_);
         if (npu_sync_status != ACL_SUCCESS) return npu_sync_status;
         void* sync_block_lock = npu_sync_regions.locks;
@@ -66,15 +66,15 @@ static inline void call_triton_red_fused_sum_1(const in_ptr0_type_& in_ptr0, int
     };
 
     launchKernel(launch_call_0, "triton_red_fused_sum_1");
-    npu_sync_memory.release_after_lambda();  // held until the lambda is done, given back now or at a later launch
+    npu_sync_memory.release_when_finished();  // held until its kernel finished, given back by a later launch
 }
 """
 
 LAMBDA_START = "    auto launch_call = [=]() -> aclError {\n        aclError ret = ACL_SUCCESS;\n"
-RELEASE = ("    npu_sync_memory.release_after_lambda();  // held until the lambda is done, given back now or at a "
+RELEASE = ("    npu_sync_memory.release_when_finished();  // held until its kernel finished, given back by a "
            "later launch\n")
-DONE = ("        const torch_npu::inductor::LaunchDone npu_sync_done{npu_sync_regions.done};  // marks the block done "
-        "as the lambda returns\n")
+DONE = ("        const torch_npu::inductor::LaunchDone npu_sync_done{npu_sync_regions.held, stream_};  // as the lambda "
+        "returns: the block's event recorded after the launch\n")
 MEMORY = ('    torch_npu::inductor::LaunchMemory npu_sync_memory("triton_tem_fused_mm_1", stream_,\n'
           "        grid_0, grid_1, grid_2, npu_sync_block_num, UINT64_C(64), npu_sync_locks);\n")
 #: The shapes issue 22 forbids, each made from the good launcher, and what the read-back says.
@@ -96,13 +96,13 @@ MUTATIONS = {
         "the launch lambda names the owning npu_sync_memory"),
     "released later than right after the launch": (
         lambda s: s.replace(RELEASE, "    other_work(stream_);\n" + RELEASE),
-        "the statement right after launchKernel(...) is not npu_sync_memory.release_after_lambda();"),
+        "the statement right after launchKernel(...) is not npu_sync_memory.release_when_finished();"),
     "released only by the destructor": (
         lambda s: s.replace(RELEASE, ""),
-        "the statement right after launchKernel(...) is not npu_sync_memory.release_after_lambda();"),
+        "the statement right after launchKernel(...) is not npu_sync_memory.release_when_finished();"),
     "released once queued (issue 31)": (
         lambda s: s.replace(RELEASE, "    npu_sync_memory.release();\n"),
-        "the statement right after launchKernel(...) is not npu_sync_memory.release_after_lambda();"),
+        "the statement right after launchKernel(...) is not npu_sync_memory.release_when_finished();"),
     "a lambda that never marks itself done": (
         lambda s: s.replace(DONE, ""),
         "the launch lambda does not mark itself done with one torch_npu::inductor::LaunchDone"),
@@ -176,7 +176,7 @@ def test_wrapper_without_launchers_fails_on_a_device():
 def test_codegen_check_reads_the_sample_launchers_back():
     detail, _ = st.check_codegen()
     assert detail.startswith("10 sample kernels: the 8 that need memory take it before the launch lambda and "
-                             "hold it until the lambda is done (LaunchDone, release_after_lambda after launchKernel)")
+                             "hold it until the lambda is done (LaunchDone, release_when_finished after launchKernel)")
 
 
 # ---- values against eager ------------------------------------------------------------------------------------

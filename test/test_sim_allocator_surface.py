@@ -31,10 +31,13 @@ STAND_IN = (ROOT / "torch_npu" / "_inductor" / "patchset" / "tooling" / "sim" / 
             / "core" / "npu" / "NPUCachingAllocator.h")
 REAL_HEADER = "torch_npu/include/torch_npu/csrc/core/npu/NPUCachingAllocator.h"
 ALLOCATOR_SYMBOL = "_ZN7c10_npu19NPUCachingAllocator9allocatorE"
-USED_BY_THE_HELPER = {"raw_alloc_with_stream", "raw_delete"}
-#: What b45157f's helper (memory inside the launch lambda) uses besides: the stand-in keeps it so that
+#: ``get()`` gives the allocator object, whose virtual ``hasCapturesUnderway`` (from 2.7.1.post6) the helper asks
+#: through a detection that falls back where the member is absent.
+USED_BY_THE_HELPER = {"raw_alloc_with_stream", "raw_delete", "get"}
+#: What b45157f's helper (memory inside the launch lambda) uses: the stand-in keeps it so that
 #: `launcher --scenario NAME --helper DIR` and the benchmark's --baseline-helper still build that helper.
-USED_BY_THE_HELPER_OF_B45157F = USED_BY_THE_HELPER | {"hasCapturesUnderway"}
+USED_BY_THE_HELPER_OF_B45157F = {"raw_alloc_with_stream", "raw_delete", "hasCapturesUnderway"}
+VIRTUAL = "virtual bool hasCapturesUnderway(c10::DeviceIndex device)"
 HELPER_DIR = ROOT / "torch_npu" / "_inductor" / "patchset" / "csrc"
 #: Missing from the oldest releases (2.7.1, 2.7.1.post2); the helper falls back where it is absent, and
 #: test_real_artifacts.py builds it against those releases to prove it.
@@ -91,14 +94,16 @@ def exports_of(whl: Path) -> set[str]:
 
 
 def test_stand_in_defines_what_the_helpers_use():
-    assert set(inline_functions(STAND_IN.read_text())) == USED_BY_THE_HELPER_OF_B45157F
+    text = STAND_IN.read_text()
+    assert set(inline_functions(text)) == USED_BY_THE_HELPER | USED_BY_THE_HELPER_OF_B45157F
+    assert _norm(VIRTUAL) in _norm(_COMMENT.sub(" ", text))
 
 
 def _caching_allocator_calls(text: str) -> set[str]:
     return set(re.findall(r"NPUCachingAllocator::(\w+)\s*\(", _COMMENT.sub(" ", text)))
 
 
-def test_the_helper_calls_only_raw_alloc_with_stream_and_raw_delete():
+def test_the_helper_calls_only_raw_alloc_with_stream_raw_delete_and_get():
     text = "".join(p.read_text() for p in sorted(HELPER_DIR.rglob("*.h")))
     assert _caching_allocator_calls(text) == USED_BY_THE_HELPER
 
@@ -135,6 +140,8 @@ def test_stand_in_matches_the_wheel(version):
             continue
         assert real.get(name) == proto, f"{whl.name}: stand-in `{proto}` vs real `{real.get(name)}`"
     assert re.search(r"extern\s+std::atomic<\s*NPUAllocator\s*\*\s*>\s+allocator\s*;", real_text), whl.name
+    if "hasCapturesUnderway" in real_text:  # the allocator's virtual, as the stand-in has it
+        assert _norm(VIRTUAL) in _norm(_COMMENT.sub(" ", real_text)), whl.name
     assert ALLOCATOR_SYMBOL in exports_of(whl), f"{whl.name}: libtorch_npu.so does not export the allocator pointer"
 
 

@@ -127,7 +127,7 @@ TEST_CASE(fill_failure_on_queue_thread_returns_its_code_with_one_log_line) {
   CHECK_EQ(logs.size(), 1u);
   CHECK_EQ(logs[0].message, std::string("npu_launch_resources: kernel 'triton_f': aclrtMemsetAsync of lock bytes "
                                         "[0, +16) failed: 507011"));
-  HeldBlocks::all().release_done();  // the failed lambda is done too: the next launch frees its block (or it went at once)
+  settle_held();  // the failed lambda is done too (its event recorded): the next launch frees its block
   const auto c = acl_sim::counters();
   CHECK_EQ(c.live_caching_allocations, 0u);
   CHECK_EQ(c.caching_frees_on_queue_threads, 0u);
@@ -143,10 +143,11 @@ TEST_CASE(a_later_fill_failure_stops_at_that_fill) {
   acl_sim::inject_fault("aclrtMemsetAsync", 3, 507899);
   LaunchMemory m("triton_late", s, 1, 1, 1, 1, 0, legacy(2, 0x1234));
   {
-    const LaunchDone done{m.regions().done};  // a failed fill is a way out of the lambda too
+    const LaunchDone done{m.regions().held, s};  // a failed fill is a way out of the lambda too
     CHECK_EQ(m.regions().write_locks("triton_late", s), 507899);
   }
-  m.release_after_lambda();
+  m.release_when_finished();
+  CHECK_EQ(settle_held(), 1u);  // what the next launch does first
   CHECK_EQ(acl_sim::counters().live_caching_allocations, 0u);
   CHECK_EQ(acl_sim::counters().memsets, 2u);
   auto logs = error_logs();

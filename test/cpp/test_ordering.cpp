@@ -10,7 +10,7 @@
 
 using namespace t;
 
-TEST_CASE(back_to_back_launches_on_one_stream_reuse_the_block_safely) {
+TEST_CASE(back_to_back_launches_on_one_stream_get_another_block_while_the_first_runs) {
   aclrtStream s = stream(0);
   const LockLayout la = legacy(8, 7), lb = packed(2, 0);
   aclrtFuncHandle ha = probe("first", 64, 16 * 4096, 300000);  // runs 300 ms
@@ -25,8 +25,8 @@ TEST_CASE(back_to_back_launches_on_one_stream_reuse_the_block_safely) {
   sync(s);
   CHECK(!first_done_when_second_issued);
   auto ra = record(a.id->load()), rb = record(b.id->load());
-  CHECK_EQ(ra.lock_ptr, rb.lock_ptr);  // the same block: only stream order keeps them apart
-  CHECK(ra.locks_unchanged);           // the second launch's fills ran after the first kernel
+  CHECK(ra.lock_ptr != rb.lock_ptr);  // the first block is held until its kernel has finished
+  CHECK(ra.locks_unchanged);
   CHECK(ra.workspace_written);         // intact at its end
   CHECK(ra.lock_slots_at_start == std::vector<int64_t>(8, 7));
   CHECK(rb.lock_slots_at_start == std::vector<int64_t>(16, 0));
@@ -37,8 +37,9 @@ TEST_CASE(block_is_reused_only_by_the_same_stream) {
   aclrtStream s1 = stream(1), s2 = stream(2);
   const LockLayout l = legacy(4, 11);
   aclrtFuncHandle slow = probe("slow", 32, 4 * 1024, 200000), fast = probe("fast", 32, 4 * 1024);
-  Launch a = generated_launch("slow", slow, s1, 4, 1, 1, 4, 1024, l);  // released: cached for s1
+  Launch a = generated_launch("slow", slow, s1, 4, 1, 1, 4, 1024, l);
   acl_sim::drain_task_queues();
+  sync(s1);  // its kernel finished: the next launch gives the block back, cached for s1
   Launch b = generated_launch("fast", fast, s2, 4, 1, 1, 4, 1024, l);  // same size, other stream
   acl_sim::drain_task_queues();
   const acl_sim::Extent ea = extent_of(a.regions.locks), eb = extent_of(b.regions.locks);
@@ -81,8 +82,7 @@ TEST_CASE(paused_queue_n_launches_held_until_their_lambdas_ran) {
   const LockLayout l = legacy(16, 0);
   aclrtFuncHandle h = probe("paused", 128, 8 * 512, 50);
   (void)helper_launch("paused", h, s, 8, 1, 1, 8, 512, l);  // warm: the stream's block exists
-  sync(s);
-  HeldBlocks::all().release_done();
+  settle_held();
   constexpr int N = 8;
   acl_sim::set_task_queues_paused(true);
   acl_sim::reset_counters();
@@ -115,45 +115,55 @@ TEST_CASE(paused_queue_n_launches_held_until_their_lambdas_ran) {
   CHECK_NO_SIM_ERRORS();
 }
 
-TEST_CASE(a_block_is_held_until_its_lambda_is_done) {
+TEST_CASE(a_block_is_held_until_its_kernel_has_finished) {
   const LockLayout l = legacy(2, 1);
-  HeldBlocks::all().release_done();
+  aclrtStream s = stream(0);
+  aclrtFuncHandle slow = probe("slow", 16, 64, 20000);  // 20 ms on the device
+  settle_held();
   acl_sim::reset_counters();
   {
-    LaunchMemory m("m", stream(0), 1, 1, 1, 1, 64, l);
+    LaunchMemory m("m", s, 1, 1, 1, 1, 64, l);
     const LaunchRegions regions = m.regions();
     CHECK_EQ(acl_sim::counters().live_caching_allocations, 1u);
-    m.release_after_lambda();  // its lambda has not run: held
-    m.release_after_lambda();
+    m.release_when_finished();  // its lambda has not run: held
+    m.release_when_finished();
     CHECK_EQ(acl_sim::counters().live_caching_allocations, 1u);
     CHECK_EQ(HeldBlocks::all().release_done(), 0u);
-    { const LaunchDone done{regions.done}; }  // the lambda returns
+    {  // the lambda: the kernel, then (as it returns) the block's event after it
+      const LaunchDone done{regions.held, s};
+      const int32_t grid[3] = {1, 1, 1};
+      launch(slow, s, regions.locks, regions.workspace, 1, grid);
+    }
+    CHECK_EQ(HeldBlocks::all().release_done(), 0u);  // the lambda ran; its kernel has not finished
+    sync(s);
     CHECK_EQ(acl_sim::counters().live_caching_allocations, 1u);  // only a calling thread gives it back
     CHECK(m.regions().locks != nullptr);  // the values stay
   }
   {
-    LaunchMemory m("m", stream(0), 1, 1, 1, 1, 64, l);  // the next launch gives the done one back first
+    LaunchMemory m("m", s, 1, 1, 1, 1, 64, l);  // the next launch gives the finished one back first
     CHECK_EQ(acl_sim::counters().caching_frees, 1u);
     CHECK_EQ(acl_sim::counters().live_caching_allocations, 1u);
-    const LaunchDone done{m.regions().done};  // never handed over explicitly: the destructor holds it
+    const LaunchDone done{m.regions().held, s};  // never handed over explicitly: the destructor hands it over
   }
+  CHECK_EQ(acl_sim::counters().live_caching_allocations, 1u);  // held until a later launch sees its event
+  CHECK_EQ(settle_held(), 1u);
   auto c = acl_sim::counters();
-  CHECK_EQ(c.live_caching_allocations, 0u);  // done before the destructor: given back at once
+  CHECK_EQ(c.live_caching_allocations, 0u);
   CHECK_EQ(c.caching_frees, 2u);
   CHECK_EQ(c.caching_frees_on_queue_threads, 0u);
 }
 
 // Device memory for two blocks, both held by launches whose lambdas still
 // wait in the queue. A third launch's request fails; the allocator's
-// out-of-memory retry drains the queue (their lambdas run and mark themselves
-// done) but cannot free held blocks, and throws. The helper then gives the
-// done blocks back and asks once more: the launch gets memory, no error.
+// out-of-memory retry synchronises the device (their lambdas run, their
+// kernels finish) but cannot free held blocks, and throws. The helper then
+// gives the finished blocks back and asks once more: the launch gets memory.
 TEST_CASE(out_of_memory_gives_done_blocks_back_and_asks_again) {
   aclrtStream s = stream(0);
   const LockLayout l = legacy(4, 0);
   const uint64_t ws = uint64_t(1) << 20;  // 4 MiB of workspace per launch
   aclrtFuncHandle h = probe("oom", 32, 4 * ws, 50);
-  HeldBlocks::all().release_done();
+  settle_held();
   acl_sim::empty_cache();
   acl_sim::clear_faults();  // call counts start here
   acl_sim::reset_counters();

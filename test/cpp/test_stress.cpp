@@ -78,9 +78,9 @@ TEST_CASE(threads_8_streams_4_launches_200) {
   }
   for (auto &x : th) x.join();
   acl_sim::drain_task_queues();
-  HeldBlocks::all().release_done();    // the blocks of the last launches, done: what the next launch does
-  const auto c = acl_sim::counters();  // before the test's own sync
-  sync_all();
+  const auto before_settle = acl_sim::counters();
+  settle_held();                       // the blocks of the last launches, finished: what the next launch does
+  const auto c = acl_sim::counters();
   for (auto &f : failures) CHECK_MSG(f.empty(), f);
   size_t n = 0;
   uint64_t with_resources = 0;
@@ -106,9 +106,9 @@ TEST_CASE(threads_8_streams_4_launches_200) {
   CHECK_EQ(c.caching_requests, with_resources);
   CHECK_EQ(c.caching_frees, with_resources);
   CHECK_EQ(c.caching_allocs_on_queue_threads + c.caching_frees_on_queue_threads, 0u);
-  CHECK_EQ(c.live_caching_allocations, 0u);  // every block given back once its lambda was done
+  CHECK_EQ(c.live_caching_allocations, 0u);  // every block given back once its kernel had finished
   CHECK_EQ(c.allocator_requests, 0u);
-  CHECK_EQ(c.sync_copies + c.device_synchronizations + c.host_blocking, 0u);
+  CHECK_EQ(before_settle.sync_copies + before_settle.device_synchronizations + before_settle.host_blocking, 0u);
 }
 
 // Two devices, each with a queue thread, then four threads with the queue
@@ -172,8 +172,7 @@ TEST_CASE(steady_state_one_allocator_call_no_sync_no_blocking_no_pinned) {
     (void)helper_launch("m", hm, s, 8, 1, 1, 8, 512, mixed);
     (void)helper_launch("s", h7, s, 8, 1, 1, 8, 512, seven);
   }
-  sync(s);
-  HeldBlocks::all().release_done();  // the warm-up's
+  settle_held();  // the warm-up's
   acl_sim::reset_counters();
   constexpr int N = 99;
   uint64_t heap = 0;
@@ -187,24 +186,27 @@ TEST_CASE(steady_state_one_allocator_call_no_sync_no_blocking_no_pinned) {
     heap += acl_sim::heap_count_end();
     (void)regions;
     {  // the lambda's part, as torch_npu's queue thread would run it
-      const LaunchDone done{regions.done};
+      const LaunchDone done{regions.held, s};
       CHECK_EQ(regions.write_locks(name, s), ACL_SUCCESS);
       const int32_t grid[3] = {8, 1, 1};
       launch(k == 0 ? hz : k == 1 ? hm : h7, s, regions.locks, regions.workspace, 8, grid);
     }
     acl_sim::heap_count_begin();
-    m.release_after_lambda();  // the lambda is done: the block goes back now
+    m.release_when_finished();  // held: the next launch gives it back once the kernel has finished
     heap += acl_sim::heap_count_end();
+    sync(s);  // the test's: the kernel finishes before the next launch
   }
   auto c = acl_sim::counters();
   CHECK_EQ(c.caching_requests, uint64_t(N));
-  CHECK_EQ(c.caching_frees, uint64_t(N));
+  CHECK_EQ(c.caching_frees, uint64_t(N - 1));  // the last launch's block waits for the next launch
   CHECK_EQ(c.allocator_requests, 0u);
   CHECK_EQ(c.device_synchronizations, 0u);
-  CHECK_EQ(c.host_blocking, 0u);
+  CHECK_EQ(c.host_blocking, uint64_t(N));  // the test's own syncs, none of the launches'
   CHECK_EQ(c.sync_copies + c.async_copies + c.pageable_async_copies, 0u);
   CHECK_EQ(c.pinned_allocs, 0u);
-  CHECK_EQ(c.events_created + c.events_recorded + c.event_queries, 0u);
+  CHECK_EQ(c.events_created, 0u);  // each record's event made once, in the warm-up
+  CHECK_EQ(c.events_recorded, uint64_t(N));
+  CHECK_EQ(c.event_queries, uint64_t(N - 1));  // each launch asks about the one block before it
   CHECK_EQ(c.peak_live_caching_allocations, 1u);
   CHECK_EQ(c.memsets, uint64_t(N / 3) * (1 + 2 + (1 + 16)));  // zero: 1; mixed: 1 + P; seven: 1 + one run per slot
   CHECK_EQ(heap, 0u);

@@ -3,8 +3,8 @@
 // plus the launch the generated launcher makes (launch_codegen.launcher_source
 // written by hand in the same shape): LaunchMemory on the calling thread, only
 // the LaunchRegions copied into the lambda handed to OpCommand::RunOpApiV2
-// (LaunchDone first in it), release_after_lambda() right after that call
-// returns: the block goes back once the lambda is done.
+// (LaunchDone first in it), release_when_finished() right after that call
+// returns: the block goes back once its kernel has finished.
 #pragma once
 #include <npu_launch_resources.h>
 #include <torch_npu/csrc/framework/OpCommand.h>
@@ -59,7 +59,7 @@ inline Launch generated_launch(const char *name, aclrtFuncHandle h, aclrtStream 
   auto id = out.id;
   const std::string kernel = name;
   at_npu::native::OpCommand::RunOpApiV2(kernel, [=]() -> int {
-    const LaunchDone done{regions.done};
+    const LaunchDone done{regions.held, s};
     aclError r = regions.write_locks(kernel.c_str(), s);
     if (r != ACL_SUCCESS) {
       rc->store(r);
@@ -71,8 +71,14 @@ inline Launch generated_launch(const char *name, aclrtFuncHandle h, aclrtStream 
     rc->store(r);
     return r;
   });
-  memory.release_after_lambda();  // held until the lambda is done
+  memory.release_when_finished();  // held until its kernel has finished
   return out;
+}
+
+// What the next launch does first, once the device is idle: every block whose kernel finished goes back.
+inline size_t settle_held() {
+  sync_all();
+  return HeldBlocks::all().release_done();
 }
 
 // generated_launch, waited for: the task queues drained; returns the kernel's launch id.

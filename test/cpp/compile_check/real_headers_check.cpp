@@ -17,10 +17,10 @@ aclError use_everything(aclrtStream stream) {
   const torch_npu::inductor::LaunchRegions regions = memory.regions();
   aclError rc = ACL_SUCCESS;
   {
-    const torch_npu::inductor::LaunchDone done{regions.done};
+    const torch_npu::inductor::LaunchDone done{regions.held, stream};
     rc = regions.write_locks("check", stream);
   }
-  memory.release_after_lambda();
+  memory.release_when_finished();
   torch_npu::inductor::HeldBlocks::all().release_done();
   (void)sizes;
   return rc;

@@ -55,13 +55,13 @@ void helper_launch(aclrtFuncHandle h, aclrtStream s, int64_t init, uint64_t *hea
   const t::LaunchRegions r = m.regions();
   *heap += acl_sim::heap_count_end();
   {
-    const t::LaunchDone done{r.done};
+    const t::LaunchDone done{r.held, s};
     if (r.write_locks("triton_probe", s) != ACL_SUCCESS) throw std::runtime_error("lock fill failed");
     int32_t grid[3] = {int32_t(kBlocks), 1, 1};
     t::launch(h, s, r.locks, r.workspace, kBlocks, grid);
   }
   acl_sim::heap_count_begin();
-  m.release_after_lambda();
+  m.release_when_finished();
   *heap += acl_sim::heap_count_end();
 }
 
@@ -72,7 +72,13 @@ Row measure(const std::string &name, acl_sim::MemcpyModel model, int64_t init, F
   aclrtStream s = t::stream(0);
   aclrtFuncHandle h = t::probe("triton_probe", kLockNum * 8, kWsPerBlock * kBlocks);
   uint64_t heap = 0;
-  launch_fn(h, s, init, &heap);  // warm-up
+  // Warm-up: N launches in flight at once (queued behind a 200 ms kernel), their kernels finished, then one
+  // more that gives their blocks back: the helper's records and lists are as big as the run can need.
+  const int32_t one[3] = {1, 1, 1};
+  t::launch(t::probe("stall", 0, 0, 200000), s, nullptr, nullptr, 1, one);
+  for (int i = 0; i < N; ++i) launch_fn(h, s, init, &heap);
+  t::sync(s);
+  launch_fn(h, s, init, &heap);
   t::sync(s);
   acl_sim::reset_counters();
   acl_sim::clear_errors();

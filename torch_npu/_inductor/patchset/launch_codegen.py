@@ -8,12 +8,12 @@ Pure Python, no torch import. Two levels:
   count, the lock layout and ONE ``torch_npu::inductor::LaunchMemory`` (the
   runtime helper in ``csrc/npu_launch_resources.h``), which takes the block
   from torch_npu's caching allocator and carves it; ``in_lambda``: the
-  ``LaunchDone`` mark (set as the lambda returns), the lock fills on the
+  ``LaunchDone`` mark (as the lambda returns: the block's event recorded after the launch), the lock fills on the
   stream, then the two pointers the kernel's packed argument
   struct needs, ``sync_block_lock`` and ``workspace_addr`` (``nullptr`` when
   the kernel needs neither, with no helper call at all); ``after``
-  ``launchKernel(...)`` returns: the block handed over, to be released once its lambda is done (now
-  with the task queue off, else by a later launch). SIMT-only kernels get no
+  ``launchKernel(...)`` returns: the block handed over, given back by a later launch once its kernel
+  finished on the device. SIMT-only kernels get no
   lines: their struct has no such fields. The torch_npu hooks splice exactly
   these lines into the launcher torch_npu's C++ wrapper generates.
 * :func:`args_decl_lines`, :func:`launch_lines` and :func:`launcher_source`
@@ -142,8 +142,8 @@ def _comment(plan: SyncPlan, site: LaunchSite) -> list[str]:
     return [
         f"// {MARKER}: {'; '.join(what)}.",
         f"// ONE block from torch_npu's caching allocator for {site.stream}, taken here before the launch is queued",
-        "// and carved into [locks | workspace]; the lambda gets only the raw pointers and marks itself done.",
-        "// The block is released once the lambda is done, never while it may still wait in the task queue.",
+        "// and carved into [locks | workspace]; the lambda gets only the raw pointers and records its event.",
+        "// The block is released once that event completed: never while the lambda or the kernel is pending.",
     ]
 
 
@@ -188,12 +188,13 @@ def resource_code(plan: SyncPlan, site: LaunchSite = LaunchSite()) -> ResourceCo
     before += [f"{HELPER_NAMESPACE}::LaunchMemory {p}memory({kernel}, {site.stream},",
                f"    {g0}, {g1}, {g2}, {p}block_num, UINT64_C({workspace}), {p}locks);",
                f"const {HELPER_NAMESPACE}::LaunchRegions {p}regions = {p}memory.regions();  // what the lambda copies"]
-    in_lambda = [f"const {HELPER_NAMESPACE}::LaunchDone {p}done{{{p}regions.done}};  // marks the block done as the lambda returns"]
+    in_lambda = [f"const {HELPER_NAMESPACE}::LaunchDone {p}done{{{p}regions.held, {site.stream}}};"
+                 "  // as the lambda returns: the block's event recorded after the launch"]
     if plan.needs_locks:
         in_lambda += [f"aclError {p}status = {p}regions.write_locks({kernel}, {site.stream});",
                       f"if ({p}status != ACL_SUCCESS) return {p}status;  // logged by the helper"]
     in_lambda += [f"void* sync_block_lock = {p}regions.locks;", f"void* workspace_addr = {p}regions.workspace;"]
-    after = [f"{p}memory.release_after_lambda();  // held until the lambda is done, given back now or at a later launch"]
+    after = [f"{p}memory.release_when_finished();  // held until its kernel finished, given back by a later launch"]
     return ResourceCode(before, in_lambda, after)
 
 

@@ -5,9 +5,9 @@
 // operator's workspace, and torch's wrapper a WorkspaceArg), carved into
 // disjoint 512-byte-aligned lock and workspace regions. The lambda gets only
 // LaunchRegions (raw pointers and sizes): it writes the lock content with byte
-// fills on the stream, launches, and marks itself done (LaunchDone); no
-// allocation, no lock, no host wait. The block is held until that mark (held.h):
-// a calling thread gives it back, at this launch's end or a later launch's.
+// fills on the stream, launches, and records the block's event (LaunchDone); no
+// allocation, no lock, no host wait. The block is held until that event
+// completed (held.h): a calling thread gives it back, at a later launch.
 #pragma once
 
 #include <acl/acl.h>
@@ -31,7 +31,7 @@ struct LaunchRegions {
   void *workspace = nullptr;  // nullptr without workspace bytes
   LaunchSizes sizes;
   LockLayout layout;
-  std::atomic<bool> *done = nullptr;  // the block's mark, for LaunchDone
+  HeldBlock *held = nullptr;  // the block's record, for LaunchDone
 
   // Inside the lambda, before the kernel: the lock content, written on
   // `stream` with byte fills (stream-ordered, and legal while capturing).
@@ -57,35 +57,47 @@ class LaunchMemory {
     regions_.layout = locks;
     regions_.sizes = launch_sizes(kernel, grid_x, grid_y, grid_z, block_num, workspace_per_block, locks);
     const LaunchSizes &s = regions_.sizes;
-    if (s.total_bytes == 0) return;    // a launch that needs nothing asks for nothing
-    HeldBlocks::all().release_done();  // earlier launches' blocks first: this one may reuse them
-    block_ = HeldBlocks::all().record();
+    if (s.total_bytes == 0) return;  // a launch that needs nothing asks for nothing
+    HeldBlocks &held = HeldBlocks::all();
+    held.release_done();  // earlier launches' blocks first: this one may reuse them
+    int32_t device = 0;
+    const aclError got = aclrtGetDevice(&device);
+    block_ = held.record(stream, static_cast<c10::DeviceIndex>(device));
+    // While a capture is underway, no event: the block goes back once the lambda
+    // ran (a captured launch's to the graph's pool, which keeps graph order).
+    block_->record_event = got == ACL_SUCCESS && !captures_underway(block_->device, stream);
+    if (block_->record_event && block_->event == nullptr) {
+      const aclError rc = aclrtCreateEvent(&block_->event);
+      if (rc != ACL_SUCCESS) {
+        block_->event = nullptr;
+        give_up(detail::Message(kernel, "aclrtCreateEvent failed: %d", rc).text);
+      }
+    }
     for (bool retried = false;;) {
       try {
         block_->raw = c10_npu::NPUCachingAllocator::raw_alloc_with_stream(s.total_bytes, stream);
         break;
       } catch (const std::exception &e) {
-        // Its out-of-memory retry drained the queue: blocks done since go back, and it is asked once more.
-        if (!retried && HeldBlocks::all().release_done() != 0) {
+        // Its out-of-memory retry synchronised the device: blocks finished since go back, and it is asked again.
+        if (!retried && held.release_done() != 0) {
           retried = true;
           continue;
         }
-        block_.reset();  // the allocator's own message, whole, the launch named
         const detail::Message what(
             kernel, "%llu bytes for its locks and workspace: ", static_cast<unsigned long long>(s.total_bytes));
-        throw std::runtime_error(what.text + std::string(e.what()));
+        give_up(what.text + std::string(e.what()));  // the allocator's own message, whole, the launch named
       }
     }
     const uintptr_t base = (reinterpret_cast<uintptr_t>(block_->raw) + kRegionAlignment - 1) & ~(kRegionAlignment - 1);
     if (s.lock_bytes != 0) regions_.locks = reinterpret_cast<void *>(base);
     if (s.workspace_bytes != 0) regions_.workspace = reinterpret_cast<void *>(base + s.workspace_offset);
-    regions_.done = &block_->done;
+    regions_.held = block_.get();
   }
   LaunchMemory(const LaunchMemory &) = delete;
   LaunchMemory &operator=(const LaunchMemory &) = delete;
   ~LaunchMemory() {
     try {
-      release_after_lambda();
+      release_when_finished();
     } catch (...) {  // unwinding already
     }
   }
@@ -93,12 +105,16 @@ class LaunchMemory {
   const LaunchRegions &regions() const noexcept { return regions_; }
 
   // Right after launchKernel returns (or unwinding: the lambda may be queued):
-  // held until the lambda is done, given back by this or a later launch.
-  void release_after_lambda() {
-    if (block_) HeldBlocks::all().release_done(std::move(block_));  // at once if its lambda ran (queue off)
+  // held until its kernel finished, given back by a later launch.
+  void release_when_finished() {
+    if (block_) HeldBlocks::all().release_done(std::move(block_), false);
   }
 
  private:
+  [[noreturn]] void give_up(const std::string &what) {
+    HeldBlocks::all().release_done(std::move(block_), false);  // the record, a spare again
+    throw std::runtime_error(what);
+  }
   std::unique_ptr<HeldBlock> block_;
   LaunchRegions regions_;
 };

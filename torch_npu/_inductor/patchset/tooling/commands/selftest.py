@@ -24,7 +24,7 @@ any work).
   generated C++ wrapper read back. On an NPU, for each launch whose kernel
   asks for a workspace or locks: its ``torch_npu::inductor::LaunchMemory``
   is taken before the ``launch_call`` lambda, handed over right after
-  ``launchKernel(...)`` (``release_after_lambda``: held until the lambda,
+  ``launchKernel(...)`` (``release_when_finished``: held until the lambda,
   which marks itself done with ``LaunchDone``, has run), and nothing inside
   the lambda allocates or touches the owning object; a launch that needs
   nothing takes nothing.
@@ -375,7 +375,7 @@ def check_codegen() -> tuple[str, dict]:
     if wrong:
         raise CheckFailed("; ".join(wrong))
     return (f"{len(SAMPLES)} sample kernels: the {taking} that need memory take it before the launch lambda and "
-            "hold it until the lambda is done (LaunchDone, release_after_lambda after launchKernel), nothing is "
+            "hold it until the lambda is done (LaunchDone, release_when_finished after launchKernel), nothing is "
             "allocated inside a lambda, the others take none", {})
 
 
@@ -541,7 +541,7 @@ def read_back(body: str, needs_memory: bool | None) -> dict:
     ``needs_memory`` (the kernel's metadata asks for a workspace or locks; None: unknown): each
     ``launchKernel(<lambda>, ...)`` must then be preceded, after the previous launch, by exactly one
     ``torch_npu::inductor::LaunchMemory <m>(...)`` outside the lambda, and followed at once by
-    ``<m>.release_after_lambda();`` (issue 31: the block is held until the lambda is done); the lambda
+    ``<m>.release_when_finished();`` (issue 31: the block is held until the lambda is done); the lambda
     marks itself done with one ``torch_npu::inductor::LaunchDone``, allocates nothing, never names ``<m>``
     (it copies only the raw pointers) and passes no NULL sync pointer. A launch that needs nothing takes
     and releases nothing.
@@ -576,7 +576,7 @@ def read_back(body: str, needs_memory: bool | None) -> dict:
         for alloc in sorted({m.group(1) for m in _ALLOCATION.finditer(lam)}):
             problems.append(f"{where}: {alloc} inside the launch lambda (it runs on the task-queue thread)")
         after = code[semicolon + 1:]
-        released = re.match(r"\s*(\w+)\s*\.\s*release_after_lambda\s*\(\s*\)\s*;", after)
+        released = re.match(r"\s*(\w+)\s*\.\s*release_when_finished\s*\(\s*\)\s*;", after)
         if needs_memory or (needs_memory is None and before):
             if len(before) != 1:
                 problems.append(f"{where}: {len(before)} torch_npu::inductor::LaunchMemory before the launch lambda "
@@ -586,7 +586,7 @@ def read_back(body: str, needs_memory: bool | None) -> dict:
                 takes = True
                 if not (released and released.group(1) == owner):
                     problems.append(f"{where}: the statement right after launchKernel(...) is not "
-                                    f"{owner}.release_after_lambda();")
+                                    f"{owner}.release_when_finished();")
                 if len(re.findall(r"\btorch_npu::inductor::LaunchDone\b", lam)) != 1:
                     problems.append(f"{where}: the launch lambda does not mark itself done with one "
                                     "torch_npu::inductor::LaunchDone (its block would never go back)")

@@ -105,7 +105,8 @@ def host_source(harness: dict, sample, libraries: list[Path], inject_fault: str 
     glue += f"static AotLaunch g_aot[] = {{{table}}};\nstatic unsigned g_aot_turn = 0;\n"
     call = (f"g_aot[g_aot_turn++ % {len(libraries)}](kernel_handle, bufs[0], bufs[1], "
             f"static_cast<int64_t>({64 * grid[0]}), stream)")
-    src = sim_harness.harness_source(plan, site, args, grid, launcher_cpp=glue, call=call, inject_fault=inject_fault)
+    src = sim_harness.harness_source(plan, site, args, grid, launcher_cpp=glue, call=call, inject_fault=inject_fault,
+                                     settle=len(libraries))
     helper_lines = lc.helper_include_lines(absolute=False)
     kept = [ln for ln in src.splitlines() if ln not in helper_lines]
     if len(kept) != len(src.splitlines()) - len(helper_lines):

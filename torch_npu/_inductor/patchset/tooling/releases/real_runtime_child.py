@@ -197,12 +197,18 @@ def run_samples(torch, so: Launchers) -> None:
             gate = so.gate_close()
             threw, what = so.call(launcher, bufs, stream)
             held = _stats(torch)  # the launch is queued behind the gate: its lambda has not run
+            calls, early = None, None
+            if gate == "queue off":  # the lambda ran in the call: once its kernel finished, the block is the
+                calls = HOST.report().get("calls", {})  # caller's to give back at its next launch in the wrapper
+                torch.npu.synchronize()
+                early = so.release_done()
             kept = so.wrapper_end()  # the end of the compiled graph's wrapper function
             at_end = _stats(torch)  # still queued
             so.gate_open()
             so.gate_close()  # tasks run in order: once the queue thread holds this gate, the lambda has run
             so.gate_open()
-            calls = HOST.report().get("calls", {})  # what the launch called, before this process synchronises
+            if calls is None:
+                calls = HOST.report().get("calls", {})  # what the launch called, before this process synchronises
             sync_error = ""
             try:
                 torch.npu.synchronize()
@@ -215,7 +221,7 @@ def run_samples(torch, so: Launchers) -> None:
             RESULT["launches"].append({
                 "key": launcher["key"], "kernel": launcher["kernel"], "launch": i + 1, "gate": gate,
                 "queue_tid": so.queue_tid(), "call_threw": threw, "call_error": what, "sync_error": sync_error,
-                "kept_to_wrapper_end": kept, "memory_before": before, "memory_held_while_queued": held, "memory_at_wrapper_end": at_end, "memory_after_sync": after_sync, "given_back": given_back, "memory_peak": peak,
+                "kept_to_wrapper_end": kept, "given_back_before_wrapper_end": early, "memory_before": before, "memory_held_while_queued": held, "memory_at_wrapper_end": at_end, "memory_after_sync": after_sync, "given_back": given_back, "memory_peak": peak,
                 "memory_after": after, "calls_before_sync": calls, "host": HOST.report()})
             save()
         del bufs

@@ -60,27 +60,29 @@ def probe_view(rec: dict) -> dict:
 
 
 def memory_problems(need: bool, queue: str, m: dict) -> list[str]:
-    """Where the launch block went, by the launcher's design (docs/design.md; issue 31): held until its lambda
-    has run (the lambda marks it done), then given back by a calling thread (at the hand-over after the queue
-    call, or before the thread's next block), never while the lambda may still wait in torch_npu's queue. Where it went, from torch_npu's own ``memory_allocated`` (``m``: bytes more than before the
-    call ``held`` once it returned and ``at_end`` once the wrapper ended, both while the launch waited behind the
-    gate; ``after_sync`` once it completed; ``after`` once the calling thread gave done blocks back, and
-    ``given_back``, how many it gave back then)."""
+    """Where the launch block went, by the launcher's design (docs/design.md; issue 31): held until its kernel
+    has finished on the device (the lambda records the block's event after the launch), then given back by a
+    calling thread at its next launch, never while the lambda may wait in torch_npu's queue or the kernel may be
+    pending. From torch_npu's own ``memory_allocated`` (``m``: bytes more than before the call ``held`` once it
+    returned; ``after`` once the launch completed and the calling thread gave finished blocks back;
+    ``given_back``, how many it gave back then; ``early``, with the task queue off, how many it gave back once
+    the kernel had finished, before the wrapper function ended)."""
     problems = []
-    if need and queue != "0" and m["held"] <= 0:
-        problems.append("the launch block went back to the allocator before its lambda ran (a release that can run "
-                        "before the lambda: another thread's empty_cache can free it while the launch is queued)")
-    if need and queue == "0" and m["held"] > 0:
-        problems.append(f"{m['held']} bytes of launch memory still allocated after the call returned, although its "
-                        f"lambda ran inside it (TASK_QUEUE_ENABLE=0): "
-                        + ("kept until the end of the wrapper function" if m["at_end"] <= 0 else "never given back"))
+    if need and m["held"] <= 0:
+        problems.append("the launch block went back to the allocator inside the call, before its kernel finished "
+                        + ("(its lambda had not even run: " if queue != "0" else "(")
+                        + "another thread's empty_cache can free it under the launch)")
+    if need and queue == "0" and m["held"] > 0 and not m["early"]:
+        problems.append("its kernel had finished, yet the calling thread's next launch could not give the block "
+                        "back: " + ("it was kept until the end of the wrapper function" if m["after"] == 0
+                                    else "never handed over"))
     if need and queue != "0" and m["held"] > 0 and m["given_back"] == 0:
-        problems.append("the block did not go back through the calling thread once its lambda was done: " +
+        problems.append("the block did not go back through the calling thread once its kernel had finished: " +
                         ("it went back from torch_npu's queue, where the lambda that owned it was destroyed"
-                         if m["after"] <= 0 else "still allocated (its lambda never marked it done, or owns it)"))
+                         if m["after"] <= 0 else "still allocated (its lambda never marked it, or owns it)"))
     if m["after"] != 0:
         problems.append(f"{m['after']} bytes more allocated than before the launch once it completed and the calling "
-                        f"thread gave done blocks back (a leak)")
+                        f"thread gave finished blocks back (a leak)")
     return problems
 
 
@@ -160,7 +162,8 @@ def judge_launch(expect: tuple, ln: dict, rec: dict, queue: str, caller: int) ->
     need = exp["lock_bytes"] + exp["workspace_bytes"] > 0
     at_end, synced = rec["memory_at_wrapper_end"], rec["memory_after_sync"]
     mem = {"held": held_m["allocated"] - before["allocated"], "at_end": at_end["allocated"] - before["allocated"],
-           "after": after["allocated"] - before["allocated"], "given_back": rec["given_back"]}
+           "after": after["allocated"] - before["allocated"], "given_back": rec["given_back"],
+           "early": rec.get("given_back_before_wrapper_end")}
     if ln["tag"] != "upstream":  # a release's own launcher takes nothing before its queue call
         problems += memory_problems(need, queue, mem)
         problems += block_problems(records[0] if records else None, rec["memory_peak"] - before["allocated"])
@@ -180,7 +183,7 @@ def judge_launch(expect: tuple, ln: dict, rec: dict, queue: str, caller: int) ->
         "memory_allocated": {"before": before["allocated"], "while_queued": held_m["allocated"],
                              "at_wrapper_end": at_end["allocated"], "after_sync": synced["allocated"],
                              "after": after["allocated"]},
-        "blocks_given_back_after": rec["given_back"],
+        "blocks_given_back_after": rec["given_back"], "blocks_given_back_before_wrapper_end": mem["early"],
         "block_bytes": rec["memory_peak"] - before["allocated"],
         "live_allocations_after": after["allocated"] - before["allocated"],
         "workspace_bytes": 0 if not view or view["workspace_ptr_null"] else work["available"],
@@ -195,9 +198,9 @@ def judge_launch(expect: tuple, ln: dict, rec: dict, queue: str, caller: int) ->
         "sync_copies": sum(sync_copies.values()), "async_copies": sum(_calls(calls, ("aclrtMemcpyAsync",)).values()),
         "memsets": fills, "host_blocking_calls": sum(sync_copies.values()) + sum(syncs.values()),
         "page_locked_allocations": sum(pinned.values()),
-        "block_freed_on": ("-" if not need else "calling thread, inside the call (its lambda ran there)"
-                           if mem["held"] <= 0 else "calling thread, once its lambda was done"
-                           if rec["given_back"] else "not by the calling thread"),
+        "block_freed_on": ("-" if not need else "calling thread, inside the call"
+                           if mem["held"] <= 0 else "calling thread, once its kernel had finished"
+                           if rec["given_back"] or mem["early"] else "not by the calling thread"),
         "host_errors": errors, "ok": not problems, "problems": problems,
     }
 

@@ -43,12 +43,12 @@ class TestNpuLaunchResources(unittest.TestCase):
                      "grid_0, grid_1, grid_2, npu_sync_block_num, UINT64_C(256), npu_sync_locks);"):
             self.assertIn(line, before)
         self.assertEqual(before.count("LaunchMemory npu_sync_memory("), 1)
-        self.assertTrue(in_lambda.startswith("const torch_npu::inductor::LaunchDone npu_sync_done{npu_sync_regions.done};"))
+        self.assertTrue(in_lambda.startswith("const torch_npu::inductor::LaunchDone npu_sync_done{npu_sync_regions.held, stream_};"))
         self.assertIn('npu_sync_regions.write_locks("triton_k", stream_);', in_lambda)
         self.assertIn("void* workspace_addr = npu_sync_regions.workspace;", in_lambda)
         self.assertNotIn("npu_sync_memory", in_lambda)  # the lambda copies raw pointers, never the owner
         # Held until the lambda has run: the allocator may free a cached block while its lambda is queued.
-        self.assertTrue(after.startswith("npu_sync_memory.release_after_lambda();"))
+        self.assertTrue(after.startswith("npu_sync_memory.release_when_finished();"))
         self.assertNotIn("allocate_workspace", before + in_lambda)
 
     def test_packed_locks_clamp_no_fields_simt_only_and_bad_metadata(self):

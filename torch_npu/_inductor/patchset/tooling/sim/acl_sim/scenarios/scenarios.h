@@ -7,9 +7,9 @@
 //
 // Launches as launch_codegen.launcher_source writes them: LaunchMemory on the
 // calling thread, only its LaunchRegions copied into the lambda handed to
-// OpCommand::RunOpApiV2 (which marks itself done with LaunchDone), the block
-// handed over right after that call returns (release_after_lambda) and given
-// back once the lambda is done. Built against an earlier helper, the tooling
+// OpCommand::RunOpApiV2 (LaunchDone in it records the block's event), the
+// block handed over right after that call returns (release_when_finished) and
+// given back once its kernel has finished. Built against an earlier helper, the tooling
 // defines how that helper launches: ACL_SIM_SCENARIO_IN_LAMBDA (commit
 // b45157f: acquire_launch_resources inside the lambda) or
 // ACL_SIM_SCENARIO_RELEASE_ONCE_QUEUED (commit 698f526: release() right after
@@ -146,10 +146,11 @@ inline const char *helper_way() {
 #define ACL_SIM_SCENARIO_HAND_OVER(memory) memory.release()
 #else
 inline const char *helper_way() {
-  return "memory taken on the calling thread (LaunchMemory), raw pointers in the lambda, held until it is done";
+  return "memory taken on the calling thread (LaunchMemory), raw pointers in the lambda, held until its kernel "
+         "finished";
 }
-#define ACL_SIM_SCENARIO_LAMBDA_DONE(regions) const torch_npu::inductor::LaunchDone done{regions.done};
-#define ACL_SIM_SCENARIO_HAND_OVER(memory) memory.release_after_lambda()
+#define ACL_SIM_SCENARIO_LAMBDA_DONE(regions) const torch_npu::inductor::LaunchDone done{regions.held, stream};
+#define ACL_SIM_SCENARIO_HAND_OVER(memory) memory.release_when_finished()
 #endif
 // The generated launcher: memory on this thread, the regions into the lambda, handed over once queued.
 inline Pending submit(const Kernel &k, aclrtStream stream) {
@@ -652,7 +653,11 @@ inline bool run(const std::string &name, Result *out) {
     e.run(*out);
     acl_sim::drain_task_queues();
 #if !defined(ACL_SIM_SCENARIO_IN_LAMBDA) && !defined(ACL_SIM_SCENARIO_RELEASE_ONCE_QUEUED)
-    torch_npu::inductor::HeldBlocks::all().release_done();  // what the next launch does first
+    for (int d = 0; d < acl_sim::device_count(); ++d) {  // every kernel finished: what the next launch gives back
+      if (aclrtSetDevice(d) != ACL_SUCCESS || aclrtSynchronizeDevice() != ACL_SUCCESS)
+        out->notes.push_back("could not synchronise device " + std::to_string(d));
+    }
+    torch_npu::inductor::HeldBlocks::all().release_done();
 #endif
     for (const acl_sim::ErrorReport &r : acl_sim::errors())
       out->sim_errors.push_back(std::string(acl_sim::error_kind_name(r.kind)) + ": " + r.message);

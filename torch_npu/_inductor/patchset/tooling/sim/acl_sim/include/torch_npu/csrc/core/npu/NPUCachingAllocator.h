@@ -1,11 +1,13 @@
 // HOST SIMULATION stand-in for torch_npu/csrc/core/npu/NPUCachingAllocator.h
 // (test double and dry-run tool for torch-npu-inductor-patches; not torch_npu).
-// Only three of the header's inline functions, with the real prototypes (the
-// real ones call through the exported `c10_npu::NPUCachingAllocator::allocator`
-// pointer, so code loaded into a real process can use them; checked against
-// every cached wheel by test/test_sim_allocator_surface.py). Here they call
-// the simulation. The helper uses raw_alloc_with_stream and raw_delete;
-// hasCapturesUnderway is kept for the helper of commit b45157f (comparisons).
+// Only three of the header's inline functions and get(), with the real
+// prototypes (the real ones call through the exported
+// `c10_npu::NPUCachingAllocator::allocator` pointer, so code loaded into a
+// real process can use them; checked against every cached wheel by
+// test/test_sim_allocator_surface.py). Here they call the simulation. The
+// helper uses raw_alloc_with_stream, raw_delete and get()->hasCapturesUnderway
+// (the allocator's virtual, from 2.7.1.post6); the free hasCapturesUnderway is
+// kept for the helper of commit b45157f (comparisons).
 //
 // Simulated contract (torch_npu NPUCachingAllocator.cpp, v2.7.1; details and
 // the device memory capacity in acl_sim/control.h, "torch_npu's allocators"):
@@ -57,6 +59,18 @@ inline void raw_delete(void* ptr)
 inline bool hasCapturesUnderway(c10::DeviceIndex device)
 {
   return ::acl_sim::detail::caching_has_captures_underway(device);
+}
+
+class NPUAllocator {  // torch_npu's allocator interface: only the virtual the helper asks
+ public:
+  virtual ~NPUAllocator() = default;
+  virtual bool hasCapturesUnderway(c10::DeviceIndex device) { return NPUCachingAllocator::hasCapturesUnderway(device); }
+};
+
+inline NPUAllocator* get()
+{
+  static NPUAllocator allocator;
+  return &allocator;
 }
 
 }  // namespace NPUCachingAllocator
