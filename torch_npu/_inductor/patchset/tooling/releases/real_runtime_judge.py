@@ -284,7 +284,7 @@ def judge_scenario(expect: tuple, spec: dict, res: dict, *, queue: str, exercise
             "empty_cache_calls": res.get("empty_cache_calls"), "operators_run": len(operators),
             "replays": res.get("replays"), "captured_tasks": res.get("captured_tasks"),
             "kernel_devices": sorted({r["device"] for r in records}),
-            "timed_out": bool(res.get("timed_out")),
+            "timed_out": bool(res.get("timed_out")), "seconds": res.get("seconds"),
             "memory_allocated": {"before": before.get("allocated"), "after": after.get("allocated")},
             "torch_npu": res.get("torch_npu"), "problems": problems, "not_exercised": exercised,
             "ok": not problems and not exercised}
