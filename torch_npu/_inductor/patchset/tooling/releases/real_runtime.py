@@ -25,8 +25,16 @@ allocator, workspace allocator and ``OpCommand`` run the launchers, and only the
    What a kernel got is judged by the simulation's own rules (``sim.harness.kernel_problems``); what a launch
    cost and where its memory went by :func:`judge_launch`.
 
+4. **Scenarios** (:data:`SCENARIO_SETUPS`, named as the simulation's where they are the same case): Python
+   threads launching on one stream, on two devices, with another thread's ``empty_cache`` (task queue off and
+   on) or out-of-memory retry, beside torch_npu's own ``zero_`` / ``fill_`` (their workspace taken on the queue
+   thread), and through ``torch.npu.NPUGraph`` capture, ``empty_cache``, growth and replay. The scenarios that
+   share a TASK_QUEUE_ENABLE value run in turn in one child (:func:`batches`); each is judged alone
+   (``real_runtime_judge.judge_scenario``), then over its values (``combine_runs``). docs/real-runtime-scenarios.md
+   gives what torch_npu's own code did in each.
+
 Command line: ``python -m torch_npu._inductor.patchset launcher --samples --real-runtime 2.7.1.post10
-[--as-shipped] [--json]``, ``launcher --scenario threads-empty-cache --real-runtime RELEASE``.
+[--as-shipped] [--json]``, ``launcher --scenario NAME|list --real-runtime RELEASE [--as-shipped] [--json]``.
 """
 from __future__ import annotations
 

@@ -282,6 +282,8 @@ def judge_scenario(expect: tuple, spec: dict, res: dict, *, queue: str, exercise
             "device_frees": frees, "refused_allocations": refused, "alloc_retries": retries,
             "oom_allocations": res.get("oom_allocations"), "oom_failures": res.get("oom_failures", {}),
             "empty_cache_calls": res.get("empty_cache_calls"), "operators_run": len(operators),
+            "operator_first_phase_threads": len({o["tid_phase1"] for o in operators}),
+            "operators_on_their_own_thread": sum(o["tid_phase1"] == res.get("operator_tid") for o in operators),
             "replays": res.get("replays"), "captured_tasks": res.get("captured_tasks"),
             "kernel_devices": sorted({r["device"] for r in records}),
             "timed_out": bool(res.get("timed_out")), "seconds": res.get("seconds"),
