@@ -290,6 +290,19 @@ def test_a_scenario_over_several_queue_values_says_which_failed():
     assert combine_runs({"1": bad}, scenario="s")["problems"] == ["1 kernels got wrong memory"]
 
 
+def test_a_batch_stopped_by_its_watchdog_fails_the_scenario_it_was_in_and_those_after():
+    """Scenarios share a process: one that self-waits is stopped by the watchdog, and that scenario and those after
+    it say so in one line; those before it keep their own verdicts."""
+    res = {"done": False, "timed_out": True, "exit_code": 3, "torch_npu": "x",
+           "steps": ["imported torch_npu, device 0 set", "a: scenario done", "b: captured"],
+           "scenarios": [{"scenario": "a", "steps": ["scenario done"], "done": True},
+                         {"scenario": "b", "steps": ["captured"], "done": False}]}
+    a, b, c = rr.scenario_results(res, ["a", "b", "c"])
+    assert rr.child_failure(a) is None and not a.get("timed_out")
+    assert rr.child_failure(b) == "stopped by its timeout after: captured (a self-wait or a hang)"
+    assert rr.child_failure(c) == "stopped by its timeout after: b: captured (a self-wait or a hang)"
+
+
 @pytest.mark.parametrize("release", SCENARIO_RELEASES)
 def test_the_scenario_text_gives_each_queue_values_run(release):
     from torch_npu._inductor.patchset.tooling.commands.launcher import real_scenario_text
