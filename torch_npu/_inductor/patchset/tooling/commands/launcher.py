@@ -393,7 +393,7 @@ def real_scenario_text(out: dict) -> str:
              + ("; timed out" if out["timed_out"] else "")]
     for q, run in out["runs"].items():
         extra = [f"{k.replace('_', ' ')} {run[k]}" for k in ("empty_cache_calls", "operators_run", "replays")
-                 if run.get(k) is not None]
+                 if run.get(k)]
         lines.append(f"  TASK_QUEUE_ENABLE={q}: {run['clean_kernels']} of {run['launches']} kernels clean, kernels on "
                      f"devices {run['kernel_devices']}" + "".join(f", {x}" for x in extra) + f"; ok: {run['ok']}")
     lines += [f"  host ACL library: {e}" for e in out["host_errors"][:6]]
