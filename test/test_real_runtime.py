@@ -262,7 +262,7 @@ _DEVICE_WINDOW_XFAIL = pytest.mark.xfail(strict=True, reason=(
     "the lambda is done once it has queued its kernel on the device stream; a block given back then, while its "
     "kernel is still pending, is freed by another thread's empty_cache or out-of-memory retry, whose device "
     "synchronisation came before that kernel was queued (CANN's aclrtFree does not wait for the tasks using the "
-    "memory): 9-41 of 180 kernels wrote freed memory (threads-empty-cache, threads-oom-retry), 24-41 of 180 with "
+    "memory): 9-41 of 180 kernels wrote freed memory (threads-empty-cache, threads-oom-retry), 20-41 of 180 with "
     "the task queue off (empty-cache-other-thread), 11-69 of 180 with it on (empty-cache-while-queued). A lambda "
     "that returns only once its kernel completed (aclrtSynchronizeStream in it, an experiment) ran 180 of 180 clean."))
 
