@@ -79,6 +79,8 @@ SCENARIO_THREADS, SCENARIO_LAUNCHES, EMPTY_CACHE_EVERY = 3, 60, 7
 #: threads-oom-retry: the device's memory (the host ACL library's ACL_HOST_DEVICE_GIB) and the other thread's
 #: allocation, which fits only once torch_npu's allocator has returned what it caches.
 OOM_DEVICE_GIB, OOM_BYTES = 1, 960 << 20
+
+
 @dataclasses.dataclass(frozen=True)
 class Scenario:
     """One scenario of this tier: what the child does (``real_runtime_child.run_scenario`` / ``run_capture``),
@@ -129,7 +131,8 @@ SCENARIO_SETUPS = {
         "TASK_QUEUE_ENABLE=2: a thread runs torch_npu's own Tensor.zero_() and Tensor.fill_() (op-plugin's "
         "aclnnInplaceZero and aclnnInplaceFillScalar, queued whole: the first phase and torch_npu's workspace "
         "allocator on the device's queue thread) on devices 0 and 1, 1 ms apart, while 2 threads x 30 launches run "
-        "on them", queues=("2",), threads=2, per_thread=30, devices=(0, 1), operators=True, exercises=("threads", "devices", "operators")),
+        "on them", queues=("2",), threads=2, per_thread=30, devices=(0, 1), operators=True,
+        exercises=("threads", "devices", "operators")),
     "capture-then-empty-cache-grow": Scenario(
         "torch.npu.NPUGraph on a stream of its own (task queue on): a warm-up launch, 4 launches captured, then "
         "eager launches with torch.npu.empty_cache() and growth (2 x 256 MiB allocated) between them, then 3 "
@@ -137,7 +140,8 @@ SCENARIO_SETUPS = {
         threads=1, per_thread=0, exercises=("frees", "replays")),
 }
 SCENARIOS = {name: sc.what for name, sc in SCENARIO_SETUPS.items()}
-#: capture-then-empty-cache-grow: launches captured, replays, eager launches, the growth per step.
+#: capture-then-empty-cache-grow: launches captured, replays, the eager launches ``run_capture`` makes (a warm-up,
+#: one after the capture, one per growth step, one after the second empty_cache), the growth per step.
 CAPTURED, REPLAYS, CAPTURE_EAGER, GROW_BYTES = 4, 3, 5, 256 << 20
 #: What this tier renders for every release: the samples and the scenarios' kernel, in one rendering and build.
 RUNTIME_SAMPLES = (*SAMPLES, SCENARIO_SAMPLE)
@@ -586,7 +590,8 @@ def scenario_spec(built: Built, name: str, tag: str, per_thread: int | None = No
     if sc.oom:  # the host ACL library's device memory limited (batches)
         spec["oom_bytes"] = OOM_BYTES
     if sc.mode == "capture":
-        spec.update(captured=CAPTURED, replays=REPLAYS, grow_bytes=GROW_BYTES, kernels=CAPTURE_EAGER + CAPTURED * REPLAYS)
+        spec.update(captured=CAPTURED, replays=REPLAYS, grow_bytes=GROW_BYTES,
+                    kernels=CAPTURE_EAGER + CAPTURED * REPLAYS)
     return spec
 
 

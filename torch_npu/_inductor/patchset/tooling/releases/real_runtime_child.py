@@ -8,7 +8,8 @@ loads the launchers' shared object with ctypes and writes one JSON object to the
 after every step, so that a run stopped by its timeout still says how far it got).
 
 Spec (from ``real_runtime.py``): ``so``, ``cubin_dir``, ``out``, ``deadline_s``, ``launchers`` (entry
-symbol, kernel name, xnumel, device argument), ``mode`` "samples" or "scenario", and the scenario's
+symbol, kernel name, xnumel, device argument), ``mode`` "samples", "scenario", "capture", "batch" (``scenarios``:
+several scenario specs in turn, each with its own part of the result) or "self-wait", and the scenario's
 parameters. The host ACL library's control surface (``acl_host_*``) gives the probe's reports.
 """
 from __future__ import annotations
@@ -139,7 +140,6 @@ class Launchers:
 def main() -> None:
     global HOST
     watchdog(SPEC["deadline_s"])
-    t0 = T0
     import torch
 
     import torch_npu  # noqa: F401  (the wheel's own, on its own torch)
@@ -147,7 +147,7 @@ def main() -> None:
     RESULT.update(torch=torch.__version__, torch_npu=torch_npu.__version__,
                   torch_npu_file=torch_npu.__file__, task_queue_enable=os.environ.get("TASK_QUEUE_ENABLE"))
     torch.npu.set_device(0)
-    RESULT["import_s"] = round(time.perf_counter() - t0, 2)
+    RESULT["import_s"] = round(time.perf_counter() - T0, 2)
     step("imported torch_npu, device 0 set")
     HOST = HostAcl(os.environ.get("ACL_HOST_LIBRARY") or SPEC["host_library"])
     so = Launchers(SPEC["so"])
