@@ -15,7 +15,10 @@ own task queue and its memory comes from torch_npu's own caching allocator (``to
   blocking copies and allocator growth on the queue thread);
 * the mutants the simulation catches (the lambda owning the block, never marking it done, keeping it to the
   wrapper's end, giving it back once queued), built into the same shared object;
-* the threads x empty_cache scenario and its out-of-memory retry variant (issue 31).
+* the scenarios (issues 30 and 31): Python threads on one stream with TASK_QUEUE_ENABLE 1, 0 and 2, on two devices,
+  empty_cache from another thread with the task queue off and on, torch_npu's own ``zero_`` / ``fill_`` taking its
+  workspace allocator on the queue thread while launches run, NPUGraph capture then empty_cache and growth then
+  replay; the threads x empty_cache scenario and its out-of-memory retry variant.
 
 Builds are shared through the build cache; each release's runs are made once per module (``runs``).
 """
@@ -186,35 +189,63 @@ def test_mutants_the_simulation_catches_are_caught_on_the_real_runtime(release, 
         assert all(not x["regions_overlap"] and x["host_errors"] == [] for x in launches)
 
 
-# ---- threads x empty_cache, and another thread's out-of-memory retry (issue 31) ------------------------------
+# ---- the scenarios (issues 30 and 31): threads, devices, empty_cache, torch_npu's operators, NPUGraph ---------------
+#: Run through the command line (its exit status is the verdict); the others in one batch per module.
+CLI_SCENARIOS = ("threads-empty-cache", "threads-oom-retry")
 _scenarios: dict = {}
 
 
 def scenario(name: str, mutant: str | None = None) -> dict:
-    """``launcher --scenario NAME --real-runtime REFERENCE --json`` (a mutant's through the module), once."""
+    """``launcher --scenario NAME --real-runtime REFERENCE --json`` (a mutant's through the module), once; the
+    scenarios not in :data:`CLI_SCENARIOS` in one ``run_scenarios`` batch (3 processes for all of them)."""
     if (name, mutant) not in _scenarios:
-        if mutant is None:
+        if mutant is None and name in CLI_SCENARIOS:
             proc = subprocess.run([sys.executable, "-m", "torch_npu._inductor.patchset", "launcher", "--scenario", name,
                                    "--real-runtime", _fetched(REFERENCE), "--json"], capture_output=True, text=True,
                                   timeout=600)
             assert proc.returncode in (0, 1), proc.stderr[-2000:]
             out = json.loads(proc.stdout)
             assert (proc.returncode == 0) == out["ok"]  # the exit status is the verdict
+            _scenarios[(name, mutant)] = out
+        elif mutant is None:
+            batch = [n for n in rr.SCENARIOS if n not in CLI_SCENARIOS]
+            release = _fetched(REFERENCE)
+            for n, out in rr.run_scenarios(release, batch, built=rr.build(release)).items():
+                _scenarios[(n, None)] = out
         else:
-            out = rr.run_scenario(_fetched(REFERENCE), name, mutant=mutant)
-        _scenarios[(name, mutant)] = out
+            _scenarios[(name, mutant)] = rr.run_scenario(_fetched(REFERENCE), name, mutant=mutant)
     return _scenarios[(name, mutant)]
+
+
+def _summary(out: dict) -> dict:
+    return {k: v for k, v in out.items() if k not in ("host_errors", "what", "runs")} | {
+        q: {k: r[k] for k in ("problems", "not_exercised", "kernel_devices", "empty_cache_calls", "operators_run",
+                              "replays")} for q, r in out["runs"].items()}
 
 
 @pytest.mark.parametrize("name", list(rr.SCENARIOS) if REFERENCE else [])
 def test_scenario_opens_the_window_it_is_for(name):
+    """Every launch made and reached its kernel, with each TASK_QUEUE_ENABLE value the scenario declares, and the
+    scenario did what it is for (the judge's ``not_exercised``: memory freed, allocations refused, both devices,
+    the launching threads, torch_npu's operators on the queue thread, the replays)."""
     out = scenario(name)
-    summary = {k: v for k, v in out.items() if k not in ("host_errors", "what")}
-    assert not out["timed_out"] and out["calls_made"] == out["launches"] == 180 and out["calls_threw"] == 0, summary
-    assert out["reached_kernel"] == 180 and out["not_exercised"] == [], summary
-    assert out["device_frees"] > 0  # empty_cache really gave torch_npu's segments back to the host library
+    setup = rr.SCENARIO_SETUPS[name]
+    assert out["queues"] == list(setup.queues) and not out["timed_out"], _summary(out)
+    assert out["calls_threw"] == 0 and out["reached_kernel"] == out["launches"], _summary(out)
+    assert out["not_exercised"] == [], _summary(out)
+    for q, run in out["runs"].items():
+        assert run["kernel_devices"] == list(setup.devices), (q, _summary(out))
+        assert run["memory_allocated"]["before"] is not None
+    if setup.mode == "scenario":
+        assert out["calls_made"] == out["launches"] == len(setup.queues) * setup.threads * setup.per_thread
+    if "frees" in setup.exercises:  # empty_cache really gave torch_npu's segments back to the host library
+        assert out["device_frees"] > 0
     if name == "threads-oom-retry":  # device allocations refused, and torch_npu's own retry ran
-        assert out["refused_allocations"] > 0 and out["alloc_retries"] > 0, summary
+        assert out["refused_allocations"] > 0 and out["alloc_retries"] > 0, _summary(out)
+    if setup.operators:  # torch_npu's zero_ / fill_ ran through the host library's op-api, on both devices
+        assert out["operators_run"] >= 2, _summary(out)
+    if setup.mode == "capture":  # every replay ran each captured launch
+        assert out["runs"]["1"]["replays"] == rr.REPLAYS and out["launches"] == rr.CAPTURE_EAGER + rr.CAPTURED * rr.REPLAYS
 
 
 @pytest.mark.parametrize("release", SCENARIO_RELEASES)
@@ -240,7 +271,46 @@ def test_a_block_given_back_once_its_lambda_ran_is_freed_under_its_kernel(releas
 @pytest.mark.parametrize("name", list(rr.SCENARIOS) if REFERENCE else [])
 def test_scenario_is_clean_with_the_patched_launcher(name):
     out = scenario(name)
-    assert out["ok"] and out["host_error_kinds"] == {}, (out["host_error_kinds"], out["problems"])
+    assert out["ok"] and out["host_error_kinds"] == {}, (out["host_error_kinds"], out["problems"], out["not_exercised"])
+
+
+def test_a_scenario_over_several_queue_values_says_which_failed():
+    """A problem in one TASK_QUEUE_ENABLE value's run fails the scenario and names the value; counts add up."""
+    from torch_npu._inductor.patchset.tooling.releases.real_runtime_judge import combine_runs
+
+    run = {"launches": 90, "calls_made": 90, "calls_threw": 0, "reached_kernel": 90, "clean_kernels": 90,
+           "device_frees": 0, "refused_allocations": 0, "alloc_retries": 0, "operators_run": 0, "host_error_kinds": {},
+           "host_errors": [], "problems": [], "not_exercised": [], "timed_out": False, "torch_npu": "x",
+           "oom_allocations": None, "oom_failures": {}, "memory_allocated": {}, "ok": True}
+    bad = dict(run, clean_kernels=89, problems=["1 kernels got wrong memory"], host_error_kinds={"use-after-free": 1},
+               ok=False)
+    out = combine_runs({"1": run, "0": bad, "2": run}, scenario="s")
+    assert not out["ok"] and out["problems"] == ["TASK_QUEUE_ENABLE=0: 1 kernels got wrong memory"]
+    assert out["launches"] == 270 and out["clean_kernels"] == 269 and out["host_error_kinds"] == {"use-after-free": 1}
+    assert combine_runs({"1": bad}, scenario="s")["problems"] == ["1 kernels got wrong memory"]
+
+
+def test_a_batch_stopped_by_its_watchdog_fails_the_scenario_it_was_in_and_those_after():
+    """Scenarios share a process: one that self-waits is stopped by the watchdog, and that scenario and those after
+    it say so in one line; those before it keep their own verdicts."""
+    res = {"done": False, "timed_out": True, "exit_code": 3, "torch_npu": "x",
+           "steps": ["imported torch_npu, device 0 set", "a: scenario done", "b: captured"],
+           "scenarios": [{"scenario": "a", "steps": ["scenario done"], "done": True},
+                         {"scenario": "b", "steps": ["captured"], "done": False}]}
+    a, b, c = rr.scenario_results(res, ["a", "b", "c"])
+    assert rr.child_failure(a) is None and not a.get("timed_out")
+    assert rr.child_failure(b) == "stopped by its timeout after: captured (a self-wait or a hang)"
+    assert rr.child_failure(c) == "stopped by its timeout after: b: captured (a self-wait or a hang)"
+
+
+@pytest.mark.parametrize("release", SCENARIO_RELEASES)
+def test_the_scenario_text_gives_each_queue_values_run(release):
+    from torch_npu._inductor.patchset.tooling.commands.launcher import real_scenario_text
+
+    text = real_scenario_text(scenario("threads-one-stream"))
+    assert text.startswith(f"scenario threads-one-stream: torch_npu {release} patched")
+    for q in rr.QUEUE_MODES:
+        assert f"  TASK_QUEUE_ENABLE={q}: 90 of 90 kernels clean" in text, text
 
 
 @pytest.mark.parametrize("release", SCENARIO_RELEASES)
@@ -263,6 +333,9 @@ def test_a_self_wait_is_stopped_by_the_timeout_and_reported(release):
     (["--samples", "--as-shipped"], "--as-shipped goes with --real-runtime RELEASE"),
     (["--samples", "--real-runtime", "2.7.1.post10", "--simulate"], "--simulate goes with the simulation"),
     (["--scenario", "nope", "--real-runtime", "2.7.1.post10"], "unknown scenario 'nope' on the real runtime"),
+    (["--samples", "--real-runtime", "2.7.1.post10", "--metadata", "{}"], "--metadata goes with the simulation"),
+    (["--scenario", "threads-one-stream", "--real-runtime", "2.7.1.post10", "--metadata", "{}"],
+     "--metadata goes with the simulation"),
     (["--samples", "--real-runtime", "2.7.1.banana"], "not a torch_npu release version"),
 ])
 def test_bad_input_is_one_line_and_exit_2(argv, says):

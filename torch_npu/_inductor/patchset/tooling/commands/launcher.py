@@ -324,7 +324,8 @@ def _real_runtime_usage(args) -> str | None:
     """Why the options do not go together (one line), or None."""
     if args.real_runtime is None:
         return "--as-shipped goes with --real-runtime RELEASE"
-    for flag, given in (("--simulate", args.simulate), ("--capture", args.capture), ("--devices", args.devices != 1),
+    for flag, given in (("--metadata", args.metadata is not None), ("--simulate", args.simulate),
+                        ("--capture", args.capture), ("--devices", args.devices != 1),
                         ("--inject-fault", args.inject_fault), ("--helper", args.helper is not None),
                         ("--emit-cpp", args.emit_cpp), ("--no-simulate", args.no_simulate)):
         if given:
@@ -390,6 +391,11 @@ def real_scenario_text(out: dict) -> str:
              f"  memory returned with aclrtFree: {out['device_frees']} times; device allocations refused (out of "
              f"memory): {out['refused_allocations']}, retries counted by torch_npu: {out['alloc_retries']}"
              + ("; timed out" if out["timed_out"] else "")]
+    for q, run in out["runs"].items():
+        extra = [f"{k.replace('_', ' ')} {run[k]}" for k in ("empty_cache_calls", "operators_run", "replays")
+                 if run.get(k)]
+        lines.append(f"  TASK_QUEUE_ENABLE={q}: {run['clean_kernels']} of {run['launches']} kernels clean, kernels on "
+                     f"devices {run['kernel_devices']}" + "".join(f", {x}" for x in extra) + f"; ok: {run['ok']}")
     lines += [f"  host ACL library: {e}" for e in out["host_errors"][:6]]
     lines += [f"  problem: {p}" for p in out["problems"]]
     lines += [f"  not exercised: {p}" for p in out["not_exercised"]]
@@ -426,7 +432,7 @@ def _real_runtime(args) -> int:
     if args.scenario == "list":
         rows = [{"name": k, "what": v} for k, v in rr.SCENARIOS.items()]
         print(json.dumps({"scenarios": rows}, indent=2) if args.json else
-              "\n".join(f"{r['name']:<24}{r['what']}" for r in rows))
+              "\n".join(f"{r['name']:<36}{r['what']}" for r in rows))
         return 0
     try:
         if args.scenario is not None:

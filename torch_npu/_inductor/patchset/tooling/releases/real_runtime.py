@@ -25,8 +25,16 @@ allocator, workspace allocator and ``OpCommand`` run the launchers, and only the
    What a kernel got is judged by the simulation's own rules (``sim.harness.kernel_problems``); what a launch
    cost and where its memory went by :func:`judge_launch`.
 
+4. **Scenarios** (:data:`SCENARIO_SETUPS`, named as the simulation's where they are the same case): Python
+   threads launching on one stream, on two devices, with another thread's ``empty_cache`` (task queue off and
+   on) or out-of-memory retry, beside torch_npu's own ``zero_`` / ``fill_`` (their workspace taken on the queue
+   thread), and through ``torch.npu.NPUGraph`` capture, ``empty_cache``, growth and replay. The scenarios that
+   share a TASK_QUEUE_ENABLE value run in turn in one child (:func:`batches`); each is judged alone
+   (``real_runtime_judge.judge_scenario``), then over its values (``combine_runs``). docs/real-runtime-scenarios.md
+   gives what torch_npu's own code did in each.
+
 Command line: ``python -m torch_npu._inductor.patchset launcher --samples --real-runtime 2.7.1.post10
-[--as-shipped] [--json]``, ``launcher --scenario threads-empty-cache --real-runtime RELEASE``.
+[--as-shipped] [--json]``, ``launcher --scenario NAME|list --real-runtime RELEASE [--as-shipped] [--json]``.
 """
 from __future__ import annotations
 
@@ -44,7 +52,14 @@ from ..sim import harness as sim_harness
 from ..sim.samples import SAMPLES, Sample
 from . import real_artifacts as ra
 from . import rendered
-from .real_runtime_judge import child_failure, expectations, first_line, judge_launch, judge_scenario
+from .real_runtime_judge import (
+    child_failure,
+    combine_runs,
+    expectations,
+    first_line,
+    judge_launch,
+    judge_scenario,
+)
 
 CHILD = Path(__file__).with_name("real_runtime_child.py")
 #: TASK_QUEUE_ENABLE values each run is made with: torch_npu's default (1), off (0), level 2.
@@ -55,14 +70,6 @@ ENTRY = "npu_patchset_real_runtime_call_"
 #: control surface in it.
 HOST_LIBRARY = "libascendcl.so"
 
-#: The scenarios this tier runs (issue 31): several Python threads launching on the default stream while
-#: each empties the cache, alone or with another thread's allocation running torch_npu's out-of-memory retry.
-SCENARIOS = {
-    "threads-empty-cache": "3 Python threads x 60 launches on the default stream (1 MiB workspace x grid 8, a "
-                           "segment of its own), each thread calling torch.npu.empty_cache() every 7 launches",
-    "threads-oom-retry": "the same, with a fourth thread whose allocations make torch_npu's caching allocator run "
-                         "its out-of-memory retry (the host ACL library's device memory limited)",
-}
 #: The scenarios' kernel: 1 MiB of workspace per program, grid 8 (8 MiB per launch).
 SCENARIO_SAMPLE = Sample("threads", "1 MiB workspace per program, grid 8",
                          {"name": "triton_red_threads_0 aiv", "mix_mode": "aiv", "parallel_mode": "simd",
@@ -75,6 +82,70 @@ SCENARIO_THREADS, SCENARIO_LAUNCHES, EMPTY_CACHE_EVERY = 3, 60, 7
 #: their kernel finished left 64 MiB, and a launch whose own retry lost the race to the other thread's threw
 #: torch_npu's out-of-memory error (1 to 7 of 180, post10).
 OOM_DEVICE_GIB, OOM_BYTES = 1, 640 << 20
+
+
+@dataclasses.dataclass(frozen=True)
+class Scenario:
+    """One scenario of this tier: what the child does (``real_runtime_child.run_scenario`` / ``run_capture``),
+    with which TASK_QUEUE_ENABLE values (a child each), and what it must show it exercised (the judge's
+    ``exercises``: "frees", "refused", "devices", "threads", "operators", "replays")."""
+    what: str
+    queues: tuple[str, ...] = ("1",)
+    mode: str = "scenario"  # or "capture"
+    threads: int = SCENARIO_THREADS
+    per_thread: int = SCENARIO_LAUNCHES
+    devices: tuple[int, ...] = (0,)
+    empty_cache_every: int = 0
+    empty_cache_thread: bool = False
+    operators: bool = False
+    oom: bool = False
+    pace_s: float = 0  # a launching thread's pause after each launch
+    exercises: tuple[str, ...] = ("threads",)
+
+
+#: The scenarios this tier runs (issues 30 and 31), named as the simulation's (``launcher --scenario list``) where
+#: they are the same case.
+SCENARIO_SETUPS = {
+    "threads-empty-cache": Scenario(
+        "3 Python threads x 60 launches on the default stream (1 MiB workspace x grid 8, a segment of its own), "
+        "each thread calling torch.npu.empty_cache() every 7 launches", empty_cache_every=EMPTY_CACHE_EVERY,
+        exercises=("threads", "frees")),
+    "threads-oom-retry": Scenario(
+        "the same, with a fourth thread whose allocations make torch_npu's caching allocator run its out-of-memory "
+        "retry (the host ACL library's device memory limited)", empty_cache_every=EMPTY_CACHE_EVERY, oom=True,
+        exercises=("threads", "frees", "refused")),
+    "threads-one-stream": Scenario(
+        "3 Python threads x 30 launches on the default stream, no empty_cache; with TASK_QUEUE_ENABLE 1, 0 and 2 "
+        "(a process each)", queues=QUEUE_MODES, per_thread=30),
+    "devices-threads-queue-off": Scenario(
+        "4 Python threads, 2 per device on devices 0 and 1 (the host ACL library's ACL_HOST_DEVICES=2), x 20 "
+        "launches on their device's default stream; task queue on (each device's queue thread), then off (a "
+        "process each)", queues=("1", "0"), threads=4, per_thread=20, devices=(0, 1),
+        exercises=("threads", "devices")),
+    "empty-cache-other-thread": Scenario(
+        "task queue off: 3 Python threads x 60 launches on the default stream while a fourth calls "
+        "torch.npu.empty_cache() in a loop (1 ms apart; each launching thread pauses 1 ms after each launch)",
+        queues=("0",), empty_cache_thread=True, pace_s=0.001, exercises=("threads", "frees")),
+    "empty-cache-while-queued": Scenario(
+        "task queue on: 3 Python threads x 60 launches on the default stream, their lambdas in torch_npu's queue, "
+        "while a fourth calls torch.npu.empty_cache() in a loop (1 ms apart)", empty_cache_thread=True,
+        exercises=("threads", "frees")),
+    "torch-npu-op-workspace-concurrent": Scenario(
+        "TASK_QUEUE_ENABLE=2: a thread runs torch_npu's own Tensor.zero_() and Tensor.fill_() (op-plugin's "
+        "aclnnInplaceZero and aclnnInplaceFillScalar, queued whole: the first phase and torch_npu's workspace "
+        "allocator on the device's queue thread) on devices 0 and 1, 1 ms apart, while 2 threads x 30 launches run "
+        "on them", queues=("2",), threads=2, per_thread=30, devices=(0, 1), operators=True,
+        exercises=("threads", "devices", "operators")),
+    "capture-then-empty-cache-grow": Scenario(
+        "torch.npu.NPUGraph on a stream of its own (task queue on): a warm-up launch, 4 launches captured, then "
+        "eager launches with torch.npu.empty_cache() and growth (2 x 256 MiB allocated) between them, then 3 "
+        "replays; the simulation's capture-then-empty-cache and capture-then-grow in one", mode="capture",
+        threads=1, per_thread=0, exercises=("frees", "replays")),
+}
+SCENARIOS = {name: sc.what for name, sc in SCENARIO_SETUPS.items()}
+#: capture-then-empty-cache-grow: launches captured, replays, the eager launches ``run_capture`` makes (a warm-up,
+#: one after the capture, one per growth step, one after the second empty_cache), the growth per step.
+CAPTURED, REPLAYS, CAPTURE_EAGER, GROW_BYTES = 4, 3, 5, 256 << 20
 #: What this tier renders for every release: the samples and the scenarios' kernel, in one rendering and build.
 RUNTIME_SAMPLES = (*SAMPLES, SCENARIO_SAMPLE)
 RUNTIME_SAMPLE_BY_KEY = {s.key: s for s in RUNTIME_SAMPLES}
@@ -503,27 +574,85 @@ def run_tags(release: str, plan: dict[str, Sequence[str]], *, samples: Sequence[
 SCENARIO_KERNEL_US = 500
 
 
-def scenario_spec(built: Built, name: str, tag: str, per_thread: int = SCENARIO_LAUNCHES) -> dict:
-    if name not in SCENARIOS:
+def scenario_spec(built: Built, name: str, tag: str, per_thread: int | None = None) -> dict:
+    """The child's spec for scenario ``name`` with the launchers of rendering ``tag``."""
+    if name not in SCENARIO_SETUPS:
         raise ValueError(f"unknown scenario {name!r}; valid: {', '.join(SCENARIOS)}")
+    sc = SCENARIO_SETUPS[name]
+    per_thread = sc.per_thread if per_thread is None else per_thread
     launchers = [ln for ln in built.launchers if ln["tag"] == tag and ln["sample"] == SCENARIO_SAMPLE.key]
-    spec = {"so": str(built.shared_object), "host_library": HOST_LIBRARY, "launchers": launchers, "mode": "scenario",
-            "threads": SCENARIO_THREADS, "per_thread": per_thread, "empty_cache_every": EMPTY_CACHE_EVERY,
-            "binary": probe_binary(built, sim_time_us=SCENARIO_KERNEL_US)}
-    if name == "threads-oom-retry":
-        spec.update(oom_bytes=OOM_BYTES, env={"ACL_HOST_DEVICE_GIB": OOM_DEVICE_GIB})
+    spec = {"so": str(built.shared_object), "host_library": HOST_LIBRARY, "launchers": launchers, "mode": sc.mode,
+            "threads": sc.threads, "per_thread": per_thread, "empty_cache_every": sc.empty_cache_every,
+            "empty_cache_thread": sc.empty_cache_thread, "operators": sc.operators, "devices": list(sc.devices),
+            "pace_s": sc.pace_s,
+            "binary": probe_binary(built, sim_time_us=SCENARIO_KERNEL_US), "kernels": sc.threads * per_thread}
+    if sc.oom:  # the host ACL library's device memory limited (batches)
+        spec["oom_bytes"] = OOM_BYTES
+    if sc.mode == "capture":
+        spec.update(captured=CAPTURED, replays=REPLAYS, grow_bytes=GROW_BYTES,
+                    kernels=CAPTURE_EAGER + CAPTURED * REPLAYS)
     return spec
 
 
 def run_scenario(release: str, name: str, *, as_shipped: bool = False, mutant: str | None = None,
-                 per_thread: int = SCENARIO_LAUNCHES, timeout: float = 300) -> dict:
-    """Scenario ``name`` of :data:`SCENARIOS` on torch_npu ``release``'s own runtime (task queue on)."""
-    built = build(release)
-    spec = scenario_spec(built, name, tag_of(as_shipped, mutant), per_thread)
-    res = run_child(release, spec, queue="1", timeout=timeout, env_extra=spec.get("env"))
-    return judge_scenario(expect_of(built, spec["launchers"][0]), spec, res, name, what=SCENARIOS[name],
-                          out_of_memory=name == "threads-oom-retry", release=release, as_shipped=as_shipped,
-                          mutant=mutant)
+                 per_thread: int | None = None, timeout: float = 300, built: Built | None = None) -> dict:
+    """Scenario ``name`` of :data:`SCENARIOS` on torch_npu ``release``'s own runtime, a child per
+    TASK_QUEUE_ENABLE value of the scenario; ``built``: :func:`build`'s result when the caller has it."""
+    return run_scenarios(release, [name], as_shipped=as_shipped, mutant=mutant, per_thread=per_thread,
+                         timeout=timeout, built=built)[name]
+
+
+def batches(names: Sequence[str]) -> list[tuple[str, dict, list[str]]]:
+    """(TASK_QUEUE_ENABLE value, the host ACL library's settings, scenarios) per child: the scenarios that
+    share both run in one process, in turn (a child's start is most of a scenario's time); those that open
+    the device-side window (another thread freeing memory) after the others."""
+    out: dict = {}
+    for name in sorted(names, key=lambda n: "frees" in SCENARIO_SETUPS[n].exercises):
+        sc = SCENARIO_SETUPS[name]
+        env = {"ACL_HOST_DEVICES": str(max(2, len(sc.devices)))}
+        if sc.oom:
+            env["ACL_HOST_DEVICE_GIB"] = str(OOM_DEVICE_GIB)
+        for q in sc.queues:
+            out.setdefault((q, tuple(sorted(env.items()))), []).append(name)
+    return [(q, dict(env), group) for (q, env), group in out.items()]
+
+
+def scenario_results(res: dict, names: Sequence[str]) -> list[dict]:
+    """Each scenario's part of a batch child's result ``res``; one it did not finish (the child stopped by its
+    watchdog, or failed) carries the child's failure."""
+    parts = res.get("scenarios") or []
+    out = []
+    for i, name in enumerate(names):
+        part = dict(parts[i]) if i < len(parts) else {"scenario": name, "steps": [], "done": False}
+        if not part.get("done"):
+            for key in ("timed_out", "error", "exit_code", "stderr_tail", "stacks"):
+                if key in res:
+                    part[key] = res[key]
+            if not part["steps"]:
+                part["steps"] = list(res.get("steps") or [])
+        part.setdefault("torch_npu", res.get("torch_npu"))
+        out.append(part)
+    return out
+
+
+def run_scenarios(release: str, names: Sequence[str], *, as_shipped: bool = False, mutant: str | None = None,
+                  per_thread: int | None = None, timeout: float = 300, built: Built | None = None) -> dict[str, dict]:
+    """Scenarios ``names`` on torch_npu ``release``'s own runtime, batched into as few children as
+    :func:`batches` allows: {name: verdict over its TASK_QUEUE_ENABLE values}."""
+    built = built or build(release)
+    tag = tag_of(as_shipped, mutant)
+    specs = {n: dict(scenario_spec(built, n, tag, per_thread), name=n) for n in names}
+    expect = expect_of(built, specs[names[0]]["launchers"][0])
+    runs: dict[str, dict] = {n: {} for n in names}
+    for q, env, group in batches(names):
+        spec = {"so": str(built.shared_object), "host_library": HOST_LIBRARY, "mode": "batch",
+                "launchers": specs[group[0]]["launchers"], "binary": specs[group[0]]["binary"],
+                "scenarios": [specs[n] for n in group]}
+        res = run_child(release, spec, queue=q, timeout=timeout, env_extra=env)
+        for n, part in zip(group, scenario_results(res, group)):
+            runs[n][q] = judge_scenario(expect, specs[n], part, queue=q, exercises=SCENARIO_SETUPS[n].exercises)
+    return {n: combine_runs({q: runs[n][q] for q in SCENARIO_SETUPS[n].queues}, scenario=n, release=release,
+                            as_shipped=as_shipped, mutant=mutant, what=SCENARIOS[n]) for n in names}
 
 
 def expect_of(built: Built, ln: dict) -> tuple:

@@ -8,7 +8,8 @@ loads the launchers' shared object with ctypes and writes one JSON object to the
 after every step, so that a run stopped by its timeout still says how far it got).
 
 Spec (from ``real_runtime.py``): ``so``, ``cubin_dir``, ``out``, ``deadline_s``, ``launchers`` (entry
-symbol, kernel name, xnumel, device argument), ``mode`` "samples" or "scenario", and the scenario's
+symbol, kernel name, xnumel, device argument), ``mode`` "samples", "scenario", "capture", "batch" (``scenarios``:
+several scenario specs in turn, each with its own part of the result) or "self-wait", and the scenario's
 parameters. The host ACL library's control surface (``acl_host_*``) gives the probe's reports.
 """
 from __future__ import annotations
@@ -22,6 +23,7 @@ import threading
 import time
 import traceback
 
+T0 = time.perf_counter()
 SPEC = json.load(open(sys.argv[1]))
 RESULT: dict = {"steps": [], "done": False}
 _result_lock = threading.Lock()
@@ -35,7 +37,11 @@ def save() -> None:
         os.replace(tmp, SPEC["out"])
 
 
-def step(what: str) -> None:
+def step(what: str, out: dict | None = None) -> None:
+    """Progress, saved at once: in the result (and in a batch's scenario result ``out``)."""
+    if out is not None and out is not RESULT:
+        out["steps"].append(what)
+        what = f"{out['scenario']}: {what}"
     RESULT["steps"].append(what)
     save()
 
@@ -134,7 +140,6 @@ class Launchers:
 def main() -> None:
     global HOST
     watchdog(SPEC["deadline_s"])
-    t0 = time.perf_counter()
     import torch
 
     import torch_npu  # noqa: F401  (the wheel's own, on its own torch)
@@ -142,7 +147,7 @@ def main() -> None:
     RESULT.update(torch=torch.__version__, torch_npu=torch_npu.__version__,
                   torch_npu_file=torch_npu.__file__, task_queue_enable=os.environ.get("TASK_QUEUE_ENABLE"))
     torch.npu.set_device(0)
-    RESULT["import_s"] = round(time.perf_counter() - t0, 2)
+    RESULT["import_s"] = round(time.perf_counter() - T0, 2)
     step("imported torch_npu, device 0 set")
     HOST = HostAcl(os.environ.get("ACL_HOST_LIBRARY") or SPEC["host_library"])
     so = Launchers(SPEC["so"])
@@ -153,10 +158,24 @@ def main() -> None:
         so.gate_close()
         step("torch_npu's queue held; synchronising waits for it")
         torch.npu.synchronize()
+    elif SPEC["mode"] == "batch":  # several scenarios in turn, one process (what CI's time allows)
+        RESULT["scenarios"] = []
+        for sp in SPEC["scenarios"]:
+            out = {"scenario": sp["name"], "steps": [], "done": False}
+            RESULT["scenarios"].append(out)
+            started = time.perf_counter()
+            (run_capture if sp["mode"] == "capture" else run_scenario)(torch, so, sp, out)
+            out.update(done=True, seconds=round(time.perf_counter() - started, 2))
+            save()
     else:
-        run_scenario(torch, so)
+        (run_capture if SPEC["mode"] == "capture" else run_scenario)(torch, so, SPEC, RESULT)
     RESULT["done"] = True
+    RESULT["seconds"] = round(time.perf_counter() - T0, 2)
     save()
+    if SPEC["mode"] == "batch":
+        # The verdict is written; torch_npu's own shutdown (about 3.5 s per process here) is not what the
+        # scenarios judge, and three of these processes run in every CI leg.
+        os._exit(0)
 
 
 def _stats(torch) -> dict:
@@ -234,26 +253,40 @@ def run_samples(torch, so: Launchers) -> None:
     step("samples done")
 
 
-def run_scenario(torch, so: Launchers) -> None:
-    """SPEC["threads"] Python threads, each SPEC["per_thread"] launches of one launcher on the default stream;
-    each thread empties the cache every SPEC["empty_cache_every"] launches; with SPEC["oom_bytes"], one more
-    thread allocates that much again and again so that torch_npu's allocator runs its out-of-memory retry
-    (the host ACL library's device memory limited by the parent)."""
-    launcher = SPEC["launchers"][0]
+def run_scenario(torch, so: Launchers, sp: dict, out: dict) -> None:
+    """sp["threads"] Python threads, each sp["per_thread"] launches of one launcher on its device's default
+    stream (thread t on sp["devices"][t % len]); each thread empties the cache every sp["empty_cache_every"]
+    launches (0: never); with sp["empty_cache_thread"], one more thread calls torch.npu.empty_cache() in a
+    loop; with sp["oom_bytes"], one more thread allocates that much again and again so that torch_npu's
+    allocator runs its out-of-memory retry (the host ACL library's device memory limited by the parent); with
+    sp["operators"], one more thread runs torch_npu's own Tensor.zero_() and Tensor.fill_() on each device."""
+    launcher = sp["launchers"][0]
+    devices = sp.get("devices") or [0]
     HOST.reset()
     stop = threading.Event()
+    started = threading.Event()  # the launches begin once the other thread runs (at once without one)
+    if not (sp.get("empty_cache_thread") or sp.get("operators")):
+        started.set()
     rows: list = []
     errors: list = []
+    tids: dict = {}
+    extra: dict = {}
 
     def launching(t: int) -> None:
         try:
-            torch.npu.set_device(0)
-            stream = torch.npu.current_stream().npu_stream
-            bufs = [torch.empty(launcher["xnumel"], device="npu", dtype=torch.float32) for _ in range(2)]
-            for i in range(SPEC["per_thread"]):
-                threw, what = so.call(launcher, bufs, stream)
-                rows.append({"thread": t, "launch": i + 1, "call_threw": threw, "call_error": what[:300]})
-                if (i + 1) % SPEC["empty_cache_every"] == 0:
+            device = devices[t % len(devices)]
+            torch.npu.set_device(device)
+            tids[t] = threading.get_native_id()
+            stream = torch.npu.current_stream(device).npu_stream
+            bufs = [torch.empty(launcher["xnumel"], device=f"npu:{device}", dtype=torch.float32) for _ in range(2)]
+            started.wait(10)
+            for i in range(sp["per_thread"]):
+                threw, what = so.call(launcher, bufs, stream, device)
+                if sp.get("pace_s"):  # the launches spread over the other thread's empty_cache calls
+                    time.sleep(sp["pace_s"])
+                rows.append({"thread": t, "device": device, "launch": i + 1, "call_threw": threw,
+                             "call_error": what[:300]})
+                if sp.get("empty_cache_every") and (i + 1) % sp["empty_cache_every"] == 0:
                     torch.npu.empty_cache()
         except Exception as exc:
             errors.append(f"thread {t}: {type(exc).__name__}: {str(exc).strip()[:300]}")
@@ -267,34 +300,179 @@ def run_scenario(torch, so: Launchers) -> None:
         while not stop.is_set():
             try:
                 with torch.npu.stream(streams[n % 2]):
-                    x = torch.empty(SPEC["oom_bytes"] // 4, device="npu", dtype=torch.float32)
+                    x = torch.empty(sp["oom_bytes"] // 4, device="npu", dtype=torch.float32)
                     del x
             except Exception as exc:  # still too big after the retry: torch_npu says so, and the thread goes on
                 what = f"{type(exc).__name__}: {' '.join(str(exc).split())[:160]}"
                 failed[what] = failed.get(what, 0) + 1
             n += 1
             time.sleep(0.001)
-        RESULT.update(oom_allocations=n, oom_failures=failed)
+        extra.update(oom_allocations=n, oom_failures=failed)
 
-    before = _stats(torch)
-    threads = [threading.Thread(target=launching, args=(t,)) for t in range(SPEC["threads"])]
-    if SPEC.get("oom_bytes"):
-        threads.append(threading.Thread(target=pressing))
+    def emptying() -> None:
+        n = 0
+        try:
+            torch.npu.set_device(0)
+            while not stop.is_set():
+                torch.npu.empty_cache()
+                n += 1
+                started.set()
+                time.sleep(0.001)
+        except Exception as exc:
+            errors.append(f"empty_cache thread: {type(exc).__name__}: {str(exc).strip()[:300]}")
+        extra["empty_cache_calls"] = n
+
+    def operating() -> None:
+        # torch_npu's own operators (op-plugin, aclnnInplaceZero / aclnnInplaceFillScalar): with
+        # TASK_QUEUE_ENABLE=2 each is queued whole, its workspace taken on the device's queue thread.
+        n = 0
+        extra["operator_tid"] = threading.get_native_id()
+        try:
+            xs = {}
+            for d in devices:
+                torch.npu.set_device(d)
+                xs[d] = torch.empty(4096, device=f"npu:{d}", dtype=torch.float32)
+            want = {}
+            while not stop.is_set():
+                for d in devices:
+                    torch.npu.set_device(d)
+                    if n % 2 == 0:
+                        xs[d].zero_()
+                    else:
+                        xs[d].fill_(float(n))
+                    want[d] = float(0 if n % 2 == 0 else n)
+                    n += 1
+                started.set()
+                time.sleep(0.001)
+            for d in devices:  # what the last operator wrote, read back (a blocking copy after the queue drained)
+                torch.npu.set_device(d)
+                got = xs[d].cpu()
+                extra.setdefault("operator_results", {})[str(d)] = {
+                    "want": want.get(d), "all_equal": bool((got == want.get(d, 0.0)).all())}
+            del xs
+        except Exception as exc:
+            errors.append(f"operator thread: {type(exc).__name__}: {str(exc).strip()[:300]}")
+        extra["operators_called"] = n
+
+    for d in devices:  # each device initialised on this thread first (torch_npu's lazy init)
+        torch.npu.set_device(d)
+        torch.npu.synchronize()
+    torch.npu.set_device(0)
+    before = _stats_all(torch, devices)
+    threads = [threading.Thread(target=launching, args=(t,)) for t in range(sp["threads"])]
+    for flag, target in (("oom_bytes", pressing), ("empty_cache_thread", emptying), ("operators", operating)):
+        if sp.get(flag):
+            threads.append(threading.Thread(target=target))
     for t in threads:
         t.start()
-    for t in threads[:SPEC["threads"]]:
+    for t in threads[:sp["threads"]]:
         t.join()
     stop.set()
-    for t in threads[SPEC["threads"]:]:
+    for t in threads[sp["threads"]:]:
         t.join()
-    sync_error = ""
+    sync_error = _synchronize_all(torch, devices)
+    so.release_done()  # the next launch's first step: every block whose lambda is done goes back
+    out.update(calls=rows, thread_errors=errors, sync_error=sync_error, memory_before=before,
+                  memory_after=_settled_all(torch, devices), host=HOST.report(), thread_tids=tids, **extra)
+    step("scenario done", out)
+
+
+def _stats_all(torch, devices) -> dict:
+    """_stats summed over ``devices`` (torch_npu's figures are per device)."""
+    per = [_stats_of(torch, d) for d in devices]
+    return {k: sum(p[k] for p in per) for k in per[0]}
+
+
+def _stats_of(torch, d: int) -> dict:
+    s = torch.npu.memory_stats(d)
+    return {"allocated": torch.npu.memory_allocated(d), "requests": s.get("allocation.all.allocated", 0),
+            "retries": s.get("num_alloc_retries", 0), "reserved": torch.npu.memory_reserved(d)}
+
+
+def _settled_all(torch, devices) -> dict:
+    last = _stats_all(torch, devices)
+    for _ in range(100):
+        time.sleep(0.005)
+        now = _stats_all(torch, devices)
+        if now == last:
+            return now
+        last = now
+    return last
+
+
+def _synchronize_all(torch, devices) -> str:
     try:
-        torch.npu.synchronize()
+        for d in devices:
+            torch.npu.set_device(d)
+            torch.npu.synchronize()
+        torch.npu.set_device(0)
     except Exception as exc:
-        sync_error = f"{type(exc).__name__}: {str(exc).strip()[:300]}"
-    RESULT.update(calls=rows, thread_errors=errors, sync_error=sync_error, memory_before=before,
-                  memory_after=_stats(torch), host=HOST.report())
-    step("scenario done")
+        return f"{type(exc).__name__}: {str(exc).strip()[:300]}"
+    return ""
+
+
+def run_capture(torch, so: Launchers, sp: dict, out: dict) -> None:
+    """torch.npu.NPUGraph on a stream of its own: a warm-up launch, sp["captured"] launches captured, then
+    eager launches with torch.npu.empty_cache() and growth (sp["grow_bytes"] allocated on the stream, and a
+    launch) between them, then sp["replays"] replays; the graph deleted at the end."""
+    launcher = sp["launchers"][0]
+    torch.npu.set_device(0)
+    side = torch.npu.Stream()
+    stream = side.npu_stream
+    # torch_npu's own graph state (the generator's seed and offset, its capture bookkeeping) is made by a first,
+    # empty capture: what the judge compares at the end is the launches' memory only.
+    warm = torch.npu.NPUGraph()
+    with torch.npu.graph(warm, stream=side):
+        pass
+    del warm
+    torch.npu.synchronize()
+    HOST.reset()
+    before = _settled(torch)
+    bufs = [torch.empty(launcher["xnumel"], device="npu", dtype=torch.float32) for _ in range(2)]
+    errors, rows = [], []
+
+    def launch(what: str) -> None:
+        threw, err = so.call(launcher, bufs, stream)
+        rows.append({"thread": 0, "device": 0, "launch": len(rows) + 1, "what": what, "call_threw": threw,
+                     "call_error": err[:300]})
+
+    with torch.npu.stream(side):
+        launch("warm-up")
+    side.synchronize()
+    graph = torch.npu.NPUGraph()
+    with torch.npu.graph(graph, stream=side):
+        for _ in range(sp["captured"]):
+            launch("captured")
+    step("captured", out)
+    captured_tasks = HOST.report()["counters"]["captured_tasks"]
+    grown = []
+    with torch.npu.stream(side):
+        launch("eager, after the capture")
+        torch.npu.empty_cache()
+        for _ in range(2):  # growth: new segments, a launch with them in use, then given back
+            grown.append(torch.empty(sp["grow_bytes"] // 4, device="npu", dtype=torch.float32))
+            launch("eager, after growth")
+        del grown
+        torch.npu.empty_cache()
+        launch("eager, after a second empty_cache")
+    step("eager launches, empty_cache and growth done", out)
+    replays = 0
+    try:
+        for _ in range(sp["replays"]):
+            graph.replay()
+            replays += 1
+        side.synchronize()
+    except Exception as exc:
+        errors.append(f"replay {replays + 1}: {type(exc).__name__}: {str(exc).strip()[:300]}")
+    step("replayed", out)
+    sync_error = _synchronize_all(torch, [0])
+    del graph
+    bufs.clear()
+    so.release_done()
+    out.update(calls=rows, thread_errors=errors, sync_error=sync_error, memory_before=before,
+                  memory_after=_settled(torch), host=HOST.report(), replays=replays, captured_tasks=captured_tasks,
+                  thread_tids={0: threading.get_native_id()})
+    step("scenario done", out)
 
 
 if __name__ == "__main__":

@@ -220,17 +220,21 @@ def child_failure(res: dict) -> str | None:
 
 
 
-def judge_scenario(expect: tuple, spec: dict, res: dict, name: str, *, out_of_memory: bool, **about) -> dict:
-    """The scenario's verdict: every launch made, reached its kernel and got what it needs; no error report
-    of the host ACL library (a write into memory torch_npu had freed is one); the run finished in time; and
-    the scenario did what it is for (memory really went back with aclrtFree; with ``out_of_memory``, device
-    allocations were refused)."""
+def judge_scenario(expect: tuple, spec: dict, res: dict, *, queue: str, exercises: Sequence[str] = ()) -> dict:
+    """One child's verdict on a scenario: every launch made, reached its kernel and got what it needs (replays
+    included); no error report of the host ACL library (a write into memory torch_npu had freed is one); the
+    run finished in time; nothing left allocated once the device was synchronised and the calling threads gave
+    done blocks back; torch_npu's own operators clean; and the scenario did what it is for (``exercises``:
+    "frees": memory really went back with aclrtFree; "refused": device allocations were refused; "devices":
+    kernels ran on every device of the spec; "threads": the launches came from the launching threads, or,
+    with the task queue on, from torch_npu's queue threads; "operators": torch_npu's operators ran, on the
+    queue thread with TASK_QUEUE_ENABLE=2; "replays": the captured launches ran at every replay)."""
     exp, want_locks, grid = expect
     ln = spec["launchers"][0]
     host = res.get("host") or {}
     kernel = ln["kernel_name"].split()[0]
     records = [r for r in host.get("probe_records", []) if r["name"] == kernel]
-    launches = spec["threads"] * spec["per_thread"]
+    launches = spec["kernels"]
     rows = res.get("calls", [])
     threw = [r for r in rows if r["call_threw"]]
     kernel_issues: dict[str, int] = {}
@@ -268,17 +272,107 @@ def judge_scenario(expect: tuple, spec: dict, res: dict, name: str, *, out_of_me
     if host.get("missing_calls"):
         problems.append(f"torch_npu called ACL functions the host ACL library does not implement: "
                         f"{sorted(host['missing_calls'])}")
-    exercised = []
-    if res.get("done") and frees == 0:
-        exercised.append("no memory went back with aclrtFree: empty_cache freed nothing, the window never opened")
-    if res.get("done") and out_of_memory and refused == 0:
-        exercised.append("no device allocation was refused: torch_npu's allocator never ran out of memory")
-    return {"scenario": name, **about, "launches": launches, "calls_made": len(rows),
-            "calls_threw": len(threw), "reached_kernel": len(records), "clean_kernels": clean,
-            "host_error_kinds": by_kind, "host_errors": [f"{e['kind']}: {e['message']}" for e in host.get("errors", [])][:12],
-            "device_frees": frees, "refused_allocations": refused, "alloc_retries": retries, "oom_allocations": res.get("oom_allocations"),
-            "oom_failures": res.get("oom_failures", {}),
-            "timed_out": bool(res.get("timed_out")), "memory_allocated": {"before": before.get("allocated"),
-                                                                          "after": after.get("allocated")},
+    left = (after.get("allocated") or 0) - (before.get("allocated") or 0)
+    if res.get("done") and left != 0:
+        problems.append(f"{left} bytes more allocated at the end than before, once the device was synchronised and "
+                        f"the calling threads gave done blocks back (a leak)")
+    operators = host.get("operators") or []
+    problems += operator_problems(operators, res, queue)
+    exercised = not_exercised(exercises, res, spec, queue, records, operators, frees=frees, refused=refused)
+    return {"queue": queue, "launches": launches, "calls_made": len(rows), "calls_threw": len(threw),
+            "reached_kernel": len(records), "clean_kernels": clean, "host_error_kinds": by_kind,
+            "host_errors": [f"{e['kind']}: {e['message']}" for e in host.get("errors", [])][:12],
+            "device_frees": frees, "refused_allocations": refused, "alloc_retries": retries,
+            "oom_allocations": res.get("oom_allocations"), "oom_failures": res.get("oom_failures", {}),
+            "empty_cache_calls": res.get("empty_cache_calls"), "operators_run": len(operators),
+            "operator_first_phase_threads": len({o["tid_phase1"] for o in operators}),
+            "operators_on_their_own_thread": sum(o["tid_phase1"] == res.get("operator_tid") for o in operators),
+            "replays": res.get("replays"), "captured_tasks": res.get("captured_tasks"),
+            "kernel_devices": sorted({r["device"] for r in records}),
+            "timed_out": bool(res.get("timed_out")), "seconds": res.get("seconds"),
+            "memory_allocated": {"before": before.get("allocated"), "after": after.get("allocated")},
             "torch_npu": res.get("torch_npu"), "problems": problems, "not_exercised": exercised,
             "ok": not problems and not exercised}
+
+
+def operator_problems(operators: Sequence[dict], res: dict, queue: str) -> list[str]:
+    """torch_npu's own operators (the host ACL library's op-api runs): each got a live workspace, touched only
+    live memory, overlapped no running kernel, and wrote what the operator thread read back."""
+    problems = []
+    bad = [o for o in operators if o["access_errors"] or o["overlaps_with_running"] or o["workspace_extent"]["freed"]]
+    if bad:
+        problems.append(f"{len(bad)} of {len(operators)} torch_npu operators ran on freed or busy memory, first: "
+                        f"{bad[0]['op']} (access errors {bad[0]['access_errors']}, overlaps with a running kernel "
+                        f"{bad[0]['overlaps_with_running']})")
+    for device, got in sorted((res.get("operator_results") or {}).items()):
+        if not got["all_equal"]:
+            problems.append(f"device {device}: the tensor torch_npu's operators wrote does not hold the last value "
+                            f"({got['want']})")
+    return problems
+
+
+def not_exercised(exercises: Sequence[str], res: dict, spec: dict, queue: str, records: Sequence[dict],
+                  operators: Sequence[dict], *, frees: int, refused: int) -> list[str]:
+    """What the scenario is for and did not happen (each a line); nothing when the run did not finish."""
+    if not res.get("done"):
+        return []
+    out = []
+    if "frees" in exercises and frees == 0:
+        out.append("no memory went back with aclrtFree: empty_cache freed nothing, the window never opened")
+    if "refused" in exercises and refused == 0:
+        out.append("no device allocation was refused: torch_npu's allocator never ran out of memory")
+    if "devices" in exercises and not set(spec["devices"]) <= {r["device"] for r in records}:
+        out.append(f"kernels ran on devices {sorted({r['device'] for r in records})}, not on each of {spec['devices']}")
+    if "threads" in exercises:
+        launchers = set(_calls((res.get("host") or {}).get("calls", {}), LAUNCH_CALLS))
+        callers = {int(t) for t in (res.get("thread_tids") or {}).values()}
+        if len(callers) != spec["threads"]:
+            out.append(f"{len(callers)} launching threads ran, {spec['threads']} expected")
+        elif queue == "0" and launchers != callers:
+            out.append("with the task queue off the kernels were not launched by the launching threads themselves")
+        elif queue != "0" and launchers & callers:
+            out.append("with the task queue on a launching thread called the ACL launch itself")
+    if "operators" in exercises:
+        if not operators:
+            out.append("torch_npu's operators never reached the host ACL library's op-api")
+        elif queue == "2" and any(o["tid_phase1"] == res.get("operator_tid") for o in operators):
+            out.append("an operator's first phase (and its workspace) ran on the operator's thread, not on the queue "
+                       "thread")
+        elif not set(spec["devices"]) <= {o["device"] for o in operators}:
+            out.append(f"operators ran on devices {sorted({o['device'] for o in operators})}, not on each of "
+                       f"{spec['devices']}")
+    if "replays" in exercises:
+        replayed = sum(1 for r in records if r["captured_launch_id"])
+        if not res.get("captured_tasks") or res.get("replays") != spec["replays"] or \
+                replayed != spec["replays"] * spec["captured"]:
+            out.append(f"{res.get('captured_tasks')} tasks captured, {res.get('replays')} of {spec['replays']} "
+                       f"replays, {replayed} replayed kernels of {spec['replays'] * spec['captured']}")
+    return out
+
+
+_SUMMED = ("launches", "calls_made", "calls_threw", "reached_kernel", "clean_kernels", "device_frees",
+           "refused_allocations", "alloc_retries", "operators_run")
+
+
+def combine_runs(runs: dict[str, dict], **about) -> dict:
+    """A scenario's verdict over its children (``runs``: {TASK_QUEUE_ENABLE value: :func:`judge_scenario`}):
+    the counts summed, each problem prefixed with its value when there are several, ``ok`` when all are."""
+    several = len(runs) > 1
+
+    def tagged(q: str, lines: Sequence[str]) -> list[str]:
+        return [f"TASK_QUEUE_ENABLE={q}: {x}" if several else x for x in lines]
+
+    first = next(iter(runs.values()))
+    out = {**about, "queues": list(runs), **{k: sum(r[k] or 0 for r in runs.values()) for k in _SUMMED}}
+    kinds: dict[str, int] = {}
+    for r in runs.values():
+        for k, n in r["host_error_kinds"].items():
+            kinds[k] = kinds.get(k, 0) + n
+    out.update(
+        host_error_kinds=kinds, host_errors=[e for q, r in runs.items() for e in tagged(q, r["host_errors"])][:12],
+        problems=[p for q, r in runs.items() for p in tagged(q, r["problems"])],
+        not_exercised=[p for q, r in runs.items() for p in tagged(q, r["not_exercised"])],
+        timed_out=any(r["timed_out"] for r in runs.values()), torch_npu=first["torch_npu"],
+        oom_allocations=first["oom_allocations"], oom_failures=first["oom_failures"],
+        memory_allocated=first["memory_allocated"], runs=runs, ok=all(r["ok"] for r in runs.values()))
+    return out
