@@ -335,6 +335,11 @@ def _machine() -> dict:
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if "--real-runtime" in argv:  # torch_npu's own runtime (tooling/releases/real_runtime_bench.py)
+        from torch_npu._inductor.patchset.tooling.releases import real_runtime_bench
+
+        return real_runtime_bench.main([x for x in argv if x != "--real-runtime"])
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="same grid, fewer launches")
