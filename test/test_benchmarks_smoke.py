@@ -3,6 +3,7 @@ another helper side by side) and writes the documented JSON. No timing assertion
 reported, not judged; the counters and verdicts are what the simulation decides."""
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import shutil
@@ -130,3 +131,57 @@ def test_import_overhead_script_runs(tmp_path):
     assert set(data) == {"runs", "import_torch_ms_armed", "import_torch_ms_disabled", "import_torch_delta_ms",
                          "entry_point_ms"}
     assert data["entry_point_ms"] > 0
+
+
+# ---- --real-runtime: torch_npu's own runtime over the host ACL library (a test double of CANN, in subprocesses) ----
+LEG = ".".join(importlib.metadata.version("torch").split("+")[0].split(".")[:3])
+#: The leg whose torch line the benchmark's releases (2.7.1.post10, post11) run on; the tiny run takes post11 alone
+#: (its own fix and the patch set: one build, one child).
+REAL_RUNTIME_CASES = {"2.7.1": [("own-fix", "patch-post11")]}.get(LEG, [])
+REAL_TINY = ["--real-runtime", "--layouts", "ordered", "--kernel-us", "0", "--launches", "40", "--gated", "20",
+             "--rounds", "2", "--warmup", "5", "--repeats", "1"]
+
+
+@pytest.mark.parametrize("cells", REAL_RUNTIME_CASES, ids="+".join)
+def test_real_runtime_tiny_run_counts_per_launch(tmp_path, cells):
+    """On 2.7.1.post11's own task queue and caching allocator: the patch set's launch takes one caching-allocator
+    block and nothing that waits, its kernel gets clean memory; torch_npu's own fix makes two workspace-allocator
+    calls and a blocking copy per launch, and its kernel's regions alias. The counts come from torch_npu's own
+    allocator statistics and the host ACL library's call records, so a launcher that changed would show here."""
+    from torch_npu._inductor.patchset.tooling.releases import host_runtime, wheels
+    from torch_npu._inductor.patchset.tooling.releases import real_runtime_bench as rrb
+
+    try:
+        host_runtime.extracted_wheel(rrb.OWN_FIX_RELEASE)
+    except wheels.WheelUnavailable as exc:
+        if exc.index_unreachable:
+            pytest.skip(f"package index unreachable: {exc}")
+        raise
+    out = tmp_path / "real.json"
+    proc = subprocess.run([sys.executable, str(SCRIPT), *REAL_TINY, "--cells", ",".join(cells), "--json", str(out)],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "queue vs floor" in proc.stdout and "goals (issue 30):" in proc.stdout
+    doc = json.loads(out.read_text())
+    rows = {r["cell"]: r for r in doc["rows"]}
+    assert set(rows) == set(cells) and all(r["batches"] == 2 for r in rows.values()), rows
+    patch, own = rows["patch-post11"], rows["own-fix"]
+    for r in (patch, own):
+        assert r["call_ns"] > 0 and r["queue_ns"] > 0 and r["launches_per_s"] > 0, r
+        assert r["launch_calls"] == 1, r  # every launch reached aclrtLaunchKernelWithHostArgs once
+    assert patch["verdict"] == "clean", patch["problems"]
+    assert (patch["caching_allocator_calls"], patch["workspace_allocator_calls"]) == (1, 0), patch
+    assert (patch["allocator_calls"], patch["device_synchronizations"], patch["host_blocking_calls"],
+            patch["page_locked_allocations"]) == (1, 0, 0, 0), patch
+    assert 1 <= patch["peak_live_blocks"] <= 40, patch  # blocks held until their lambdas ran, at most the batch
+    assert (own["caching_allocator_calls"], own["workspace_allocator_calls"], own["sync_copies"]) == (0, 2, 1), own
+    assert own["host_blocking_calls"] == 1 and own["peak_live_blocks"] == 0, own
+    assert any("regions overlap" in p for p in own["problems"]), own["problems"]  # its two requests alias
+    assert patch["total_vs_own_fix"] == patch["total_ns"] / own["total_ns"]
+
+
+def test_real_runtime_bad_cells_is_one_line():
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--real-runtime", "--cells", "floor,nope"], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 2 and "--cells" in proc.stderr and "nope" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
