@@ -161,7 +161,7 @@ def test_real_runtime_tiny_run_counts_per_launch(tmp_path, cells):
     proc = subprocess.run([sys.executable, str(SCRIPT), *REAL_TINY, "--cells", ",".join(cells), "--json", str(out)],
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "queue vs floor" in proc.stdout and "goals (issue 30):" in proc.stdout
+    assert "queue/floor" in proc.stdout and "goals (issue 30):" in proc.stdout
     doc = json.loads(out.read_text())
     rows = {r["cell"]: r for r in doc["rows"]}
     assert set(rows) == set(cells) and all(r["batches"] == 2 for r in rows.values()), rows
