@@ -136,9 +136,10 @@ def test_import_overhead_script_runs(tmp_path):
 # ---- --real-runtime: torch_npu's own runtime over the host ACL library (a test double of CANN, in subprocesses) ----
 LEG = ".".join(importlib.metadata.version("torch").split("+")[0].split(".")[:3])
 #: The leg whose torch line the benchmark's releases (2.7.1.post10, post11) run on; the tiny run takes post11 alone
-#: (its own fix and the patch set: one build, one child).
-REAL_RUNTIME_CASES = {"2.7.1": [("own-fix", "patch-post11")]}.get(LEG, [])
-REAL_TINY = ["--real-runtime", "--layouts", "ordered", "--kernel-us", "0", "--launches", "40", "--gated", "20",
+#: (its own fix, with the host ACL library's copy waiting and not, and the patch set: one build, two children).
+REAL_RUNTIME_CASES = {"2.7.1": [("own-fix", "own-fix-nowait", "patch-post11")]}.get(LEG, [])
+KERNEL_US = 20
+REAL_TINY = ["--real-runtime", "--layouts", "ordered", "--kernel-us", str(KERNEL_US), "--launches", "40", "--gated", "20",
              "--rounds", "2", "--warmup", "5", "--repeats", "1"]
 
 
@@ -147,7 +148,9 @@ def test_real_runtime_tiny_run_counts_per_launch(tmp_path, cells):
     """On 2.7.1.post11's own task queue and caching allocator: the patch set's launch takes one caching-allocator
     block and nothing that waits, its kernel gets clean memory; torch_npu's own fix makes two workspace-allocator
     calls and a blocking copy per launch, and its kernel's regions alias. The counts come from torch_npu's own
-    allocator statistics and the host ACL library's call records, so a launcher that changed would show here."""
+    allocator statistics and the host ACL library's call records, so a launcher that changed would show here. The own
+    fix's copy waits for the kernel queued before it (20 us each) on torch_npu's queue thread, unless the host ACL
+    library is told not to wait (ACL_HOST_MEMCPY=immediate)."""
     from torch_npu._inductor.patchset.tooling.releases import host_runtime, wheels
     from torch_npu._inductor.patchset.tooling.releases import real_runtime_bench as rrb
 
@@ -165,8 +168,8 @@ def test_real_runtime_tiny_run_counts_per_launch(tmp_path, cells):
     doc = json.loads(out.read_text())
     rows = {r["cell"]: r for r in doc["rows"]}
     assert set(rows) == set(cells) and all(r["batches"] == 2 for r in rows.values()), rows
-    patch, own = rows["patch-post11"], rows["own-fix"]
-    for r in (patch, own):
+    patch, own, nowait = rows["patch-post11"], rows["own-fix"], rows["own-fix-nowait"]
+    for r in (patch, own, nowait):
         assert r["call_ns"] > 0 and r["queue_ns"] > 0 and r["launches_per_s"] > 0, r
         assert r["launch_calls"] == 1, r  # every launch reached aclrtLaunchKernelWithHostArgs once
     assert patch["verdict"] == "clean", patch["problems"]
@@ -178,6 +181,10 @@ def test_real_runtime_tiny_run_counts_per_launch(tmp_path, cells):
     assert own["host_blocking_calls"] == 1 and own["peak_live_blocks"] == 0, own
     assert any("regions overlap" in p for p in own["problems"]), own["problems"]  # its two requests alias
     assert patch["total_vs_own_fix"] == patch["total_ns"] / own["total_ns"]
+    assert (nowait["workspace_allocator_calls"], nowait["sync_copies"]) == (2, 1), nowait  # the same launcher
+    # each waiting copy outlasts the kernel queued before it: the queue thread's time per launch is at least that
+    assert own["queue_wall_ns"] >= 0.9 * KERNEL_US * 1000, own
+    assert nowait["queue_wall_ns"] < own["queue_wall_ns"], (nowait, own)
 
 
 def test_real_runtime_bad_cells_is_one_line():
