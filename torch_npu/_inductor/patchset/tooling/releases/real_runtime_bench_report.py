@@ -11,7 +11,7 @@ from typing import Sequence
 
 from ..sim import harness as sim_harness
 from . import rendered
-from .real_runtime_bench import CELLS, GRID, LAYOUTS, PATCH_SET, REPORTED, SAMPLE_BY_KEY, BenchBuild, cells_of
+from .real_runtime_bench_cells import CELLS, GRID, LAYOUTS, PATCH_SET, REPORTED, SAMPLE_BY_KEY, cells_of
 from .real_runtime_judge import LAUNCH_CALLS, SYNC_CALLS, expectations, first_line, probe_view
 
 
@@ -36,7 +36,7 @@ def batch_counters(batch: dict, baseline: dict) -> dict:
             "launch_calls": _count(calls, LAUNCH_CALLS) / n, "memsets": _count(calls, ("aclrtMemsetAsync",)) / n}
 
 
-def batch_verdict(built: BenchBuild, ln: dict, batch: dict) -> list[str]:
+def batch_verdict(built, ln: dict, batch: dict) -> list[str]:
     """What went wrong in a free run: calls that threw, launches that never reached the kernel, what the kernels
     got (the simulation's rules on the probe's records), the host ACL library's error reports."""
     problems = []
@@ -79,7 +79,7 @@ def _median(v):
     return statistics.median(v) if v else None
 
 
-def summarise(built: dict[str, BenchBuild], results: list[dict]) -> list[dict]:
+def summarise(built: dict, results: list[dict]) -> list[dict]:
     """One row per (layout, kernel us, cell): medians over every batch (each repeat's rounds), counters the worst
     batch's, peak live launch blocks the most, the verdict every batch's problems."""
     acc: dict = {}
