@@ -192,3 +192,37 @@ def test_real_runtime_bad_cells_is_one_line():
                           text=True, timeout=120)
     assert proc.returncode == 2 and "--cells" in proc.stderr and "nope" in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_real_runtime_children_alternate_and_rotate():
+    from torch_npu._inductor.patchset.tooling.releases import real_runtime_bench_cells as cells
+
+    plan = cells.child_plan([0, 20], 2)
+    kinds = {(rel, mem) for _k, rel, mem in plan}
+    assert kinds == {("2.7.1.post10", "waits"), ("2.7.1.post11", "waits"), ("2.7.1.post11", "immediate")}
+    assert len(plan) == 2 * 2 * 3 and [k for k, _r, _m in plan[:3]] == [0, 0, 0]
+    firsts = [plan[i][1:] for i in range(0, len(plan), 3)]  # who goes first, per repeat and kernel time
+    assert len(set(firsts)) == 3  # no child always first
+    assert cells.cells_of("2.7.1.post11", "waits") == [("own-fix", "upstream"), ("patch-post11", "patched")]
+
+
+def test_real_runtime_goals_say_not_met():
+    from torch_npu._inductor.patchset.tooling.releases import real_runtime_bench_report as report
+
+    def row(cell, k, layout="ordered", **kw):
+        base = {"layout": layout, "kernel_us": k, "cell": cell, "verdict": "clean", "allocator_calls": 1,
+                "device_synchronizations": 0, "host_blocking_calls": 0, "page_locked_allocations": 0}
+        return dict(base, **kw)
+
+    rows = report.with_ratios([
+        row("floor", 0, queue_ns=500, total_ns=900, launches_per_s=100, queue_wall_ns=1000, total_wall_ns=1400),
+        row("own-fix", 0, queue_ns=3000, total_ns=3400, launches_per_s=100, queue_wall_ns=9000, total_wall_ns=9400),
+        row("patch-post11", 0, queue_ns=800, total_ns=2300, launches_per_s=100, queue_wall_ns=5000,
+            total_wall_ns=6500, host_blocking_calls=1),
+        row("own-fix", 20, launches_per_s=1000), row("patch-post11", 20, launches_per_s=9000),
+    ])
+    text = "\n".join(report.goals(rows))
+    assert "20 us kernels >= 10x the own fix: 9.00x .. 9.00x: NOT met" in text
+    assert "total host ns (call + queue CPU) <= 1.5x the own fix: 0.68x .. 0.68x: met" in text
+    assert "queue-thread CPU ns <= 1.5x the floor: 1.60x .. 1.60x: NOT met" in text
+    assert "counters 1/0/0/0 per launch in every patch-set cell: NOT met (1 cells differ)" in text
