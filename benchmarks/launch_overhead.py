@@ -1,5 +1,10 @@
 """What the sync resources (workspace + locks) cost per launch: this helper against another.
 
+``--real-runtime`` (all other options then belong to it: ``--real-runtime --help``) runs instead on torch_npu's
+own runtime, released wheels over the host ACL library: the floor, torch_npu's own fix and the patch set side by
+side (``torch_npu/_inductor/patchset/tooling/releases/real_runtime_bench.py``). What follows is the simulation-only
+run, kept for what that cannot show (benchmarks/README.md says what).
+
 Runs, in the host ACL simulation (``acl_sim``), the launchers ``launch_codegen``
 writes, in the shape torch_npu's C++ wrapper has (``call_<kernel>``: the lambda
 handed to ``launchKernel``, i.e. ``OpCommand::RunOpApiV2``, which torch_npu's
@@ -335,6 +340,11 @@ def _machine() -> dict:
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if "--real-runtime" in argv:  # torch_npu's own runtime (tooling/releases/real_runtime_bench.py)
+        from torch_npu._inductor.patchset.tooling.releases import real_runtime_bench
+
+        return real_runtime_bench.main([x for x in argv if x != "--real-runtime"])
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="same grid, fewer launches")

@@ -3,6 +3,7 @@ another helper side by side) and writes the documented JSON. No timing assertion
 reported, not judged; the counters and verdicts are what the simulation decides."""
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import shutil
@@ -130,3 +131,100 @@ def test_import_overhead_script_runs(tmp_path):
     assert set(data) == {"runs", "import_torch_ms_armed", "import_torch_ms_disabled", "import_torch_delta_ms",
                          "entry_point_ms"}
     assert data["entry_point_ms"] > 0
+
+
+# ---- --real-runtime: torch_npu's own runtime over the host ACL library (a test double of CANN, in subprocesses) ----
+LEG = ".".join(importlib.metadata.version("torch").split("+")[0].split(".")[:3])
+#: The leg whose torch line the benchmark's releases (2.7.1.post10, post11) run on; the tiny run takes post11 alone
+#: (its own fix, with the host ACL library's copy waiting and not, and the patch set: one build, two children).
+REAL_RUNTIME_CASES = {"2.7.1": [("own-fix", "own-fix-nowait", "patch-post11")]}.get(LEG, [])
+KERNEL_US = 20
+REAL_TINY = ["--real-runtime", "--layouts", "ordered", "--kernel-us", str(KERNEL_US), "--launches", "40", "--gated", "20",
+             "--rounds", "2", "--warmup", "5", "--repeats", "1"]
+
+
+@pytest.mark.parametrize("cells", REAL_RUNTIME_CASES, ids="+".join)
+def test_real_runtime_tiny_run_counts_per_launch(tmp_path, cells):
+    """On 2.7.1.post11's own task queue and caching allocator: the patch set's launch takes one caching-allocator
+    block and nothing that waits, its kernel gets clean memory; torch_npu's own fix makes two workspace-allocator
+    calls and a blocking copy per launch, and its kernel's regions alias. The counts come from torch_npu's own
+    allocator statistics and the host ACL library's call records, so a launcher that changed would show here. The own
+    fix's copy waits for the kernel queued before it (20 us each) on torch_npu's queue thread; told not to wait
+    (ACL_HOST_MEMCPY=immediate), the host ACL library lets the kernels start with wrong lock content."""
+    from torch_npu._inductor.patchset.tooling.releases import host_runtime, wheels
+    from torch_npu._inductor.patchset.tooling.releases import real_runtime_bench as rrb
+
+    try:
+        host_runtime.extracted_wheel(rrb.OWN_FIX_RELEASE)
+    except wheels.WheelUnavailable as exc:
+        if exc.index_unreachable:
+            pytest.skip(f"package index unreachable: {exc}")
+        raise
+    out = tmp_path / "real.json"
+    proc = subprocess.run([sys.executable, str(SCRIPT), *REAL_TINY, "--cells", ",".join(cells), "--json", str(out)],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "queue/floor" in proc.stdout and "goals (issue 30):" in proc.stdout
+    doc = json.loads(out.read_text())
+    rows = {r["cell"]: r for r in doc["rows"]}
+    assert set(rows) == set(cells) and all(r["batches"] == 2 for r in rows.values()), rows
+    patch, own, nowait = rows["patch-post11"], rows["own-fix"], rows["own-fix-nowait"]
+    for r in (patch, own, nowait):
+        assert r["call_ns"] > 0 and r["queue_ns"] > 0 and r["launches_per_s"] > 0, r
+        assert r["launch_calls"] == 1, r  # every launch reached aclrtLaunchKernelWithHostArgs once
+    assert patch["verdict"] == "clean", patch["problems"]
+    assert (patch["caching_allocator_calls"], patch["workspace_allocator_calls"]) == (1, 0), patch
+    assert (patch["allocator_calls"], patch["device_synchronizations"], patch["host_blocking_calls"],
+            patch["page_locked_allocations"]) == (1, 0, 0, 0), patch
+    assert 1 <= patch["peak_live_blocks"] <= 40, patch  # blocks held until their lambdas ran, at most the batch
+    assert (own["caching_allocator_calls"], own["workspace_allocator_calls"], own["sync_copies"]) == (0, 2, 1), own
+    assert own["host_blocking_calls"] == 1 and own["peak_live_blocks"] == 0, own
+    assert any("regions overlap" in p for p in own["problems"]), own["problems"]  # its two requests alias
+    assert patch["total_vs_own_fix"] == patch["total_ns"] / own["total_ns"]
+    assert (nowait["workspace_allocator_calls"], nowait["sync_copies"]) == (2, 1), nowait  # the same launcher
+    # each waiting copy outlasts the kernel queued before it: the queue thread's time per launch is at least that
+    assert own["queue_wall_ns"] >= 0.9 * KERNEL_US * 1000, own
+    # and the next launch's locks are written after that kernel, which wrote into them (the two requests alias);
+    # a copy that does not wait writes them before, and the kernel before overwrites them
+    assert "lock-content" not in own["verdict"] and "lock-content" in nowait["verdict"], (own, nowait)
+
+
+def test_real_runtime_bad_cells_is_one_line():
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--real-runtime", "--cells", "floor,nope"], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 2 and "--cells" in proc.stderr and "nope" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_real_runtime_children_alternate_and_rotate():
+    from torch_npu._inductor.patchset.tooling.releases import real_runtime_bench_cells as cells
+
+    plan = cells.child_plan([0, 20], 2)
+    kinds = {(rel, mem) for _k, rel, mem in plan}
+    assert kinds == {("2.7.1.post10", "waits"), ("2.7.1.post11", "waits"), ("2.7.1.post11", "immediate")}
+    assert len(plan) == 2 * 2 * 3 and [k for k, _r, _m in plan[:3]] == [0, 0, 0]
+    firsts = [plan[i][1:] for i in range(0, len(plan), 3)]  # who goes first, per repeat and kernel time
+    assert len(set(firsts)) == 3  # no child always first
+    assert cells.cells_of("2.7.1.post11", "waits") == [("own-fix", "upstream"), ("patch-post11", "patched")]
+
+
+def test_real_runtime_goals_say_not_met():
+    from torch_npu._inductor.patchset.tooling.releases import real_runtime_bench_report as report
+
+    def row(cell, k, layout="ordered", **kw):
+        base = {"layout": layout, "kernel_us": k, "cell": cell, "verdict": "clean", "allocator_calls": 1,
+                "device_synchronizations": 0, "host_blocking_calls": 0, "page_locked_allocations": 0}
+        return dict(base, **kw)
+
+    rows = report.with_ratios([
+        row("floor", 0, queue_ns=500, total_ns=900, launches_per_s=100, queue_wall_ns=1000, total_wall_ns=1400),
+        row("own-fix", 0, queue_ns=3000, total_ns=3400, launches_per_s=100, queue_wall_ns=9000, total_wall_ns=9400),
+        row("patch-post11", 0, queue_ns=800, total_ns=2300, launches_per_s=100, queue_wall_ns=5000,
+            total_wall_ns=6500, host_blocking_calls=1),
+        row("own-fix", 20, launches_per_s=1000), row("patch-post11", 20, launches_per_s=9000),
+    ])
+    text = "\n".join(report.goals(rows))
+    assert "20 us kernels >= 10x the own fix: 9.00x .. 9.00x: NOT met" in text
+    assert "total host ns (call + queue CPU) <= 1.5x the own fix: 0.68x .. 0.68x: met" in text
+    assert "queue-thread CPU ns <= 1.5x the floor: 1.60x .. 1.60x: NOT met" in text
+    assert "counters 1/0/0/0 per launch in every patch-set cell: NOT met (1 cells differ)" in text

@@ -1,0 +1,328 @@
+"""What a launch costs on torch_npu's own runtime: the floor, torch_npu's own fix and the patch set, side by side.
+
+``benchmarks/launch_overhead.py --real-runtime`` runs this. Two released wheels run their launchers over the host
+ACL library (a TEST DOUBLE of CANN, loaded only into the subprocesses started here; ``host_runtime.py``): their
+own ``libtorch_npu.so``, task queue and caching allocator, the launchers their own codegen renders, as shipped and
+after ``patchset.apply()`` (whatever the checkout's ``launch_codegen`` writes: nothing of the launcher is written
+here). Cells:
+
+* ``floor``: 2.7.1.post10 as shipped (NULL workspace and lock pointers);
+* ``own-fix``: 2.7.1.post11 as shipped (two ``allocate_workspace`` requests in the lambda, the locks written by a
+  synchronous ``aclrtMemcpy``), and ``own-fix-nowait``: the same with the host ACL library's synchronous copy not
+  waiting for the work queued before it (``ACL_HOST_MEMCPY=immediate``; by default it waits);
+* ``patch-post10`` / ``patch-post11``: both releases patched.
+
+Per cell: the benchmark's layouts (:data:`LAYOUTS`) x simulated kernel time (the probe kernel's run time on the
+host ACL library's stream thread). Children (one per release, kernel time and copy mode) run alternately, in a
+rotating order, ``repeats`` times; inside a child the launchers take turns (``real_runtime_bench_child.py`` says
+what each measures). Numbers are medians over every batch of a cell; counters per launch, the worst batch
+(``real_runtime_bench_report.py``: the batches in, the rows, goals and table out).
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Sequence
+
+from ... import launch_codegen as lc
+from ..sim import harness as sim_harness
+from . import real_artifacts as ra
+from . import real_runtime as rr
+from . import rendered
+from .real_runtime_bench_cells import (  # noqa: F401  (OWN_FIX_RELEASE, FLOOR_RELEASE: for callers)
+    CELLS,
+    FLOOR_RELEASE,
+    FULL,
+    GATED_MAX,
+    GRID,
+    KERNEL_US,
+    LAYOUTS,
+    OWN_FIX_RELEASE,
+    QUICK,
+    SAMPLE_BY_KEY,
+    bench_samples,
+    cells_of,
+    child_plan,
+)
+
+CHILD = Path(__file__).with_name("real_runtime_bench_child.py")
+
+
+class BenchError(rr.RealRuntimeError):
+    """The benchmark could not run (said in one line)."""
+
+
+# ---- build ----------------------------------------------------------------------------------------------
+#: The benchmark's own helper: a timed loop over a launcher's C entry, and a counting pass-through of torch_npu's
+#: exported workspace allocator (``at_npu::native::allocate_workspace``: the one symbol torch_npu's own fix calls;
+#: the child loads this first, so that its definition comes first in the global scope and calls reach it; it
+#: forwards to libtorch_npu.so's own). The caching allocator counts its own requests (``memory_stats``).
+HELPER_SOURCE = r"""
+#include <dlfcn.h>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+using Entry = int (*)(void*, void*, int64_t, int32_t, void*, const char*, char*, size_t);
+extern "C" __attribute__((visibility("default"))) int bench_calls(void* fn, int n, void* in, void* out, int64_t numel,
+    int32_t device, void* stream, const char* cubin_dir, int64_t* ns, char* error, size_t error_size) {
+  const Entry entry = reinterpret_cast<Entry>(fn);
+  int failed = 0;
+  char scratch[4096];
+  for (int i = 0; i < n; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const int rc = entry(in, out, numel, device, stream, cubin_dir, failed ? scratch : error, failed ? sizeof scratch : error_size);
+    ns[i] = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
+    failed += rc != 0;
+  }
+  return failed;
+}
+std::atomic<uint64_t> g_workspace_calls{0};
+extern "C" __attribute__((visibility("default"))) uint64_t bench_workspace_calls() { return g_workspace_calls.load(); }
+// at::Tensor as returned by value: one pointer, not trivially destructible (so returned through memory the caller
+// gives, as at::Tensor is); only passed through here, never copied or destroyed.
+struct ReturnedTensor {
+  void* impl;
+  ~ReturnedTensor();
+};
+namespace at_npu { namespace native {
+__attribute__((visibility("default"))) ReturnedTensor allocate_workspace(unsigned long size, void* stream) {
+  using Real = ReturnedTensor (*)(unsigned long, void*);
+  static const Real real = [] {
+    void* lib = dlopen("libtorch_npu.so", RTLD_NOW | RTLD_NOLOAD);
+    void* sym = lib ? dlsym(lib, "_ZN6at_npu6native18allocate_workspaceEmPv") : nullptr;
+    if (sym == nullptr) {
+      std::fprintf(stderr, "real_runtime_bench helper: libtorch_npu.so's allocate_workspace not found\n");
+      std::abort();
+    }
+    return reinterpret_cast<Real>(sym);
+  }();
+  g_workspace_calls.fetch_add(1, std::memory_order_relaxed);
+  return real(size, stream);
+}
+}}  // namespace at_npu::native
+"""
+
+
+def helper_library() -> Path:
+    """:data:`HELPER_SOURCE` compiled (cached by content in the build cache)."""
+    digest = hashlib.sha256(HELPER_SOURCE.encode()).hexdigest()[:16]
+    out = ra.build_cache() / f"real-runtime-bench-helper-{digest}" / "libbench_helper.so"
+    if not out.is_file():
+        out.parent.mkdir(parents=True, exist_ok=True)
+        src = out.parent / f"helper.{os.getpid()}.cpp"
+        src.write_text(HELPER_SOURCE)
+        tmp = out.parent / f".libbench_helper.{os.getpid()}.so"
+        cxx = os.environ.get("CXX") or "g++"
+        proc = subprocess.run([cxx, "-std=c++17", "-O2", "-shared", "-fPIC", "-o", str(tmp), str(src), "-ldl"],
+                              capture_output=True, text=True)
+        src.unlink(missing_ok=True)
+        if proc.returncode != 0:
+            raise BenchError(f"the benchmark helper did not compile: {rr.first_line(proc.stderr)}")
+        os.replace(tmp, out)
+    return out
+
+
+@dataclasses.dataclass
+class BenchBuild:
+    release: str
+    shared_object: Path
+    launchers: list[dict]  # key, tag, sample, layout, entry, cubin, kernel_name, xnumel
+    harness: dict
+
+
+def build(release: str) -> BenchBuild:
+    """The benchmark's layouts rendered by ``release``'s own codegen, patched and as shipped, in one shared object
+    linked against its libtorch_npu.so and the host ACL library (``real_artifacts.build``, cached)."""
+    python = rr.line_python(release)
+    harness = ra.harness_json(release, python, samples=bench_samples(), triton_shim=True)
+    if "patched" not in harness or "upstream" not in harness:
+        raise BenchError(f"torch_npu {release}: the wheel harness rendered no launchers: "
+                         f"{rr.first_line(str(harness.get('error') or harness.get('layout')))}")
+    flavour = ra.Flavour(name="bench", tags=("patched", "upstream"), entries=rr.entries_source,
+                         acl_libraries=rr.host_libraries(release), harness=harness, triton_shim=True)
+    try:
+        result = ra.build(release, python=python, flavour=flavour)
+    except ra.TierError as exc:
+        raise BenchError(str(exc)) from exc
+    if not result.ok:
+        raise BenchError(result.message)
+    launchers = []
+    for i, key in enumerate(result.info["launchers"]):
+        tag, sample_key = key.split("/", 1)
+        found = rr._LOAD_KERNEL.search(harness[tag][sample_key]["cpp"])
+        if not found:
+            raise BenchError(f"torch_npu {release}: no loadKernel(...) in the rendered {key} launcher")
+        launchers.append({"key": key, "tag": tag, "sample": sample_key, "layout": sample_key.removeprefix("bench-"),
+                          "entry": f"{rr.ENTRY}{i}", "cubin": Path(found.group("path")).name,
+                          "kernel_name": found.group("name"), "xnumel": 64 * GRID})
+    return BenchBuild(release, Path(result.info["shared_object"]), launchers, harness)
+
+
+def probe_binary(built: BenchBuild, kernel_us: int) -> str:
+    """The kernel binary every launcher reads: the host ACL library's probe per kernel, told what it must find and
+    how long it runs."""
+    lines, seen = ["ACL_HOST_PROBE_BINARY 1"], set()
+    for ln in built.launchers:
+        name = ln["kernel_name"].split()[0]
+        if name in seen:
+            continue
+        seen.add(name)
+        plan, site, args, grid = rendered.sample_setup(built.harness, SAMPLE_BY_KEY[ln["sample"]], ln["tag"])
+        exp = sim_harness.expected(plan, site, grid)
+        lines.append(f"kernel {name} has_ffts={int(site.has_ffts)} simt_only={int(site.simt(plan))} "
+                     f"lock_bytes={exp['lock_bytes']} workspace_bytes={exp['workspace_bytes']} "
+                     f"own_args_bytes={lc.own_args_bytes(args)} sim_time_us={kernel_us}")
+    return "\n".join(lines) + "\n"
+
+
+# ---- run ------------------------------------------------------------------------------------------------
+def run_child(release: str, spec: dict, memcpy: str, timeout: float) -> dict:
+    """The child over ``release``'s runtime (TASK_QUEUE_ENABLE=1, the host ACL library's copy mode ``memcpy``)."""
+    from . import host_runtime
+
+    with tempfile.TemporaryDirectory(prefix="real-runtime-bench-") as tmp:
+        out = Path(tmp) / "result.json"
+        cubins = Path(tmp) / "cubin"
+        cubins.mkdir()
+        for name in {ln["cubin"] for ln in spec["launchers"]}:
+            (cubins / name).write_text(spec["binary"])
+        spec = dict(spec, out=str(out), cubin_dir=str(cubins), deadline_s=max(5.0, timeout - 10))
+        (Path(tmp) / "spec.json").write_text(json.dumps(spec))
+        env = host_runtime.subprocess_env(release, {"TASK_QUEUE_ENABLE": "1", "ACL_HOST_MEMCPY": memcpy})
+        try:
+            proc = subprocess.run([rr.line_python(release), "-P", str(CHILD), str(Path(tmp) / "spec.json")], env=env,
+                                  capture_output=True, text=True, timeout=timeout, cwd=tmp)
+            code, stderr = proc.returncode, proc.stderr
+        except subprocess.TimeoutExpired as exc:
+            code, stderr = None, str(exc.stderr or "")
+        res = json.loads(out.read_text()) if out.exists() else {"steps": [], "done": False, "batches": []}
+    res["exit_code"] = code
+    if code != 0 or not res.get("done"):
+        res["failure"] = rr.child_failure(dict(res, timed_out=code is None or res.get("timed_out"),
+                                               stderr_tail=stderr.strip()[-2000:]))
+    return res
+
+
+def _machine() -> dict:
+    cpu = ""
+    try:
+        cpu = next((ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
+                    if ln.startswith("model name")), "")
+    except OSError:
+        pass
+    return {"platform": platform.platform(), "cpu": cpu, "cpu_count": os.cpu_count(),
+            "loadavg_at_start": list(os.getloadavg()) if hasattr(os, "getloadavg") else None}
+
+
+def run(settings: dict, layouts: Sequence[str], kernel_us: Sequence[int], cells: Sequence[str] = tuple(CELLS), *,
+        log=print, timeout: float = 600) -> dict:
+    """Build the releases ``cells`` need, run every child of :func:`child_plan`, summarise. The whole record,
+    JSON-ready."""
+    t_start = time.perf_counter()
+    releases = list(dict.fromkeys(CELLS[c][0] for c in cells))
+    built = {rel: build(rel) for rel in releases}
+    helper = helper_library()
+    log(f"built in {time.perf_counter() - t_start:.1f} s")
+    results = []
+    plan = child_plan(kernel_us, settings["repeats"], cells)
+    for i, (k, rel, mem) in enumerate(plan):
+        tags = {tag for _c, tag in cells_of(rel, mem, cells)}
+        launchers = [ln for ln in built[rel].launchers if ln["tag"] in tags and ln["layout"] in layouts]
+        spec = {"so": str(built[rel].shared_object), "helper_so": str(helper), "host_library": rr.HOST_LIBRARY,
+                "launchers": launchers, "binary": probe_binary(built[rel], k),
+                **{x: settings[x] for x in ("launches", "gated", "rounds", "warmup")}}
+        t0 = time.perf_counter()
+        res = run_child(rel, spec, mem, timeout)
+        res.update(release=rel, kernel_us=k, memcpy=mem, cells=list(cells))
+        results.append(res)
+        log(f"  child {i + 1}/{len(plan)}: {rel} k={k} us copy {mem}: {time.perf_counter() - t0:.1f} s"
+            + (f" FAILED: {res['failure']}" if res.get("failure") else ""))
+    return record(built, results, settings, layouts, kernel_us, cells, time.perf_counter() - t_start)
+
+
+def record(built: dict, results: list[dict], settings: dict, layouts, kernel_us, cells, duration_s: float) -> dict:
+    from .real_runtime_bench_report import goals, summarise
+
+    rows = summarise(built, results)
+    return {"rows": rows, "goals": goals(rows), "children": results,  # every batch: re-summarised from the JSON
+        "metadata": {"settings": settings, "layouts": {k: LAYOUTS[k] for k in layouts}, "kernel_us": list(kernel_us),
+                     "grid": [GRID, 1, 1], "cells": {c: list(CELLS[c]) for c in cells}, "machine": _machine(),
+                     "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                     "duration_s": round(duration_s, 1),
+                     "torch_npu": sorted({r.get("torch_npu") for r in results if r.get("torch_npu")})}}
+
+
+def parse_list(text: str, allowed, what: str, conv=str) -> list:
+    try:
+        vals = [conv(x) for x in text.split(",") if x]
+    except ValueError:
+        raise ValueError(f"--{what} wants a comma-separated list, got {text!r}") from None
+    bad = [v for v in vals if allowed is not None and v not in allowed]
+    if bad or not vals:
+        raise ValueError(f"--{what}: {bad or text!r} not among {list(allowed) if allowed else 'integers'}")
+    return vals
+
+
+def settings_from(quick: bool, **given) -> dict:
+    s = dict(QUICK if quick else FULL)
+    s.update({k: v for k, v in given.items() if v is not None})
+    if s["gated"] > GATED_MAX or min(s["launches"], s["gated"], s["rounds"], s["repeats"]) < 1 or s["warmup"] < 0:
+        raise ValueError(f"launches, gated, rounds and repeats must be at least 1 and gated at most {GATED_MAX}")
+    return s
+
+
+def main(argv=None) -> int:
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="launch_overhead.py --real-runtime", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="fewer launches, one repeat")
+    ap.add_argument("--json", metavar="PATH")
+    ap.add_argument("--from-json", metavar="PATH", help="summarise the batches of an earlier --json again, run nothing")
+    for name in ("launches", "gated", "rounds", "warmup", "repeats"):
+        ap.add_argument(f"--{name}", type=int)
+    ap.add_argument("--layouts", default=",".join(LAYOUTS))
+    ap.add_argument("--kernel-us", default=",".join(map(str, KERNEL_US)))
+    ap.add_argument("--cells", default=",".join(CELLS), help=f"comma list of {', '.join(CELLS)}")
+    a = ap.parse_args(argv)
+    try:
+        layouts = parse_list(a.layouts, LAYOUTS, "layouts")
+        kernel_us = parse_list(a.kernel_us, None, "kernel-us", int)
+        cells = parse_list(a.cells, CELLS, "cells")
+        if any(k < 0 for k in kernel_us):
+            raise ValueError("--kernel-us: run times are not negative")
+        settings = settings_from(a.quick, **{k: getattr(a, k) for k in ("launches", "gated", "rounds", "warmup",
+                                                                        "repeats")})
+    except ValueError as exc:
+        print(f"launch_overhead.py --real-runtime: {exc}", file=sys.stderr)
+        return 2
+    try:
+        if a.from_json:  # a earlier run's batches summarised again (the same builds, from the cache)
+            old = json.loads(Path(a.from_json).read_text())
+            m = old["metadata"]
+            doc = record({rel: build(rel) for rel in {c["release"] for c in old["children"]}}, old["children"],
+                         m["settings"], list(m["layouts"]), m["kernel_us"], list(m["cells"]), m["duration_s"])
+            doc["metadata"].update(date=m["date"], machine=m["machine"])
+        else:
+            doc = run(settings, layouts, kernel_us, cells, log=lambda m: print(m, file=sys.stderr, flush=True))
+    except rr.RealRuntimeError as exc:
+        print(f"launch_overhead.py --real-runtime: {rr.first_line(str(exc))}", file=sys.stderr)
+        return 1
+    from .real_runtime_bench_report import render
+
+    print(render(doc))
+    if a.json:
+        Path(a.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(a.json).write_text(json.dumps(doc, indent=1, default=str) + "\n")
+    return 0
+

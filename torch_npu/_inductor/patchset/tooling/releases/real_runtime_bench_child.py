@@ -1,0 +1,219 @@
+"""The real-runtime benchmark's subprocess: a released torch_npu, over the host ACL library, times launchers.
+
+NEVER imported by the project: ``real_runtime_bench.py`` starts it as ``python -P real_runtime_bench_child.py
+SPEC.json`` in the environment ``host_runtime.subprocess_env`` makes (the wheel on PYTHONPATH, the host ACL library
+on LD_LIBRARY_PATH: a TEST DOUBLE of CANN, only ever loaded into this subprocess). It imports torch and the wheel's
+torch_npu only; it loads two shared objects with ctypes: the benchmark's helper (``real_runtime_bench.HELPER_SOURCE``:
+a timed call loop, and a counting pass-through of torch_npu's exported ``allocate_workspace``, loaded before torch
+so that it comes first in the global symbol scope) and the launchers (``real_runtime.entries_source``: one C entry
+per rendered launcher, and the gate that holds torch_npu's task queue). It writes one JSON object to ``out``.
+
+Per launcher and round (launchers in a rotating order, so that every cell is measured between the others):
+
+* free run: ``launches`` calls back to back on the default stream (the task queue running, as in a compiled
+  graph), then ``torch.npu.synchronize()``: host ns of each call on the calling thread, launches per second
+  (first call to the device's end), torch_npu's caching-allocator requests (``allocation.all.allocated``) and
+  live-allocation peak, the workspace allocator's calls (the pass-through), the host ACL library's call counts
+  (which function, which thread), its error reports and a digest of the probe kernel's records;
+* gated run: torch_npu's queue held by a task of the gate, ``gated`` calls queued behind it, the gate opened and
+  the time until the queue thread reaches the next gate: the queue thread's time per lambda, back to back.
+"""
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import sys
+import threading
+import time
+
+SPEC = json.load(open(sys.argv[1]))
+RESULT: dict = {"steps": [], "done": False, "batches": []}
+ENTRY_ARGS = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int32, ctypes.c_void_p, ctypes.c_char_p,
+              ctypes.c_char_p, ctypes.c_size_t]
+#: The probe record's fields that decide its verdict (pointers and launch ids differ in every record).
+_DIGEST_DROP = ("launch_id", "captured_launch_id", "stream", "lock_ptr", "workspace_ptr", "lock_extent",
+                "workspace_extent")
+
+
+def save() -> None:
+    tmp = SPEC["out"] + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(RESULT, f)
+    os.replace(tmp, SPEC["out"])
+
+
+def step(what: str) -> None:
+    RESULT["steps"].append(what)
+    save()
+
+
+def watchdog(seconds: float) -> None:
+    """A hang ends here (exit 3), with what was measured so far."""
+    def fire():
+        RESULT["timed_out"] = True
+        save()
+        os._exit(3)
+
+    t = threading.Timer(seconds, fire)
+    t.daemon = True
+    t.start()
+
+
+def thread_cpu_ns(tid: int) -> int:
+    """CPU time a thread of this process has run, in ns (the kernel's schedstat)."""
+    try:
+        with open(f"/proc/self/task/{tid}/schedstat") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def digest(records: list) -> list:
+    """The probe records with what decides a verdict in common, once each, with how many there were; the first of
+    each kept whole (with ``ptr - base`` and the extents, which the judge reads)."""
+    seen: dict = {}
+    for r in records:
+        key = json.dumps({k: v for k, v in r.items() if k not in _DIGEST_DROP}, sort_keys=True)
+        if key in seen:
+            seen[key]["count"] += 1
+        else:
+            seen[key] = {"count": 1, "record": r}
+    return list(seen.values())[:8]
+
+
+def main() -> None:
+    watchdog(SPEC["deadline_s"])
+    # A sleep of the probe kernel (its simulated run time) is otherwise stretched by the default 50 us timer slack;
+    # threads started later (torch_npu's queue, the host ACL library's stream workers) inherit this.
+    libc = ctypes.CDLL(None)
+    RESULT["timer_slack_set"] = libc.prctl(29, 1, 0, 0, 0) == 0  # PR_SET_TIMERSLACK, 1 ns
+    helper = ctypes.CDLL(SPEC["helper_so"], mode=os.RTLD_GLOBAL)  # first in the global scope (see the docstring)
+    helper.bench_calls.restype = ctypes.c_int
+    helper.bench_calls.argtypes = [ctypes.c_void_p, ctypes.c_int, *ENTRY_ARGS[:-2], ctypes.POINTER(ctypes.c_int64),
+                                   ctypes.c_char_p, ctypes.c_size_t]
+    helper.bench_workspace_calls.restype = ctypes.c_uint64
+    t0 = time.perf_counter()
+    import torch
+
+    import torch_npu  # noqa: F401  (the wheel's own)
+
+    torch.npu.set_device(0)
+    RESULT.update(torch=torch.__version__, torch_npu=torch_npu.__version__, import_s=round(time.perf_counter() - t0, 2),
+                  memcpy=os.environ.get("ACL_HOST_MEMCPY", "waits"), task_queue=os.environ.get("TASK_QUEUE_ENABLE"))
+    host = ctypes.CDLL(os.environ.get("ACL_HOST_LIBRARY") or SPEC["host_library"], mode=os.RTLD_NOLOAD | os.RTLD_GLOBAL)
+    host.acl_host_report_json.restype = ctypes.c_char_p
+    host.acl_host_reset.restype = None
+    so = ctypes.CDLL(SPEC["so"])
+    so.npu_patchset_real_runtime_gate_close.restype = ctypes.c_int
+    so.npu_patchset_real_runtime_gate_close.argtypes = [ctypes.c_int]
+    so.npu_patchset_real_runtime_gate_open.restype = None
+    so.npu_patchset_real_runtime_queue_tid.restype = ctypes.c_longlong
+    step("imported torch_npu, loaded the helper and the launchers")
+
+    def report() -> dict:
+        return json.loads(host.acl_host_report_json().decode())
+
+    stream = torch.npu.current_stream().npu_stream  # once: NPUStream::stream() drains the task queue
+    caller = threading.get_native_id()
+    cubin = SPEC["cubin_dir"].encode()
+    err = ctypes.create_string_buffer(4096)
+    launchers = SPEC["launchers"]
+    fns = {ln["key"]: ctypes.cast(getattr(so, ln["entry"]), ctypes.c_void_p).value for ln in launchers}
+    bufs = {ln["key"]: [torch.empty(ln["xnumel"], device="npu", dtype=torch.float32) for _ in range(2)]
+            for ln in launchers}
+    most = max(SPEC["launches"], SPEC["gated"], SPEC["warmup"], 1)
+    ns = (ctypes.c_int64 * most)()
+
+    def calls(ln: dict, n: int) -> int:
+        b = bufs[ln["key"]]
+        return helper.bench_calls(fns[ln["key"]], n, b[0].data_ptr(), b[1].data_ptr(), ln["xnumel"], 0, stream, cubin,
+                                  ns, err, len(err))
+
+    # What a bare synchronize calls (subtracted from each free run's counts).
+    torch.npu.synchronize()
+    host.acl_host_reset()
+    torch.npu.synchronize()
+    RESULT["synchronize_calls"] = {k: v["calls"] for k, v in report().get("calls", {}).items()}
+    failed: dict = {}
+    for ln in launchers:  # warm-up: the kernel loaded, the allocator's segments made
+        if calls(ln, SPEC["warmup"]):
+            failed[ln["key"]] = err.value.decode(errors="replace")
+        torch.npu.synchronize()
+    if so.npu_patchset_real_runtime_gate_close(10000) != 1:
+        raise RuntimeError("torch_npu's task queue could not be held (TASK_QUEUE_ENABLE must be 1)")
+    so.npu_patchset_real_runtime_gate_open()
+    queue_tid = so.npu_patchset_real_runtime_queue_tid()
+    RESULT.update(caller_tid=caller, queue_tid=queue_tid, warmup_failed=failed)
+    step("warmed up")
+
+    for rnd in range(SPEC["rounds"]):
+        shift = rnd % len(launchers)
+        for ln in launchers[shift:] + launchers[:shift]:
+            if ln["key"] in failed:
+                continue
+            n, m = SPEC["launches"], SPEC["gated"]
+            torch.npu.synchronize()
+            host.acl_host_reset()
+            torch.npu.reset_peak_memory_stats(0)
+            s0 = torch.npu.memory_stats(0)
+            ws0, q0, c0 = helper.bench_workspace_calls(), thread_cpu_ns(queue_tid), thread_cpu_ns(caller)
+            t0 = time.perf_counter_ns()
+            bad = calls(ln, n)
+            t1 = time.perf_counter_ns()
+            sync_error = ""
+            try:
+                torch.npu.synchronize()
+            except Exception as exc:  # torch_npu's queue reports a failed task here
+                sync_error = f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+            t2 = time.perf_counter_ns()
+            q1, c1, ws1 = thread_cpu_ns(queue_tid), thread_cpu_ns(caller), helper.bench_workspace_calls()
+            s1 = torch.npu.memory_stats(0)
+            rep = report()
+            call_ns = sorted(ns[i] for i in range(n))
+            batch = {
+                "key": ln["key"], "round": rnd, "launches": n, "failed_calls": bad,
+                "call_error": err.value.decode(errors="replace") if bad else "", "sync_error": sync_error,
+                "call_ns_median": call_ns[n // 2], "call_ns_mean": sum(call_ns) / n, "call_ns_p90": call_ns[(9 * n) // 10],
+                "enqueue_s": (t1 - t0) / 1e9, "wall_s": (t2 - t0) / 1e9, "queue_cpu_ns": q1 - q0, "caller_cpu_ns": c1 - c0,
+                "caching_requests": s1.get("allocation.all.allocated", 0) - s0.get("allocation.all.allocated", 0),
+                "peak_live_allocations": s1.get("allocation.all.peak", 0) - s0.get("allocation.all.current", 0),
+                "workspace_calls": ws1 - ws0,
+                "calls": {k: {"calls": v["calls"], "threads": v.get("threads", {})} for k, v in rep.get("calls", {}).items()},
+                "counters": rep.get("counters", {}), "errors": rep.get("errors", [])[:5],
+                "error_count": len(rep.get("errors", [])), "missing_calls": rep.get("missing_calls", {}),
+                "probe_count": len(rep.get("probe_records", [])), "probe_digest": digest(rep.get("probe_records", [])),
+            }
+            # Gated: the queue held, m launches queued behind the gate, then the queue thread's time through them.
+            torch.npu.synchronize()
+            if so.npu_patchset_real_runtime_gate_close(10000) == 1:
+                bad_g = calls(ln, m)
+                gated_call = sorted(ns[i] for i in range(m))
+                g0 = time.perf_counter_ns()
+                so.npu_patchset_real_runtime_gate_open()
+                reached = so.npu_patchset_real_runtime_gate_close(600000)
+                g1 = time.perf_counter_ns()
+                so.npu_patchset_real_runtime_gate_open()
+                batch.update(gated=m, gated_failed=bad_g, gated_reached=reached == 1,
+                             queue_ns_per_launch=(g1 - g0) / m, gated_call_ns_median=gated_call[m // 2])
+            try:
+                torch.npu.synchronize()
+            except Exception as exc:
+                batch["sync_error"] = batch["sync_error"] or f"{type(exc).__name__}: {str(exc)[:300]}"
+            RESULT["batches"].append(batch)
+            save()
+    step("measured")
+    RESULT["done"] = True
+    save()
+
+
+if __name__ == "__main__":
+    import traceback
+
+    try:
+        main()
+    except BaseException as exc:  # said in the result; the parent reports it
+        RESULT["error"] = f"{type(exc).__name__}: {exc}"
+        RESULT["traceback"] = traceback.format_exc()[-4000:]
+        save()
+        sys.exit(1)
