@@ -307,10 +307,8 @@ def test_release_matrix_real_runtime_column_from_the_runs(release):
     assert shipped.startswith(f"as shipped: {len(failed)}/{len(SAMPLES)} fail: ") and failed, shipped
     assert all(s in shipped for s in SHIPPED[release]), shipped
     # A patched run that fails is said so, with what failed (the same runs, one sample's verdict turned).
-    broken = json.loads(json.dumps(outs["patched"]))
-    broken["samples"][1]["ok"] = False
-    broken["samples"][1]["runs"]["0"]["launches"][0]["problems"].append("regions overlap (each other or another "
-                                                                       "running kernel's)")
+    broken = json.loads(json.dumps(result["patched"]))
+    broken["samples"][1].update(ok=False, problems=["regions overlap (each other or another running kernel's)"])
     assert runtime_column.patched_summary(broken) == ("patched: **1/10 fail** (TASK_QUEUE_ENABLE 1, 0, 2): locks "
                                                       "and workspace alias")
     row = {"release": release, "torch": LEG, "layout": "-", "upstream": "-", "status": "-", "tier_skip": "-",

@@ -30,6 +30,7 @@ PLAN = {"patched": rr.QUEUE_MODES, "upstream": ("1",)}
 #: A launch's problem (the judge's words) -> what the column calls it; the first that matches names it.
 PHRASES = (
     ("a sync pointer is null", "NULL pointers"),
+    ("lock content at start", "lock content not what the kernel expects"),
     ("regions overlap", "locks and workspace alias"),
     ("blocking aclrtMemcpy on the torch_npu's task-queue thread", "blocking aclrtMemcpy on the queue thread"),
     ("blocking aclrtMemcpy", "blocking aclrtMemcpy on the calling thread"),
@@ -38,7 +39,6 @@ PHRASES = (
     ("ran 0 times", "a kernel never ran (torch_npu's queue stopped)"),
     ("requests to torch_npu's caching allocator", "several allocator requests per launch"),
     ("the launch threw", "the launch threw"),
-    ("host ACL library:", "host ACL library error reports"),
     ("does not implement", "ACL functions the host ACL library does not implement"),
 )
 
@@ -59,60 +59,63 @@ def reason_line(text: str, limit: int = 300) -> str:
 
 
 def phrase(problem: str) -> str:
+    """What the column calls one problem of a launch (the judge's words, shortened and without counts)."""
+    kind = re.match(r"host ACL library: ([\w-]+):", problem)
+    if kind:
+        return f"host ACL library reports {kind.group(1)}"
     return next((name for needle, name in PHRASES if needle in problem), re.sub(r" \(launch \d+\)", "", problem)[:120])
 
 
-def _sample_phrases(row: dict) -> list[str]:
-    """What went wrong in one sample's runs, each named once, in the order first seen."""
-    found: list[str] = []
-    for run in row["runs"].values():
-        for p in [x for launch in run["launches"] for x in launch["problems"]] + [run.get("failure")]:
-            if p and phrase(p) not in found:
-                found.append(phrase(p))
-    return found
-
-
-def _tally(out: dict) -> tuple[int, int, dict[str, int]]:
-    """(samples failed, samples, {phrase: samples it was seen in})."""
-    counts: dict[str, int] = {}
-    failed = 0
+def compact(out: dict) -> dict:
+    """One rendering's runs (``run_tags``) as the column keeps them: per sample, ok and what went wrong (each
+    problem of its launches and runs once, in the order first seen)."""
+    samples = []
     for row in out["samples"]:
-        if not row["ok"]:
-            failed += 1
-            for p in _sample_phrases(row):
-                counts[p] = counts.get(p, 0) + 1
-    return failed, len(out["samples"]), counts
+        found: list[str] = []
+        for run in row["runs"].values():
+            for p in [x for launch in run["launches"] for x in launch["problems"]] + [run.get("failure")]:
+                if p and p not in found:
+                    found.append(p)
+        samples.append({"sample": row["sample"], "ok": row["ok"], "problems": found})
+    return {"queues": list(out["queues"]), "samples": samples}
 
 
-def _listing(counts: dict[str, int], failed: int) -> str:
-    ordered = sorted(counts.items(), key=lambda kv: -kv[1])
-    return ", ".join(p if n == failed else f"{p} ({n})" for p, n in ordered)
+def _tally(kept: dict) -> tuple[int, int, str]:
+    """(samples failed, samples, what failed: each phrase, with how many samples unless all the failed ones)."""
+    counts: dict[str, int] = {}
+    failed = [s for s in kept["samples"] if not s["ok"]]
+    for s in failed:
+        for p in dict.fromkeys(phrase(x) for x in s["problems"]):
+            counts[p] = counts.get(p, 0) + 1
+    ordered = sorted(counts.items(), key=lambda kv: -kv[1])  # stable: first seen first among equals
+    listing = ", ".join(p if n == len(failed) else f"{p} ({n})" for p, n in ordered)
+    return len(failed), len(kept["samples"]), listing
 
 
-def patched_summary(out: dict) -> str:
-    queues = ", ".join(out["queues"])
-    failed, total, counts = _tally(out)
+def patched_summary(kept: dict) -> str:
+    queues = ", ".join(kept["queues"])
+    failed, total, listing = _tally(kept)
     if not failed and total:
         return f"patched: {total}/{total} samples clean (TASK_QUEUE_ENABLE {queues})"
-    return f"patched: **{failed}/{total} fail** (TASK_QUEUE_ENABLE {queues}): {_listing(counts, failed)}"
+    return f"patched: **{failed}/{total} fail** (TASK_QUEUE_ENABLE {queues}): {listing}"
 
 
-def shipped_summary(out: dict) -> str:
-    failed, total, counts = _tally(out)
+def shipped_summary(kept: dict) -> str:
+    failed, total, listing = _tally(kept)
     if not failed:
         return f"as shipped: {total}/{total} samples clean"
-    return f"as shipped: {failed}/{total} fail: {_listing(counts, failed)}"
+    return f"as shipped: {failed}/{total} fail: {listing}"
 
 
 def from_runs(outs: dict, python_note: str = "") -> dict:
-    """The column's facts from ``real_runtime.run_tags(release, PLAN)``."""
-    patched, shipped = outs["patched"], outs["upstream"]
+    """The column's facts from ``real_runtime.run_tags(release, PLAN)`` (what the JSON of a matrix run keeps)."""
+    patched = outs["patched"]
     first = next(iter(patched["runs"].values()))
     if not first.get("torch"):  # the child never got torch_npu imported
         return {"cannot_run": f"torch_npu did not import over the host ACL library: {first.get('failure')}"}
     return {"torch": first["torch"], "torch_npu": first["torch_npu"], "import_s": first["import_s"],
             "launch_api": patched.get("launch_api"), "python_note": python_note,
-            "patched": patched_summary(patched), "patched_ok": patched["ok"], "shipped": shipped_summary(shipped)}
+            "patched": compact(patched), "upstream": compact(outs["upstream"])}
 
 
 def cell(result: dict) -> str:
@@ -121,7 +124,7 @@ def cell(result: dict) -> str:
         return "cannot run here: " + " ".join(str(result["cannot_run"]).split())
     note = f", {result['python_note']}" if result.get("python_note") else ""
     return "<br>".join([f"imports on torch {result['torch']} ({result['import_s']} s{note})",
-                        result["patched"], result["shipped"]])
+                        patched_summary(result["patched"]), shipped_summary(result["upstream"])])
 
 
 @contextlib.contextmanager
