@@ -312,7 +312,7 @@ def render_markdown(rows: list[dict], command: str, source: str) -> str:
         cells = [r["release"], r.get("torch", "?"), r.get("layout", "?"), r.get("upstream", "?"), status,
                  compile_c, link_c, sim]
         if has_runtime:
-            cells.append(runtime_column.cell(r["runtime"]) if "runtime" in r else "not checked")
+            cells.append(_no_paths(runtime_column.cell(r["runtime"])) if "runtime" in r else "not checked")
         if has_aot:
             cells.append(_aot_cell(r.get("aot")) if "skip" not in r else f"not checked: {r['skip']}")
         if has_flex:
