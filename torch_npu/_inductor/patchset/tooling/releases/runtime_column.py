@@ -27,19 +27,27 @@ from . import real_runtime as rr
 #: with torch_npu's default queue (the same plan the real-runtime tests run, so their runs answer it too).
 PLAN = {"patched": rr.QUEUE_MODES, "upstream": ("1",)}
 
-#: A launch's problem (the judge's words) -> what the column calls it; the first that matches names it.
+#: A launch's problem (the judge's words) -> what the column calls it, and whether it is a cause (always named) or
+#: a consequence of one (named only for a sample that shows no cause): the first that matches names it.
 PHRASES = (
-    ("a sync pointer is null", "NULL pointers"),
-    ("lock content at start", "lock content not what the kernel expects"),
-    ("regions overlap", "locks and workspace alias"),
-    ("blocking aclrtMemcpy on the torch_npu's task-queue thread", "blocking aclrtMemcpy on the queue thread"),
-    ("blocking aclrtMemcpy", "blocking aclrtMemcpy on the calling thread"),
-    ("device allocations on torch_npu's task-queue thread", "the workspace allocator grows on the queue thread"),
-    ("stream or device synchronisations", "synchronisations during the launch"),
-    ("ran 0 times", "a kernel never ran (torch_npu's queue stopped)"),
-    ("requests to torch_npu's caching allocator", "several allocator requests per launch"),
-    ("the launch threw", "the launch threw"),
-    ("does not implement", "ACL functions the host ACL library does not implement"),
+    ("a sync pointer is null", "NULL pointers", True),
+    ("regions overlap", "locks and workspace alias", True),
+    ("host ACL library: region-overlap", "locks and workspace alias", True),
+    ("region has", "a region smaller than the kernel uses", True),
+    ("blocking aclrtMemcpy on the torch_npu's task-queue thread", "blocking aclrtMemcpy on the queue thread", True),
+    ("blocking aclrtMemcpy", "blocking aclrtMemcpy on the calling thread", True),
+    ("device allocations on torch_npu's task-queue thread", "the workspace allocator grows on the queue thread", True),
+    ("stream or device synchronisations", "synchronisations during the launch", True),
+    ("ran 0 times", "a kernel never ran (torch_npu's queue stopped)", True),
+    ("requests to torch_npu's caching allocator", "several allocator requests per launch", True),
+    ("the launch threw", "the launch threw", True),
+    ("does not implement", "ACL functions the host ACL library does not implement", True),
+    ("lock content at start", "lock content not what the kernel expects", False),
+    ("locks or workspace were disturbed", "locks or workspace disturbed while the kernel ran", False),
+    ("host ACL library: locks-changed", "locks or workspace disturbed while the kernel ran", False),
+    ("launched from nowhere", "no launch call", False),
+    ("could not be held", "torch_npu's queue could not be held", False),
+    ("host ACL library:", None, False),  # named by kind
 )
 
 #: Lines of a failed import that say what went wrong, most telling first (torch's and torch_npu's own words).
@@ -58,12 +66,16 @@ def reason_line(text: str, limit: int = 300) -> str:
     return (lines[-1] if lines else "no output")[:limit]
 
 
-def phrase(problem: str) -> str:
-    """What the column calls one problem of a launch (the judge's words, shortened and without counts)."""
-    kind = re.match(r"host ACL library: ([\w-]+):", problem)
-    if kind:
-        return f"host ACL library reports {kind.group(1)}"
-    return next((name for needle, name in PHRASES if needle in problem), re.sub(r" \(launch \d+\)", "", problem)[:120])
+def phrase(problem: str) -> tuple[str, bool]:
+    """What the column calls one problem of a launch (the judge's words, shortened, without counts), and
+    whether it is a cause (:data:`PHRASES`; a problem it does not know is one)."""
+    for needle, name, cause in PHRASES:
+        if needle in problem:
+            if name is None:
+                kind = re.match(r"host ACL library: ([\w-]+)", problem)
+                name = f"host ACL library reports {kind.group(1) if kind else 'an error'}"
+            return name, cause
+    return re.sub(r" \(launch \d+\)", "", problem)[:120], True
 
 
 def compact(out: dict) -> dict:
@@ -85,7 +97,9 @@ def _tally(kept: dict) -> tuple[int, int, str]:
     counts: dict[str, int] = {}
     failed = [s for s in kept["samples"] if not s["ok"]]
     for s in failed:
-        for p in dict.fromkeys(phrase(x) for x in s["problems"]):
+        named = [phrase(x) for x in s["problems"]]
+        causes = [n for n, cause in named if cause]
+        for p in dict.fromkeys(causes or [n for n, _ in named]):
             counts[p] = counts.get(p, 0) + 1
     ordered = sorted(counts.items(), key=lambda kv: -kv[1])  # stable: first seen first among equals
     listing = ", ".join(p if n == len(failed) else f"{p} ({n})" for p, n in ordered)
