@@ -153,10 +153,20 @@ def assigned(release: str, python: str):
         host_runtime.python_for.cache_clear()
 
 
+#: Prints the torch version an interpreter has, with its build (``torch/version.py``: "2.10.0+cu128"), without
+#: importing torch (an import that aborts is what the column measures, later, over the host ACL library).
+_TORCH_VERSION = r'''
+import importlib.util, pathlib, re
+spec = importlib.util.find_spec("torch")
+f = pathlib.Path(list(spec.submodule_search_locations)[0], "version.py") if spec else None
+m = re.search(r"__version__\s*=\s*['\"]([^'\"]+)", f.read_text()) if f and f.exists() else None
+print(m.group(1) if m else "none")
+'''
+
+
 def torch_of(python: str) -> str:
-    """The torch version ``python`` has installed (read from its metadata: torch is not imported)."""
-    proc = subprocess.run([python, "-c", "import importlib.metadata as m; print(m.version('torch'))"],
-                          capture_output=True, text=True, timeout=120)
+    """The torch version ``python`` has installed, with its build (torch is not imported)."""
+    proc = subprocess.run([python, "-c", _TORCH_VERSION], capture_output=True, text=True, timeout=120)
     return proc.stdout.strip() or "none"
 
 
