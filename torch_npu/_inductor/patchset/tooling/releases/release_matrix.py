@@ -155,7 +155,7 @@ def _aot_cell(aot) -> str:
 
 # ---- one release -------------------------------------------------------------------------------------
 def check(release: str, python: str | None, no_python: str | None, run_simulation: bool,
-          run_runtime: bool = True) -> dict:
+          run_runtime: bool = True, runtime_python: str | None = None) -> dict:
     row: dict = {"release": release}
     try:
         row["layout"], row["upstream"] = upstream_launch(release)
@@ -168,7 +168,7 @@ def check(release: str, python: str | None, no_python: str | None, run_simulatio
     if run_runtime:  # first: it may run where the rendering cannot (a CPU build of the line)
         started = time.monotonic()
         try:
-            row["runtime"] = runtime_column.measure(release, python, no_python)
+            row["runtime"] = runtime_column.measure(release, runtime_python or python, no_python)
         except Exception as exc:
             row["runtime"] = {"cannot_run": f"{type(exc).__name__}: {runtime_column.reason_line(str(exc))}"}
         row["runtime_s"] = round(time.monotonic() - started)
@@ -268,7 +268,8 @@ def render_markdown(rows: list[dict], command: str, source: str) -> str:
             "caching allocator and `OpCommand`, imported on the release's torch over the host ACL library (a test "
             "double of CANN, loaded only into the subprocesses the tier starts, never into a user's process); the "
             "torch is this interpreter's or a CPU build of the release's own (`line_python.py`), else the matrix's "
-            "environment of the line (the package index's build, named). Per line: the import, the launchers "
+            "environment of the line (the package index's build, named), with exactly the torch the wheel requires "
+            "where the line's environment has another patch release (that torch alone installed over it). Per line: the import, the launchers "
             "patched with `TASK_QUEUE_ENABLE` 1, 0 and 2 (clean = every launch got live, sized, disjoint, "
             "initialised memory from one caching-allocator request, no blocking call, all given back), and what "
             "the release's own launcher does as shipped (`TASK_QUEUE_ENABLE=1`); a line that cannot run says why "
@@ -377,6 +378,9 @@ def add_arguments(p) -> None:
     p.add_argument("--releases", nargs="*", default=None)
     p.add_argument("--python", action="append", default=[], metavar="X.Y=PATH")
     p.add_argument("--no-python", action="append", default=[], metavar="X.Y=REASON")
+    p.add_argument("--runtime-python", action="append", default=[], metavar="RELEASE=PATH",
+                   help="the real runtime column's python for RELEASE (its exact torch), instead of the line's")
+    p.add_argument("--required-torch", metavar="RELEASE", help="print the torch version RELEASE requires")
     p.add_argument("--out", type=Path, default=None)
     p.add_argument("--no-simulation", action="store_true")
     p.add_argument("--no-real-runtime", action="store_true", help="leave out the real runtime column")
@@ -389,6 +393,9 @@ def run(args) -> int:
     if args.list_releases:
         versions, _ = index_versions()
         print("\n".join(releases(versions)))
+        return 0
+    if args.required_torch:
+        print(ra.required_torch(args.required_torch))
         return 0
     if args.imports_triton:
         return 0 if imports_triton(args.imports_triton) else 1
@@ -404,11 +411,13 @@ def run(args) -> int:
     chosen = args.releases or releases(versions)
     pythons = dict(x.split("=", 1) for x in args.python)
     reasons = dict(x.split("=", 1) for x in args.no_python)
+    exact = dict(x.split("=", 1) for x in args.runtime_python)
     rows = []
     for rel in chosen:
         line = ra.line_of(rel)
         print(f"== {rel} (torch {line}: {pythons.get(line) or reasons.get(line)})", flush=True)
-        row = check(rel, pythons.get(line), reasons.get(line), not args.no_simulation, not args.no_real_runtime)
+        row = check(rel, pythons.get(line), reasons.get(line), not args.no_simulation, not args.no_real_runtime,
+                    exact.get(rel))
         if "runtime" in row:
             print(f"   real runtime ({row['runtime_s']} s): {runtime_column.cell(row['runtime'])}", flush=True)
         tier = row.get("tier")
