@@ -359,3 +359,68 @@ def test_scenario_list_names_them(capsys):
 
     assert main(["launcher", "--scenario", "list", "--real-runtime", "2.7.1.post10", "--json"]) == 0
     assert [r["name"] for r in json.loads(capsys.readouterr().out)["scenarios"]] == list(rr.SCENARIOS)
+
+
+# ---- the release matrix's real runtime column (issue 30 item 3; releases/runtime_column.py) -------------------
+#: What the column says of the reference release as shipped (its launcher's own behaviour, from the runs above):
+#: the causes only (the lock content and the host ACL library's reports that follow from NULL pointers are not named).
+SHIPPED = {"2.7.1.post10": ("as shipped: 8/10 fail: NULL pointers",),
+           "2.13.0": ("blocking aclrtMemcpy on the queue thread (6)", "locks and workspace alias (2)",
+                      "the workspace allocator grows on the queue thread")}
+#: A line that cannot run on each leg, and what the matrix would give it: on the 2.14.1 leg, this interpreter's torch
+#: (the index's CUDA build of 2.14) as the line's environment, whose import of torch_npu 2.14.0 aborts; on the
+#: 2.7.1 leg, no environment at all (there is no CPU build of torch 2.14.0).
+CANNOT_RUN_COLUMN = {"2.7.1": [("2.14.0", None, "requires torch 2.14.0: no CPU build of it here")],
+                     "2.14.1": [("2.14.0", "this", "Duplicated key 'pinned_reserve_segment_size_mb'")]}.get(LEG, [])
+
+
+@pytest.mark.parametrize("release", SCENARIO_RELEASES)
+def test_release_matrix_real_runtime_column_from_the_runs(release):
+    from torch_npu._inductor.patchset.tooling.releases import release_matrix, runtime_column
+
+    outs = runs(release)
+    assert set(runtime_column.PLAN) <= set(outs) and all(set(qs) <= set(PLAN[t]) for t, qs in runtime_column.PLAN.items())
+    result = runtime_column.from_runs(outs)
+    text = runtime_column.cell(result)
+    imported, patched, shipped = text.split("<br>")
+    assert imported.startswith(f"imports on torch {outs['patched']['runs']['1']['torch']} (")
+    assert patched == f"patched: {len(SAMPLES)}/{len(SAMPLES)} samples clean (TASK_QUEUE_ENABLE 1, 0, 2)", patched
+    failed = [r for r in outs["upstream"]["samples"] if not r["ok"]]
+    assert shipped.startswith(f"as shipped: {len(failed)}/{len(SAMPLES)} fail: ") and failed, shipped
+    assert all(s in shipped for s in SHIPPED[release]), shipped
+    assert "lock content" not in shipped and "host ACL library reports" not in shipped, shipped
+    if release == "2.7.1.post10":
+        assert shipped == SHIPPED[release][0]
+    # A patched run that fails is said so, with what failed (the same runs, one sample's verdict turned).
+    broken = json.loads(json.dumps(result["patched"]))
+    broken["samples"][1].update(ok=False, problems=["regions overlap (each other or another running kernel's)"])
+    assert runtime_column.patched_summary(broken) == ("patched: **1/10 fail** (TASK_QUEUE_ENABLE 1, 0, 2): locks "
+                                                      "and workspace alias")
+    row = {"release": release, "torch": LEG, "layout": "-", "upstream": "-", "status": "-", "tier_skip": "-",
+           "runtime": result}
+    doc = release_matrix.render_markdown([row], "bash .ci/release-matrix", "pip index versions torch-npu")
+    assert "| real runtime |" in doc and f"| {text} |" in doc
+
+
+def test_release_matrix_names_a_consequence_only_where_no_cause_is_seen():
+    from torch_npu._inductor.patchset.tooling.releases import runtime_column
+
+    kept = {"queues": ["1"], "samples": [
+        {"sample": "a", "ok": False, "problems": ["a sync pointer is null where memory was needed, or set where none was",
+                                                  "host ACL library: bad-arguments: null", "lock content at start [] != "
+                                                  "[[7, 16]] (runs of [value, count])"]},
+        {"sample": "b", "ok": False, "problems": ["host ACL library: use-after-free: a write into freed memory"]},
+        {"sample": "c", "ok": True, "problems": []}]}
+    assert runtime_column.shipped_summary(kept) == ("as shipped: 2/3 fail: NULL pointers (1), host ACL library "
+                                                    "reports use-after-free (1)")
+
+
+@pytest.mark.parametrize("release,env,says", CANNOT_RUN_COLUMN)
+def test_release_matrix_line_that_cannot_run_says_why_in_one_line(release, env, says):
+    from torch_npu._inductor.patchset.tooling.releases import line_python, runtime_column
+
+    result = runtime_column.measure(_fetched(release), sys.executable if env == "this" else None)
+    text = runtime_column.cell(result)
+    assert text.startswith("cannot run here: ") and says in text, text
+    assert "\n" not in text and "<br>" not in text and len(text) < 600, text
+    assert release not in line_python._ASSIGNED  # the interpreter was the release's only while it ran

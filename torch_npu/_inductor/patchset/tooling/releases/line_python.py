@@ -12,6 +12,7 @@ API:
     required_torch(release) -> str            "2.13.0"
     cpu_builds() -> list[str]                 "2.13.0+cpu", ... (pip index versions; no download)
     python_for(release) -> str                an interpreter path, or LineUnavailable
+    assign(release, python) / unassign(release)   a caller's interpreter for a release none of the above serves
 """
 from __future__ import annotations
 
@@ -27,10 +28,23 @@ from pathlib import Path
 
 from . import real_artifacts
 
-__all__ = ["LineUnavailable", "required_torch", "cpu_builds", "python_for", "venv_root"]
+__all__ = ["LineUnavailable", "required_torch", "cpu_builds", "python_for", "venv_root", "assign", "unassign"]
 
 #: What a line's environment holds besides torch (torch_npu imports pyyaml without declaring it).
 EXTRAS = ("pyyaml", "numpy")
+
+
+#: Interpreters a caller assigned to releases (the release matrix: its environment of a torch line, the package
+#: index's build), consulted only where neither this interpreter nor a CPU build serves.
+_ASSIGNED: dict[str, str] = {}
+
+
+def assign(release: str, python: str) -> None:
+    _ASSIGNED[release] = python
+
+
+def unassign(release: str) -> None:
+    _ASSIGNED.pop(release, None)
 
 
 class LineUnavailable(RuntimeError):
@@ -102,6 +116,8 @@ def python_for(release: str) -> str:
     if mine is not None and _base(mine) == want:
         return sys.executable
     cpu = [v for v in cpu_builds() if _base(v) == want]
+    if not cpu and release in _ASSIGNED:
+        return _ASSIGNED[release]
     if not cpu:
         raise LineUnavailable(
             f"torch_npu {release} requires torch {want}: no CPU build of it here (pip index versions torch), and "

@@ -7,8 +7,8 @@ Driven by ``.ci/release-matrix`` (which prepares one python per torch line), thr
   index (``pip index versions torch-npu``) from 2.7.1 on, plus :data:`PINNED` (releases the tests
   name: an older layout and the last release without upstream's allocation);
 * ``--imports-triton RELEASE``: exit 0 when that wheel's Inductor launch code imports triton;
-* otherwise: run the tier for ``--releases`` with ``--python X.Y=PATH`` per torch line and write
-  the table to ``--out``. A release that cannot be checked gets a row that says exactly why.
+* otherwise: run the tier (and the real runtime, ``runtime_column.py``, unless ``--no-real-runtime``) for
+  ``--releases`` with ``--python X.Y=PATH`` per torch line and write the table to ``--out``. A release that cannot be checked gets a row that says exactly why.
 """
 from __future__ import annotations
 
@@ -18,10 +18,11 @@ import json
 import re
 import subprocess
 import sys
+import time
 import traceback
 from pathlib import Path
 
-from . import aot_sim, rendered
+from . import aot_sim, rendered, runtime_column
 from . import real_artifacts as ra
 from . import wheels as uw
 
@@ -153,7 +154,8 @@ def _aot_cell(aot) -> str:
 
 
 # ---- one release -------------------------------------------------------------------------------------
-def check(release: str, python: str | None, no_python: str | None, run_simulation: bool) -> dict:
+def check(release: str, python: str | None, no_python: str | None, run_simulation: bool,
+          run_runtime: bool = True, runtime_python: str | None = None) -> dict:
     row: dict = {"release": release}
     try:
         row["layout"], row["upstream"] = upstream_launch(release)
@@ -163,6 +165,13 @@ def check(release: str, python: str | None, no_python: str | None, run_simulatio
         row["torch"] = ra.required_torch(release)
     except Exception as exc:
         row["torch"] = f"? ({exc})"
+    if run_runtime:  # first: it may run where the rendering cannot (a CPU build of the line)
+        started = time.monotonic()
+        try:
+            row["runtime"] = runtime_column.measure(release, runtime_python or python, no_python)
+        except Exception as exc:
+            row["runtime"] = {"cannot_run": f"{type(exc).__name__}: {runtime_column.reason_line(str(exc))}"}
+        row["runtime_s"] = round(time.monotonic() - started)
     if python is None:
         row["skip"] = f"no python with torch {ra.line_of(release)}: {no_python or 'none given'}"
         return row
@@ -252,8 +261,25 @@ def render_markdown(rows: list[dict], command: str, source: str) -> str:
         "loaded the patch set (`tooling/releases/aot_sim.py`).",
         "",
     ]
+    if any("runtime" in r for r in rows):
+        out[-1:] = [
+            "**real runtime** runs the same sample launchers on torch_npu's own runtime "
+            "(`tooling/releases/runtime_column.py`, `real_runtime.py`): the wheel's `libtorch_npu.so`, task queue, "
+            "caching allocator and `OpCommand`, imported on the release's torch over the host ACL library (a test "
+            "double of CANN, loaded only into the subprocesses the tier starts, never into a user's process); the "
+            "torch is this interpreter's or a CPU build of the release's own (`line_python.py`), else the matrix's "
+            "environment of the line (the package index's build, named), with exactly the torch the wheel requires "
+            "where the line's environment has another patch release (that torch alone installed over it). Per line: the import, the launchers "
+            "patched with `TASK_QUEUE_ENABLE` 1, 0 and 2 (clean = every launch got live, sized, disjoint, "
+            "initialised memory from one caching-allocator request, no blocking call, all given back), and what "
+            "the release's own launcher does as shipped (`TASK_QUEUE_ENABLE=1`); a line that cannot run says why "
+            "in one line.",
+            ""]
     has_aot = any("aot" in r for r in rows)
     head = ["release", "torch", "layout", "upstream", "after apply", "compile", "link", "simulation"]
+    has_runtime = any("runtime" in r for r in rows)
+    if has_runtime:
+        head.append("real runtime")
     if has_aot:
         head.append("AOT")
     if has_flex:
@@ -286,6 +312,8 @@ def render_markdown(rows: list[dict], command: str, source: str) -> str:
                 sim += ": " + "; ".join(r["simulation_problems"][:4])
         cells = [r["release"], r.get("torch", "?"), r.get("layout", "?"), r.get("upstream", "?"), status,
                  compile_c, link_c, sim]
+        if has_runtime:
+            cells.append(_no_paths(runtime_column.cell(r["runtime"])) if "runtime" in r else "not checked")
         if has_aot:
             cells.append(_aot_cell(r.get("aot")) if "skip" not in r else f"not checked: {r['skip']}")
         if has_flex:
@@ -350,8 +378,12 @@ def add_arguments(p) -> None:
     p.add_argument("--releases", nargs="*", default=None)
     p.add_argument("--python", action="append", default=[], metavar="X.Y=PATH")
     p.add_argument("--no-python", action="append", default=[], metavar="X.Y=REASON")
+    p.add_argument("--runtime-python", action="append", default=[], metavar="RELEASE=PATH",
+                   help="the real runtime column's python for RELEASE (its exact torch), instead of the line's")
+    p.add_argument("--required-torch", metavar="RELEASE", help="print the torch version RELEASE requires")
     p.add_argument("--out", type=Path, default=None)
     p.add_argument("--no-simulation", action="store_true")
+    p.add_argument("--no-real-runtime", action="store_true", help="leave out the real runtime column")
     p.add_argument("--json", type=Path, default=None, help="also write the raw rows here")
     p.add_argument("--command", default=None, help="the command line to name in the document")
     p.add_argument("--from-json", type=Path, default=None, help="re-render --out from a --json of an earlier run")
@@ -361,6 +393,9 @@ def run(args) -> int:
     if args.list_releases:
         versions, _ = index_versions()
         print("\n".join(releases(versions)))
+        return 0
+    if args.required_torch:
+        print(ra.required_torch(args.required_torch))
         return 0
     if args.imports_triton:
         return 0 if imports_triton(args.imports_triton) else 1
@@ -376,11 +411,15 @@ def run(args) -> int:
     chosen = args.releases or releases(versions)
     pythons = dict(x.split("=", 1) for x in args.python)
     reasons = dict(x.split("=", 1) for x in args.no_python)
+    exact = dict(x.split("=", 1) for x in args.runtime_python)
     rows = []
     for rel in chosen:
         line = ra.line_of(rel)
         print(f"== {rel} (torch {line}: {pythons.get(line) or reasons.get(line)})", flush=True)
-        row = check(rel, pythons.get(line), reasons.get(line), not args.no_simulation)
+        row = check(rel, pythons.get(line), reasons.get(line), not args.no_simulation, not args.no_real_runtime,
+                    exact.get(rel))
+        if "runtime" in row:
+            print(f"   real runtime ({row['runtime_s']} s): {runtime_column.cell(row['runtime'])}", flush=True)
         tier = row.get("tier")
         print(f"   {row.get('skip') or row.get('tier_skip') or tier['message'].splitlines()[0]}", flush=True)
         if row.get("simulation"):
