@@ -297,7 +297,7 @@ def _release_once_queued(body: list[str], i: int) -> list[str]:
     """Mutant (issue 31's defect): the calling thread marks the launch done itself once the queue call
     returned, so its block goes back while the lambda may still wait in the queue."""
     p = f"npu_sync{i}_"
-    mark = f"if ({p}regions.held != nullptr) {{ {p}regions.held->state.store(torch_npu::inductor::Held::ran); }}"
+    mark = f"if ({p}regions.held != nullptr) {{ {p}regions.held->with_event = false; {p}regions.held->done.store(true); }}"
     out = [ln.replace(f"{p}memory.release_when_finished();", f"{mark} {p}memory.release_when_finished();")
            for ln in body]
     assert out != body

@@ -100,8 +100,7 @@ static inline void call_triton_red_fused_sum_1(
     if (grid_0 == 0 || grid_1 == 0 || grid_2 == 0) return;
     // npu-sync-resources: workspace 256 B per block x grid.
     // ONE block from torch_npu's caching allocator for stream_, taken here before the launch is queued
-    // and carved into [locks | workspace]; the lambda gets only the raw pointers and records its event.
-    // The block is released once that event completed: never while the lambda or the kernel is pending.
+    // and carved into [locks | workspace]; held until its kernel has finished (the lambda records an event).
     uint32_t npu_sync_block_num = grid_0 * grid_1 * grid_2;
     npu_sync_block_num = std::min(npu_sync_block_num, static_cast<uint32_t>(48));
     torch_npu::inductor::LockLayout npu_sync_locks;
@@ -162,8 +161,7 @@ static inline void call_triton_red_fused_max_2(
     if (grid_0 == 0 || grid_1 == 0 || grid_2 == 0) return;
     // npu-sync-resources: locks 16 int64 slots, each 7.
     // ONE block from torch_npu's caching allocator for stream_, taken here before the launch is queued
-    // and carved into [locks | workspace]; the lambda gets only the raw pointers and records its event.
-    // The block is released once that event completed: never while the lambda or the kernel is pending.
+    // and carved into [locks | workspace]; held until its kernel has finished (the lambda records an event).
     uint32_t npu_sync_block_num = grid_0 * grid_1 * grid_2;
     npu_sync_block_num = std::min(npu_sync_block_num, static_cast<uint32_t>(48));
     torch_npu::inductor::LockLayout npu_sync_locks;
@@ -228,8 +226,7 @@ static inline void call_triton_tem_fused_flex_bwd_3(
     if (grid_0 == 0 || grid_1 == 0 || grid_2 == 0) return;
     // npu-sync-resources: locks 4 int64 slots, each 1; workspace 1024 B per block x grid.
     // ONE block from torch_npu's caching allocator for stream_, taken here before the launch is queued
-    // and carved into [locks | workspace]; the lambda gets only the raw pointers and records its event.
-    // The block is released once that event completed: never while the lambda or the kernel is pending.
+    // and carved into [locks | workspace]; held until its kernel has finished (the lambda records an event).
     uint32_t npu_sync_block_num = grid_0 * grid_1 * grid_2;
     npu_sync_block_num = std::min(npu_sync_block_num, static_cast<uint32_t>(48));
     torch_npu::inductor::LockLayout npu_sync_locks;
@@ -301,8 +298,7 @@ static inline void call_triton_mm_splitk_4(
     if (grid_0 == 0 || grid_1 == 0 || grid_2 == 0) return;
     // npu-sync-resources: locks 2 ordered (0), 1 unordered (slot 0 = 2 x blocks, then 0).
     // ONE block from torch_npu's caching allocator for stream_, taken here before the launch is queued
-    // and carved into [locks | workspace]; the lambda gets only the raw pointers and records its event.
-    // The block is released once that event completed: never while the lambda or the kernel is pending.
+    // and carved into [locks | workspace]; held until its kernel has finished (the lambda records an event).
     uint32_t npu_sync_block_num = grid_0 * grid_1 * grid_2;
     npu_sync_block_num = std::min(npu_sync_block_num, static_cast<uint32_t>(48));
     torch_npu::inductor::LockLayout npu_sync_locks;
@@ -415,8 +411,7 @@ static inline void call_triton_tem_fused_mm_7(
     if (grid_0 == 0 || grid_1 == 0 || grid_2 == 0) return;
     // npu-sync-resources: locks 2 int64 slots, each -1; workspace 512 B per block x grid.
     // ONE block from torch_npu's caching allocator for stream_, taken here before the launch is queued
-    // and carved into [locks | workspace]; the lambda gets only the raw pointers and records its event.
-    // The block is released once that event completed: never while the lambda or the kernel is pending.
+    // and carved into [locks | workspace]; held until its kernel has finished (the lambda records an event).
     uint32_t npu_sync_block_num = grid_0 * grid_1 * grid_2;
     npu_sync_block_num = std::min(npu_sync_block_num, static_cast<uint32_t>(48));
     torch_npu::inductor::LockLayout npu_sync_locks;

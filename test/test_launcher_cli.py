@@ -310,8 +310,8 @@ def test_mutation_release_before_the_lambda_ran_fails_judge():
     # Issue 31's defect: the block goes back once the queue call returns (here: the calling thread marks
     # the launch done itself), while the lambda still waits in torch_npu's task queue. Another thread's
     # empty_cache in that window frees it, and the lambda's fills and kernel touch freed memory.
-    release_once_queued = ("if (npu_sync_regions.held != nullptr) "
-                           "npu_sync_regions.held->state.store(torch_npu::inductor::Held::ran);\n"
+    release_once_queued = ("if (npu_sync_regions.held != nullptr) { npu_sync_regions.held->with_event = false; "
+                           "npu_sync_regions.held->done.store(true); }\n"
                            "    npu_sync_memory.release_when_finished();")
     res = _simulate_mutant(lambda p, s, a: _mutant(p, s, a, "npu_sync_memory.release_when_finished();",
                                                    release_once_queued), BOTH, (8, 1, 1), "mutant-release-once-queued")

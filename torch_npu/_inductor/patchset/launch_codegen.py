@@ -142,8 +142,7 @@ def _comment(plan: SyncPlan, site: LaunchSite) -> list[str]:
     return [
         f"// {MARKER}: {'; '.join(what)}.",
         f"// ONE block from torch_npu's caching allocator for {site.stream}, taken here before the launch is queued",
-        "// and carved into [locks | workspace]; the lambda gets only the raw pointers and records its event.",
-        "// The block is released once that event completed: never while the lambda or the kernel is pending.",
+        "// and carved into [locks | workspace]; held until its kernel has finished (the lambda records an event).",
     ]
 
 

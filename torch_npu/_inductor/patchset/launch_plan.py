@@ -43,10 +43,9 @@ INT64_MIN = -(1 << 63)
 INT64_MAX = (1 << 63) - 1
 _U32 = (1 << 32) - 1
 SLOTS_PER_CACHE_LINE = 8  # int64 slots in one 64-byte cache line
-#: The most byte fills an init value may take per launch. The helper writes lock content with byte fills only
-#: (stream-ordered, legal while capturing): an init value that is one repeated byte (0, the value BiSheng always
-#: reports, or -1) takes the region's one fill, any other value one fill per run of equal non-zero bytes in every
-#: slot. Only an init value no known compiler reports goes past this bound; rejected here, at codegen.
+#: The most byte fills an init value may take per launch (lock content is written with byte fills only): one
+#: repeated byte (0, which BiSheng always reports, or -1) takes the region's one fill, any other value one fill per
+#: run of equal non-zero bytes in every slot. Only values no known compiler reports exceed it: rejected at codegen.
 MAX_INIT_VALUE_FILLS = 64
 
 LAYOUT_NONE = "none"
@@ -116,8 +115,7 @@ def _as_flag(kernel: str, name: str, value: Any) -> bool:
 
 
 def _agreed(kernel: str, metadata: Any, names: tuple[str, ...], parse, default):
-    """One value read under several names (aliases): the value of those present, which
-    must agree; ``default`` when none is present."""
+    """One value read under several names (aliases), which must agree; ``default`` when none is present."""
     values = {n: parse(n, _field(metadata, n)) for n in names if not _absent(_field(metadata, n))}
     if len(set(values.values())) > 1:
         raise ValueError(f"kernel {kernel!r}: metadata fields disagree: " + ", ".join(f"{n}={v}" for n, v in values.items()))
@@ -177,13 +175,7 @@ class SyncPlan:
             raise ValueError(f"kernel {k!r}: plan field simt_only={self.simt_only!r} is not a bool")
         if not isinstance(self.mix_mode, str) or not isinstance(self.lock_source, str):
             raise ValueError(f"kernel {k!r}: plan fields mix_mode and lock_source must be strings")
-        fills = self.init_value_fills()
-        if fills > MAX_INIT_VALUE_FILLS:
-            raise ValueError(
-                f"kernel {k!r}: metadata field lock_init_val={self.lock_init_value} would take {fills} byte fills per "
-                f"launch ({self.lock_slots(0)} slots x {len(nonzero_byte_runs(self.lock_init_value))} runs of non-zero "
-                f"bytes; at most {MAX_INIT_VALUE_FILLS}): no known compiler reports such a value (BiSheng reports 0)"
-            )
+        _bounded_fills(self)
 
     @property
     def needs_locks(self) -> bool:
@@ -369,9 +361,22 @@ def plan_from_metadata(metadata: Any, kernel: str | None = None) -> SyncPlan:
             factor = 2
 
     lock_layout = LAYOUT_PACKED if (ordered or unordered) else LAYOUT_LEGACY if legacy_slots else LAYOUT_NONE
-    return SyncPlan(kernel=k, workspace_per_block=workspace, lock_layout=lock_layout, legacy_slots=legacy_slots,
-                    ordered_locks=ordered, unordered_locks=unordered, participant_factor=factor, lock_init_value=init,
-                    simt_only=simt_only, mix_mode=mix_mode, lock_source=source)
+    return _bounded_fills(SyncPlan(
+        kernel=k, workspace_per_block=workspace, lock_layout=lock_layout, legacy_slots=legacy_slots,
+        ordered_locks=ordered, unordered_locks=unordered, participant_factor=factor, lock_init_value=init,
+        simt_only=simt_only, mix_mode=mix_mode, lock_source=source))
+
+
+def _bounded_fills(plan: SyncPlan) -> SyncPlan:
+    """``plan``, or ``ValueError`` if its init value would take more than MAX_INIT_VALUE_FILLS byte fills."""
+    fills = plan.init_value_fills()
+    if fills > MAX_INIT_VALUE_FILLS:
+        raise ValueError(
+            f"kernel {plan.kernel!r}: metadata field lock_init_val={plan.lock_init_value} would take {fills} byte "
+            f"fills per launch ({plan.lock_slots(0)} slots x {len(nonzero_byte_runs(plan.lock_init_value))} runs of "
+            f"non-zero bytes; at most {MAX_INIT_VALUE_FILLS}): no known compiler reports such a value (BiSheng reports 0)"
+        )
+    return plan
 
 
 def plan_from_params(params: Mapping[str, Any], kernel: str) -> SyncPlan:

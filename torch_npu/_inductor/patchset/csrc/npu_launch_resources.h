@@ -1,13 +1,10 @@
 // npu_launch_resources: workspace and sync-lock memory for the Triton-Ascend
-// kernels that Inductor's generated C++ launches. On the thread that runs the
-// graph, before the launch is queued, LaunchMemory takes ONE block from
-// torch_npu's caching allocator for the launch's stream (as op-plugin takes an
-// operator's workspace, and torch's wrapper a WorkspaceArg), carved into
-// disjoint 512-byte-aligned lock and workspace regions. The lambda gets only
-// LaunchRegions (raw pointers and sizes): it writes the lock content with byte
-// fills on the stream, launches, and records the block's event (LaunchDone); no
-// allocation, no lock, no host wait. The block is held until that event
-// completed (held.h): a calling thread gives it back, at a later launch.
+// kernels Inductor's C++ wrapper launches. On the thread that runs the graph,
+// before the launch is queued, LaunchMemory takes ONE block of torch_npu's
+// caching allocator for the stream (as op-plugin takes an operator's
+// workspace), carved into disjoint 512-byte-aligned lock and workspace
+// regions. The lambda gets only LaunchRegions: byte fills for the locks, the
+// launch, the block's event (LaunchDone); no allocation, lock or host wait.
 #pragma once
 
 #include <acl/acl.h>
@@ -17,6 +14,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "npu_launch_resources/abi.h"
 #include "npu_launch_resources/errors.h"
@@ -57,35 +55,22 @@ class LaunchMemory {
     regions_.layout = locks;
     regions_.sizes = launch_sizes(kernel, grid_x, grid_y, grid_z, block_num, workspace_per_block, locks);
     const LaunchSizes &s = regions_.sizes;
-    if (s.total_bytes == 0) return;  // a launch that needs nothing asks for nothing
+    if (s.total_bytes == 0) return;                  // a launch that needs nothing asks for nothing
+    const bool events = !captures_underway(stream);  // else the lambda's end counts (held.h)
     HeldBlocks &held = HeldBlocks::all();
-    held.release_done();  // earlier launches' blocks first: this one may reuse them
-    int32_t device = 0;
-    const aclError got = aclrtGetDevice(&device);
-    block_ = held.record(stream, static_cast<c10::DeviceIndex>(device));
-    // While a capture is underway, no event: the block goes back once the lambda
-    // ran (a captured launch's to the graph's pool, which keeps graph order).
-    block_->record_event = got == ACL_SUCCESS && !captures_underway(block_->device, stream);
-    if (block_->record_event && block_->event == nullptr) {
-      const aclError rc = aclrtCreateEvent(&block_->event);
-      if (rc != ACL_SUCCESS) {
-        block_->event = nullptr;
-        give_up(detail::Message(kernel, "aclrtCreateEvent failed: %d", rc).text);
-      }
-    }
-    for (bool retried = false;;) {
+    held.release_done(nullptr, events);  // earlier launches' blocks first: this one may reuse them
+    block_ = held.record(stream);
+    block_->with_event = events;
+    for (bool retried = false; block_->raw == nullptr;) {
       try {
         block_->raw = c10_npu::NPUCachingAllocator::raw_alloc_with_stream(s.total_bytes, stream);
-        break;
       } catch (const std::exception &e) {
-        // Its out-of-memory retry synchronised the device: blocks finished since go back, and it is asked again.
-        if (!retried && held.release_done() != 0) {
-          retried = true;
-          continue;
-        }
+        // Its out-of-memory retry synchronised the device: finished blocks go back, and it is asked again.
+        if (!std::exchange(retried, true) && held.release_done(nullptr, events) != 0) continue;
         const detail::Message what(
             kernel, "%llu bytes for its locks and workspace: ", static_cast<unsigned long long>(s.total_bytes));
-        give_up(what.text + std::string(e.what()));  // the allocator's own message, whole, the launch named
+        held.release_done(std::move(block_), false);                  // the record, a spare again
+        throw std::runtime_error(what.text + std::string(e.what()));  // the allocator's own message, whole
       }
     }
     const uintptr_t base = (reinterpret_cast<uintptr_t>(block_->raw) + kRegionAlignment - 1) & ~(kRegionAlignment - 1);
@@ -97,24 +82,19 @@ class LaunchMemory {
   LaunchMemory &operator=(const LaunchMemory &) = delete;
   ~LaunchMemory() {
     try {
-      release_when_finished();
-    } catch (...) {  // unwinding already
+      release_when_finished();  // unwinding: the lambda may be queued
+    } catch (...) {
     }
   }
 
   const LaunchRegions &regions() const noexcept { return regions_; }
 
-  // Right after launchKernel returns (or unwinding: the lambda may be queued):
-  // held until its kernel finished, given back by a later launch.
+  // Right after launchKernel returns: held until its kernel finished (held.h).
   void release_when_finished() {
     if (block_) HeldBlocks::all().release_done(std::move(block_), false);
   }
 
  private:
-  [[noreturn]] void give_up(const std::string &what) {
-    HeldBlocks::all().release_done(std::move(block_), false);  // the record, a spare again
-    throw std::runtime_error(what);
-  }
   std::unique_ptr<HeldBlock> block_;
   LaunchRegions regions_;
 };

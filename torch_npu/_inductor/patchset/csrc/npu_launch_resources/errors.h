@@ -1,17 +1,13 @@
-// npu_launch_resources: how failures are reported. On the thread that runs the
-// graph (sizes, the allocation): an exception naming the kernel, which the
-// graph's caller sees like any failed torch call; nothing is queued. Inside the
-// launch lambda, which torch_npu may run on its task-queue thread where an
-// escaping exception stops all NPU work: the ACL code, returned to the queue as
-// torch_npu's own launches do, plus ONE line in CANN's application log
-// (aclAppLog, where torch_npu's own errors go) naming the kernel.
+// npu_launch_resources: failures. On the calling thread (sizes, allocation):
+// an exception naming the kernel, nothing queued. In the lambda (maybe on
+// torch_npu's queue thread, where an escaping exception stops all NPU work):
+// the ACL code, as torch_npu's launches return it, and ONE aclAppLog line.
 #pragma once
 
 #include <acl/acl.h>
 
 #include <cstdarg>
 #include <cstdio>
-#include <stdexcept>
 
 #include "abi.h"
 

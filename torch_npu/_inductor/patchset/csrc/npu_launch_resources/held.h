@@ -1,20 +1,18 @@
-// npu_launch_resources: launch blocks held until their kernel has finished.
-// torch_npu's caching allocator returns cached segments to the driver with
-// aclrtFree, which does not wait for device work, after a synchronisation made
-// with its mutex released: a block given back while its lambda is queued, or
-// its kernel pending, can be freed under the kernel. So the lambda records the
-// block's event after the launch, and calling threads give the block back once
-// that event completed: no wait anywhere, and no release on the queue thread
-// (it would take the allocator's mutex, which threads hold while they wait).
+// npu_launch_resources: launch blocks held until their kernel has finished:
+// torch_npu's caching allocator frees cached segments with aclrtFree (no wait
+// for the device) after a synchronisation made with its mutex released. The
+// lambda records the block's event after the launch; calling threads give the
+// block back once it completed. Nothing waits; nothing is released on the
+// queue thread (the allocator's mutex is held by threads waiting for it).
 #pragma once
 
 #include <acl/acl.h>
 #include <torch_npu/csrc/core/npu/NPUCachingAllocator.h>
 
+#include <algorithm>
 #include <atomic>
 #include <memory>
 #include <mutex>
-#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -22,46 +20,41 @@
 
 TORCH_NPU_LAUNCH_RESOURCES_BEGIN_NAMESPACE
 
-// No event while a capture is underway: illegal on a capturing stream, and a
-// query ends a global-mode capture (torch_npu's allocator skips its own then).
-// Allocators without hasCapturesUnderway (2.7.1, post2): does `stream` capture?
-template <class A, class = void>
-struct Captures {
-  static bool underway(A *, c10::DeviceIndex, aclrtStream stream) {
-    aclmdlRICaptureStatus status = ACL_MODEL_RI_CAPTURE_STATUS_NONE;
-    aclmdlRI graph = nullptr;
-    return aclmdlRICaptureGetInfo(stream, &status, &graph) != ACL_SUCCESS || status != ACL_MODEL_RI_CAPTURE_STATUS_NONE;
-  }
-};
+// Events are illegal on a capturing stream, and a query ends a global-mode
+// capture: like torch_npu's allocator, none while a capture is underway on the
+// device (2.7.1 and post2's allocator cannot say: does `stream` capture?).
 template <class A>
-struct Captures<A, std::void_t<decltype(std::declval<A &>().hasCapturesUnderway(c10::DeviceIndex()))>> {
-  static bool underway(A *a, c10::DeviceIndex device, aclrtStream) { return a->hasCapturesUnderway(device); }
-};
-inline bool captures_underway(c10::DeviceIndex device, aclrtStream stream) {
-  auto *a = c10_npu::NPUCachingAllocator::get();
-  return Captures<std::remove_pointer_t<decltype(a)>>::underway(a, device, stream);
+auto capturing(A *a, aclrtStream, int) -> decltype(a->hasCapturesUnderway(0)) {
+  int32_t device = 0;
+  return aclrtGetDevice(&device) != ACL_SUCCESS || a->hasCapturesUnderway(static_cast<c10::DeviceIndex>(device));
 }
+template <class A>
+bool capturing(A *, aclrtStream stream, long) {
+  aclmdlRICaptureStatus status = ACL_MODEL_RI_CAPTURE_STATUS_NONE;
+  aclmdlRI graph = nullptr;
+  return aclmdlRICaptureGetInfo(stream, &status, &graph) != ACL_SUCCESS || status != ACL_MODEL_RI_CAPTURE_STATUS_NONE;
+}
+inline bool captures_underway(aclrtStream stream) { return capturing(c10_npu::NPUCachingAllocator::get(), stream, 0); }
 
-enum class Held : int { queued, recorded /* its event tells */, ran /* nothing to wait for */ };
-
-struct HeldBlock {  // a launch's block; the record and its event are reused
+struct HeldBlock {  // a launch's block; records and their events are reused
   void *raw = nullptr;
-  aclrtStream stream = nullptr;
-  c10::DeviceIndex device = 0;
-  aclrtEvent event = nullptr;  // made once, in the stream's context
-  bool record_event = false;   // this launch's: false while a capture is underway
-  std::atomic<Held> state{Held::queued};
+  aclrtStream stream = nullptr;  // the event's: made once by a lambda, in the stream's context
+  aclrtEvent event = nullptr;
+  bool with_event = false;  // false while a capture is underway, or if the event failed
+  std::atomic<bool> done{false};
 };
 
 // First in the launch lambda. On every way out: the event recorded after all
-// the lambda queued, then the mark (a failed record leaves the lambda's end).
+// the lambda queued, then the mark (without an event, the lambda's end counts).
 struct LaunchDone {
   HeldBlock *block;  // nullptr: the launch has no block
   aclrtStream stream;
   ~LaunchDone() {
     if (block == nullptr) return;
-    const bool recorded = block->record_event && aclrtRecordEvent(block->event, stream) == ACL_SUCCESS;
-    block->state.store(recorded ? Held::recorded : Held::ran, std::memory_order_release);
+    if (block->with_event && block->event == nullptr && aclrtCreateEvent(&block->event) != ACL_SUCCESS)
+      block->event = nullptr;
+    block->with_event = block->with_event && block->event && aclrtRecordEvent(block->event, stream) == ACL_SUCCESS;
+    block->done.store(true, std::memory_order_release);
   }
 };
 
@@ -72,47 +65,36 @@ class HeldBlocks {
     static HeldBlocks *held = new HeldBlocks;  // never destroyed: nothing is released during exit
     return *held;
   }
-  std::unique_ptr<HeldBlock> record(aclrtStream stream, c10::DeviceIndex device) {  // a spare of `stream`, or new
+  std::unique_ptr<HeldBlock> record(aclrtStream stream) {  // a spare of `stream`'s, or a new one
     std::lock_guard<std::mutex> lock(mutex_);
-    for (std::unique_ptr<HeldBlock> &b : spare_) {
-      if (b->stream != stream) continue;
-      std::unique_ptr<HeldBlock> found = std::move(b);
-      b = std::move(spare_.back());
-      spare_.pop_back();
-      return found;
-    }
-    std::unique_ptr<HeldBlock> b = std::make_unique<HeldBlock>();
-    b->stream = stream;
-    b->device = device;
-    return b;
+    const auto it = std::find_if(spare_.begin(), spare_.end(), [&](const auto &b) { return b->stream == stream; });
+    if (it == spare_.end()) return std::unique_ptr<HeldBlock>(new HeldBlock{nullptr, stream});
+    std::unique_ptr<HeldBlock> found = std::move(*it);
+    spare_.erase(it);
+    return found;
   }
-  // Takes `handed` (a launch's record once its queue call returned; without a
-  // block, a spare at once), then gives back every block whose kernel finished;
-  // how many. Blocks finish roughly in hand-over order, so the event queries
-  // (`query`) stop at the first pending one: about one per launch.
+  // Takes `handed` (a record, its queue call returned), then gives back every
+  // block whose kernel finished (free never waits for the queue); how many.
+  // Blocks finish about in hand-over order: queries stop at the first pending.
   size_t release_done(std::unique_ptr<HeldBlock> handed = nullptr, bool query = true) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (handed) held_.push_back(std::move(handed));
     size_t kept = 0, released = 0;
     for (std::unique_ptr<HeldBlock> &b : held_) {
-      const Held state = b->state.load(std::memory_order_acquire);
-      bool finished = b->raw == nullptr || state == Held::ran;
-      if (!finished && state == Held::recorded && query && !captures_underway(b->device, b->stream)) {
+      const bool done = b->done.load(std::memory_order_acquire);
+      bool finished = b->raw == nullptr || (done && !b->with_event);
+      if (!finished && done && query) {
         aclrtEventRecordedStatus status = ACL_EVENT_RECORDED_STATUS_NOT_READY;
-        finished =
+        query = finished =
             aclrtQueryEventStatus(b->event, &status) == ACL_SUCCESS && status == ACL_EVENT_RECORDED_STATUS_COMPLETE;
-        query = finished;
       }
       if (!finished) {
         held_[kept++] = std::move(b);
         continue;
       }
-      if (b->raw != nullptr) {
-        c10_npu::NPUCachingAllocator::raw_delete(b->raw);  // free never waits for the queue: ours may stay locked
-        ++released;
-      }
-      b->raw = nullptr;
-      b->state.store(Held::queued, std::memory_order_relaxed);
+      released += b->raw != nullptr;
+      if (b->raw != nullptr) c10_npu::NPUCachingAllocator::raw_delete(std::exchange(b->raw, nullptr));
+      b->done.store(false, std::memory_order_relaxed);
       spare_.push_back(std::move(b));
     }
     held_.resize(kept);

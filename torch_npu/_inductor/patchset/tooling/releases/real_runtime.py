@@ -381,15 +381,15 @@ _RELEASE = "npu_sync_memory.release_when_finished();"
 def _release_once_queued(cpp: str) -> str:
     """Issue 31's defect (the launcher before it): the calling thread marks the launch done itself once the queue
     call returned, so its block goes back while the lambda may still wait in torch_npu's queue."""
-    return cpp.replace(_RELEASE, "if (npu_sync_regions.held != nullptr) "
-                       "npu_sync_regions.held->state.store(torch_npu::inductor::Held::ran);\n    " + _RELEASE)
+    return cpp.replace(_RELEASE, "if (npu_sync_regions.held != nullptr) { npu_sync_regions.held->with_event = false; "
+                       "npu_sync_regions.held->done.store(true); }\n    " + _RELEASE)
 
 
 def _release_once_ran(cpp: str) -> str:
     """The launcher of the morning of issue 31: the block goes back once its lambda ran, no event recorded, while
     the kernel the lambda queued may still be pending on the device."""
     return cpp.replace("npu_sync_memory.regions();", "npu_sync_memory.regions();\n    if (npu_sync_regions.held != "
-                       "nullptr) npu_sync_regions.held->record_event = false;", 1)
+                       "nullptr) npu_sync_regions.held->with_event = false;", 1)
 
 
 def _never_done(cpp: str) -> str:

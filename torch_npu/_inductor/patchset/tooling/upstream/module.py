@@ -118,6 +118,11 @@ def _used(node: ast.AST) -> tuple[set[str], set[str]]:
     return names, attrs
 
 
+#: Dunder methods the upstream module leaves out: its plans come only from ``plan_from_metadata``, which builds
+#: them consistent and bounds their fills; the plan's own field checks stay in this package (from_dict, tests).
+_DROPPED = {"__post_init__"}
+
+
 def _methods(node: ast.stmt) -> list:
     if not isinstance(node, ast.ClassDef):
         return []
@@ -156,7 +161,7 @@ def _closure(source: str, roots: set[str], attrs: set[str]) -> tuple[list, dict,
             for m in _methods(node):
                 if id(m) in methods[id(node)]:
                     continue
-                if (m.name.startswith("__") and m.name.endswith("__")) or m.name in attrs:
+                if (m.name.startswith("__") and m.name.endswith("__") and m.name not in _DROPPED) or m.name in attrs:
                     methods[id(node)].add(id(m))
                     n, a = _used(m)
                     names |= n
