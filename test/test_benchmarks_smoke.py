@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import release_wheels
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "benchmarks" / "launch_overhead.py"
@@ -151,15 +152,9 @@ def test_real_runtime_tiny_run_counts_per_launch(tmp_path, cells):
     allocator statistics and the host ACL library's call records, so a launcher that changed would show here. The own
     fix's copy waits for the kernel queued before it (20 us each) on torch_npu's queue thread; told not to wait
     (ACL_HOST_MEMCPY=immediate), the host ACL library lets the kernels start with wrong lock content."""
-    from torch_npu._inductor.patchset.tooling.releases import host_runtime, wheels
     from torch_npu._inductor.patchset.tooling.releases import real_runtime_bench as rrb
 
-    try:
-        host_runtime.extracted_wheel(rrb.OWN_FIX_RELEASE)
-    except wheels.WheelUnavailable as exc:
-        if exc.index_unreachable:
-            pytest.skip(f"package index unreachable: {exc}")
-        raise
+    release_wheels.fetched(rrb.OWN_FIX_RELEASE)
     out = tmp_path / "real.json"
     proc = subprocess.run([sys.executable, str(SCRIPT), *REAL_TINY, "--cells", ",".join(cells), "--json", str(out)],
                           capture_output=True, text=True, timeout=600)

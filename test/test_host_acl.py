@@ -31,8 +31,9 @@ import subprocess
 import sys
 
 import pytest
+import release_wheels
 
-from torch_npu._inductor.patchset.tooling.releases import elf, host_runtime, line_python, wheels
+from torch_npu._inductor.patchset.tooling.releases import elf, host_runtime, line_python
 from torch_npu._inductor.patchset.tooling.sim import host_library
 
 LEG = ".".join(importlib.metadata.version("torch").split("+")[0].split(".")[:3])
@@ -49,16 +50,7 @@ V2_RELEASES = [r for r in RELEASES if "2" in TASK_QUEUES.get(r, ())]
 MIB = 1 << 20
 
 
-def _fetched(release: str) -> str:
-    """``release`` with its wheel fetched and extracted (once; the wheel cache is shared). Only an
-    unreachable package index skips (and .ci/test's guard list then fails the run)."""
-    try:
-        host_runtime.extracted_wheel(release)
-    except wheels.WheelUnavailable as exc:
-        if exc.index_unreachable:
-            pytest.skip(f"package index unreachable: {exc}")
-        raise
-    return release
+_fetched = release_wheels.fetched
 
 
 @pytest.fixture(scope="module", params=RELEASES)

@@ -31,8 +31,8 @@ import sys
 import time
 
 import pytest
+import release_wheels
 
-from torch_npu._inductor.patchset.tooling.releases import host_runtime, wheels
 from torch_npu._inductor.patchset.tooling.releases import real_runtime as rr
 from torch_npu._inductor.patchset.tooling.sim import harness as sim_harness
 from torch_npu._inductor.patchset.tooling.sim.samples import SAMPLES
@@ -65,16 +65,7 @@ NEEDS_MEMORY = {s.key for s in SAMPLES if s.key not in ("none", "simt-only")}
 _runs: dict = {}
 
 
-def _fetched(release: str) -> str:
-    """``release`` with its wheel fetched (once; the wheel cache is shared). Only an unreachable package index
-    skips (and .ci/test's guard list then fails the run)."""
-    try:
-        host_runtime.extracted_wheel(release)
-    except wheels.WheelUnavailable as exc:
-        if exc.index_unreachable:
-            pytest.skip(f"package index unreachable: {exc}")
-        raise
-    return release
+_fetched = release_wheels.fetched
 
 
 def runs(release: str) -> dict:
