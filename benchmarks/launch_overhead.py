@@ -319,8 +319,8 @@ LEGEND = ("call: host ns per launch on the calling thread (the call_<kernel> cal
           "(medians); n/b: now / base. Per launch: alloc = allocator calls (caching + workspace allocator), dsync = "
           "device synchronisations, block = host-blocking calls, pinned = page-locked allocations, heap = host heap "
           "allocations by the calling thread (the std::function torch_npu's launchKernel builds included). Per cell: "
-          "peak = launch blocks allocated at once on the stream (held until their lambdas ran: at most the launches "
-          "in flight; the worst round). verdict: "
+          "peak = launch blocks allocated at once on the stream (held until their kernels finished: at most the "
+          "launches in flight; the worst round). verdict: "
           "the probe kernel and the simulation's error reports ('clean', or what they found).")
 
 

@@ -140,7 +140,7 @@ struct Cell {
   std::vector<int64_t> calling_ns;  // per launch, on the calling thread (capacity reserved up front)
   std::vector<int64_t> queue_ns;    // per launch, the lambda on the queue thread
   uint64_t launches = 0, heap = 0, failures = 0;
-  uint64_t peak_live_blocks = 0;  // launch blocks allocated at once (held until their lambdas ran), worst round
+  uint64_t peak_live_blocks = 0;  // launch blocks allocated at once (held until their kernels finished), worst round
   acl_sim::Counters c{};
   std::map<std::string, uint64_t> findings;
 };

@@ -443,9 +443,11 @@ MUTANT_SAMPLES = ("both", "threads")
 
 
 # ---- 2. run ---------------------------------------------------------------------------------------
-def probe_binary(built: Built, sim_time_us: int = 0) -> str:
+def probe_binary(built: Built, sim_time_us: int = 0, samples: dict | None = None) -> str:
     """The kernel binary every launcher's loadKernel reads (the harness renders one file name for all): the
-    host ACL library's probe, told per kernel what it must find (the same for as shipped and patched)."""
+    host ACL library's probe, told per kernel what it must find (the same for as shipped and patched) and how
+    long it runs. ``samples``: the samples ``built`` rendered, by key (default this tier's)."""
+    samples = RUNTIME_SAMPLE_BY_KEY if samples is None else samples
     lines = ["ACL_HOST_PROBE_BINARY 1"]
     seen = set()
     for ln in built.launchers:
@@ -453,7 +455,7 @@ def probe_binary(built: Built, sim_time_us: int = 0) -> str:
         if name in seen:
             continue
         seen.add(name)
-        plan, site, args, grid = rendered.sample_setup(built.harness, RUNTIME_SAMPLE_BY_KEY[ln["sample"]], ln["tag"])
+        plan, site, args, grid = rendered.sample_setup(built.harness, samples[ln["sample"]], ln["tag"])
         exp = sim_harness.expected(plan, site, grid)
         lines.append(f"kernel {name} has_ffts={int(site.has_ffts)} simt_only={int(site.simt(plan))} "
                      f"lock_bytes={exp['lock_bytes']} workspace_bytes={exp['workspace_bytes']} "

@@ -32,11 +32,8 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from ... import launch_codegen as lc
-from ..sim import harness as sim_harness
 from . import real_artifacts as ra
 from . import real_runtime as rr
-from . import rendered
 from .real_runtime_bench_cells import (  # noqa: F401  (OWN_FIX_RELEASE, FLOOR_RELEASE: for callers)
     CELLS,
     FLOOR_RELEASE,
@@ -169,23 +166,6 @@ def build(release: str) -> BenchBuild:
     return BenchBuild(release, Path(result.info["shared_object"]), launchers, harness)
 
 
-def probe_binary(built: BenchBuild, kernel_us: int) -> str:
-    """The kernel binary every launcher reads: the host ACL library's probe per kernel, told what it must find and
-    how long it runs."""
-    lines, seen = ["ACL_HOST_PROBE_BINARY 1"], set()
-    for ln in built.launchers:
-        name = ln["kernel_name"].split()[0]
-        if name in seen:
-            continue
-        seen.add(name)
-        plan, site, args, grid = rendered.sample_setup(built.harness, SAMPLE_BY_KEY[ln["sample"]], ln["tag"])
-        exp = sim_harness.expected(plan, site, grid)
-        lines.append(f"kernel {name} has_ffts={int(site.has_ffts)} simt_only={int(site.simt(plan))} "
-                     f"lock_bytes={exp['lock_bytes']} workspace_bytes={exp['workspace_bytes']} "
-                     f"own_args_bytes={lc.own_args_bytes(args)} sim_time_us={kernel_us}")
-    return "\n".join(lines) + "\n"
-
-
 # ---- run ------------------------------------------------------------------------------------------------
 def run_child(release: str, spec: dict, memcpy: str, timeout: float) -> dict:
     """The child over ``release``'s runtime (TASK_QUEUE_ENABLE=1, the host ACL library's copy mode ``memcpy``)."""
@@ -240,7 +220,7 @@ def run(settings: dict, layouts: Sequence[str], kernel_us: Sequence[int], cells:
         tags = {tag for _c, tag in cells_of(rel, mem, cells)}
         launchers = [ln for ln in built[rel].launchers if ln["tag"] in tags and ln["layout"] in layouts]
         spec = {"so": str(built[rel].shared_object), "helper_so": str(helper), "host_library": rr.HOST_LIBRARY,
-                "launchers": launchers, "binary": probe_binary(built[rel], k),
+                "launchers": launchers, "binary": rr.probe_binary(built[rel], k, SAMPLE_BY_KEY),
                 **{x: settings[x] for x in ("launches", "gated", "rounds", "warmup")}}
         t0 = time.perf_counter()
         res = run_child(rel, spec, mem, timeout)
