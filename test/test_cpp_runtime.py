@@ -69,18 +69,6 @@ REQUIRED_CTESTS = {
     "test_contrast_upstream.upstream_locks_and_workspace_alias",
     "test_contrast_upstream.upstream_growth_leaves_workspace_dangling",
     "test_contrast_upstream.helper_is_clean_in_the_same_scenarios",
-    # capture, threads and memory pressure against torch_npu's allocators (issues 17, 22)
-    "test_capture_threads.scenario_capture_then_grow",
-    "test_capture_threads.scenario_capture_then_empty_cache",
-    "test_capture_threads.scenario_two_graphs_one_stream",
-    "test_capture_threads.scenario_global_capture_other_stream",
-    "test_capture_threads.scenario_devices_threads_queue_off",
-    "test_capture_threads.scenario_queue_thread_oom_retry",
-    "test_capture_threads.scenario_torch_npu_op_workspace_concurrent",
-    "test_capture_threads.scenario_empty_cache_other_thread",
-    "test_capture_threads.captured_launch_memory_is_the_graphs_for_every_replay",
-    "test_capture_threads.captures_on_one_stream_use_their_own_pools",
-    "test_capture_threads.out_of_memory_while_capturing_throws_without_synchronising",
     # the simulation catches what it claims to (its caching allocator, the self-wait, the hooks)
     "test_sim.caching_allocator_reuses_a_block_only_for_the_same_stream_and_pool",
     "test_sim.empty_cache_frees_only_free_blocks_after_a_device_synchronise",

@@ -145,14 +145,15 @@ SCENARIO_SETUPS = {
     "two-graphs-one-stream": Scenario(
         "two torch.npu.NPUGraph captured one after the other on torch.npu.graph's default capture stream (a "
         "warm-up launch and 4 launches each), then replayed 3 times at the same time on two streams of their own: "
-        "each graph's kernels must run on memory of their own", mode="graphs", threads=1, per_thread=0,
-        exercises=("replays", "graphs")),
+        "each graph's kernels must run on memory of their own; task queue on, then off (TASK_QUEUE_ENABLE 1, 0)",
+        queues=("1", "0"), mode="graphs", threads=1, per_thread=0, exercises=("replays", "graphs")),
     "global-capture-other-stream": Scenario(
         "torch.npu.graph on a stream of its own in global mode (its default capture_error_mode) captures 4 launches "
         "while another thread's eager launches with lock content 1 (4 int64 slots, and 1 KiB of workspace per "
         "program) run on a second stream: the capture must stay valid (no event recorded or queried, no page-locked "
-        "memory on the device meanwhile) and the eager kernels get their lock content; then 3 replays",
-        mode="global-capture", threads=1, per_thread=0, sample="both", exercises=("replays", "during-capture")),
+        "memory on the device meanwhile) and the eager kernels get their lock content; then 3 replays; "
+        "TASK_QUEUE_ENABLE 1, 0", queues=("1", "0"), mode="global-capture", threads=1, per_thread=0, sample="both",
+        exercises=("replays", "during-capture")),
     "queue-thread-oom-retry": Scenario(
         "device memory (the host ACL library's 1 GiB) filled with blocks cached for another stream, then 4 launches: "
         "the first one's request fits only once torch_npu's caching allocator has run its out-of-memory retry (the "

@@ -700,7 +700,7 @@ def run_oom_fill(torch, so: Launchers, sp: dict, out: dict) -> None:
                 del held  # cached for `other`: the device is full of them
                 in_use = HOST.report()["counters"]["device_memory_in_use"][0]
                 calls0, stats0 = _call_counts(HOST.report()["calls"]), _stats(torch)
-                for i in range(sp["per_round"]):
+                for _ in range(sp["per_round"]):
                     threw, what = so.call(launcher, bufs, stream)
                     rows.append({"thread": 0, "device": 0, "launch": len(rows) + 1, "round": r + 1,
                                  "call_threw": threw, "call_error": what[:300]})
