@@ -1429,6 +1429,13 @@ std::string task_queue_error(int device) {
   std::lock_guard<std::mutex> l(q->mu);
   return q->repo_error;
 }
+void drain_task_queue(int device) {
+  if (device < 0 || device >= kMaxDevices) return;
+  OpQueue *q = existing_queue(device);
+  if (q == nullptr) return;
+  std::unique_lock<std::mutex> l(q->mu);
+  q->idle_cv.wait(l, [&] { return q->q.empty() && !q->busy; });
+}
 void set_task_queues_paused(bool paused) {
   g_queues_paused.store(paused);
   if (paused) return;

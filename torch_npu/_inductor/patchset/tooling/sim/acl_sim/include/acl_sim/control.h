@@ -229,6 +229,8 @@ QueueStatus task_queue_status(int device);
 std::string task_queue_error(int device);  // torch_npu's "repo_error" text, empty if none
 // Back to kRun on every device (a real process cannot do this).
 void reset_task_queues();
+// Waits until `device`'s queue thread has run or dropped all it was given.
+void drain_task_queue(int device);
 // Test control: while paused, queue threads take no new task (queued ones
 // wait; RunOpApiV2 still queues). Unpausing lets them run in order.
 void set_task_queues_paused(bool paused);
