@@ -462,12 +462,15 @@ _MEMORY = re.compile(r"torch_npu::inductor::LaunchMemory npu_sync_memory\((?P<ke
                      r"(?P<sizes>[^;]*)\);\n[^\n]*npu_sync_memory\.regions\(\);[^\n]*\n")
 
 
+_LAMBDA_OPENS = re.compile(r"auto launch_call\w* = \[=\]\(\) \{\n")  # launch_call_0 on post6
+
+
 def _memory_in_lambda(cpp: str) -> str:
     """The helper of commit b45157f: the launch's memory taken inside the lambda, on torch_npu's queue thread, from
     torch_npu's workspace allocator (its stream's block, as ``acquire_launch_resources`` took it outside a capture;
     the storage's address, as the releases' own launchers read it: the tensor itself is empty)."""
-    found = _MEMORY.search(cpp)
-    if found is None:
+    found, opens = _MEMORY.search(cpp), _LAMBDA_OPENS.search(cpp)
+    if found is None or opens is None:
         return cpp
     cpp = cpp[:found.start()] + cpp[found.end():]
     inside = (
@@ -482,7 +485,7 @@ def _memory_in_lambda(cpp: str) -> str:
         "        if (npu_sync_sizes.lock_bytes != 0) npu_sync_regions.locks = reinterpret_cast<void*>(npu_sync_base);\n"
         "        if (npu_sync_sizes.workspace_bytes != 0) npu_sync_regions.workspace = "
         "reinterpret_cast<void*>(npu_sync_base + npu_sync_sizes.workspace_offset);\n")
-    cpp = cpp.replace("auto launch_call = [=]() {\n", "auto launch_call = [=]() {\n        " + inside, 1)
+    cpp = _LAMBDA_OPENS.sub(lambda m: m.group(0) + "        " + inside, cpp, count=1)
     return ("#include <torch_npu/csrc/core/npu/NPUWorkspaceAllocator.h>\n"  # at_npu::native::allocate_workspace
             + "\n".join(ln for ln in cpp.splitlines() if _RELEASE not in ln) + "\n")
 
