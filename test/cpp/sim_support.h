@@ -18,33 +18,9 @@
 #include <string>
 #include <vector>
 
-namespace t {
+#include "check.h"
 
-struct Case {
-  const char *name;
-  void (*fn)();
-};
-inline std::vector<Case> &cases() {
-  static std::vector<Case> v;
-  return v;
-}
-struct Reg {
-  Reg(const char *n, void (*f)()) { cases().push_back(Case{n, f}); }
-};
-struct Failure : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-[[noreturn]] inline void fail(const char *file, int line, const std::string &what) {
-  std::ostringstream o;
-  o << file << ":" << line << ": CHECK failed: " << what;
-  throw Failure(o.str());
-}
-// Fails unless `text` contains every one of `parts`.
-inline void check_message(const char *file, int line, const std::string &text,
-                          std::initializer_list<const char *> parts) {
-  for (const char *part : parts)
-    if (text.find(part) == std::string::npos) fail(file, line, "message '" + text + "' lacks '" + part + "'");
-}
+namespace t {
 
 inline std::string sim_errors_text() {
   std::string s;
@@ -54,20 +30,21 @@ inline std::string sim_errors_text() {
 
 inline int run_main(int argc, char **argv) {
   if (argc > 1 && std::string(argv[1]) == "--list") {
-    for (auto &c : cases()) std::printf("%s\n", c.name);
+    for (auto &c : cases()) std::printf("%s\n", c.name.substr(c.name.find('.') + 1).c_str());
     return 0;
   }
   int failed = 0, ran = 0;
   for (auto &c : cases()) {
-    if (argc > 1 && std::string(argv[1]) != c.name) continue;
+    const std::string name = c.name.substr(c.name.find('.') + 1);
+    if (argc > 1 && std::string(argv[1]) != name) continue;
     ++ran;
     acl_sim::reset();
     try {
       c.fn();
-      std::printf("[ OK ] %s\n", c.name);
+      std::printf("[ OK ] %s\n", name.c_str());
     } catch (const std::exception &e) {
       ++failed;
-      std::printf("[FAIL] %s: %s\n", c.name, e.what());
+      std::printf("[FAIL] %s: %s\n", name.c_str(), e.what());
       std::string errs = sim_errors_text();
       if (!errs.empty()) std::printf("simulation error reports:\n%s", errs.c_str());
     }
@@ -81,47 +58,9 @@ inline int run_main(int argc, char **argv) {
 
 }  // namespace t
 
-#define TEST_CASE(name)                                   \
-  static void name();                                     \
-  static ::t::Reg reg_##name##_instance(#name, &name);    \
-  static void name()
 #define TEST_MAIN() \
   int main(int argc, char **argv) { return ::t::run_main(argc, argv); }
 
-#define CHECK(cond)                                     \
-  do {                                                  \
-    if (!(cond)) ::t::fail(__FILE__, __LINE__, #cond);  \
-  } while (0)
-#define CHECK_MSG(cond, msg)                                                          \
-  do {                                                                                \
-    if (!(cond)) {                                                                    \
-      std::ostringstream o_;                                                          \
-      o_ << #cond << " -- " << msg;                                                   \
-      ::t::fail(__FILE__, __LINE__, o_.str());                                        \
-    }                                                                                 \
-  } while (0)
-#define CHECK_EQ(a, b)                                                                \
-  do {                                                                                \
-    auto va_ = (a);                                                                   \
-    auto vb_ = (b);                                                                   \
-    if (!(va_ == vb_)) {                                                              \
-      std::ostringstream o_;                                                          \
-      o_ << #a << " == " << #b << " (" << va_ << " vs " << vb_ << ")";                \
-      ::t::fail(__FILE__, __LINE__, o_.str());                                        \
-    }                                                                                 \
-  } while (0)
-// Checks that `expr` throws `type` whose what() contains every string in the list.
-#define CHECK_THROWS(expr, type, ...)                                                             \
-  do {                                                                                            \
-    bool thrown_ = false;                                                                         \
-    try {                                                                                         \
-      (void)(expr);                                                                               \
-    } catch (const type &e_) {                                                                    \
-      thrown_ = true;                                                                             \
-      ::t::check_message(__FILE__, __LINE__, e_.what(), {__VA_ARGS__});                          \
-    }                                                                                             \
-    if (!thrown_) ::t::fail(__FILE__, __LINE__, #expr " did not throw " #type);                   \
-  } while (0)
 #define CHECK_NO_SIM_ERRORS()                                                                     \
   do {                                                                                            \
     if (acl_sim::counters().errors != 0)                                                          \
