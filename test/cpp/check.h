@@ -50,15 +50,15 @@ inline void check_message(const char *file, int line, const std::string &text,
 
 }  // namespace t
 
-#define TEST_CASE_QUEUES(name, queues)                                    \
-  static void name();                                                     \
-  static ::t::Reg reg_##name##_instance(__FILE__, #name, queues, &name);  \
+#define TEST_CASE_QUEUES(name, queues)                                   \
+  static void name();                                                    \
+  static ::t::Reg reg_##name##_instance(__FILE__, #name, queues, &name); \
   static void name()
 #define TEST_CASE(name) TEST_CASE_QUEUES(name, "1")
 
-#define CHECK(cond)                                     \
-  do {                                                  \
-    if (!(cond)) ::t::fail(__FILE__, __LINE__, #cond);  \
+#define CHECK(cond)                                    \
+  do {                                                 \
+    if (!(cond)) ::t::fail(__FILE__, __LINE__, #cond); \
   } while (0)
 #define CHECK_MSG(cond, msg)                   \
   do {                                         \
@@ -79,14 +79,14 @@ inline void check_message(const char *file, int line, const std::string &text,
     }                                                                  \
   } while (0)
 // Checks that `expr` throws `type` whose what() contains every string in the list.
-#define CHECK_THROWS(expr, type, ...)                                             \
-  do {                                                                            \
-    bool thrown_ = false;                                                         \
-    try {                                                                         \
-      (void)(expr);                                                               \
-    } catch (const type &e_) {                                                    \
-      thrown_ = true;                                                             \
-      ::t::check_message(__FILE__, __LINE__, e_.what(), {__VA_ARGS__});          \
-    }                                                                             \
-    if (!thrown_) ::t::fail(__FILE__, __LINE__, #expr " did not throw " #type);   \
+#define CHECK_THROWS(expr, type, ...)                                           \
+  do {                                                                          \
+    bool thrown_ = false;                                                       \
+    try {                                                                       \
+      (void)(expr);                                                             \
+    } catch (const type &e_) {                                                  \
+      thrown_ = true;                                                           \
+      ::t::check_message(__FILE__, __LINE__, e_.what(), {__VA_ARGS__});         \
+    }                                                                           \
+    if (!thrown_) ::t::fail(__FILE__, __LINE__, #expr " did not throw " #type); \
   } while (0)

@@ -74,7 +74,7 @@ extern "C" __attribute__((visibility("default"))) const char *tnip_cpp_tests_run
     break;
   }
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  out = "{\"name\":" + t::json_text(name) + ",\"ok\":" + (ok ? "true" : "false") + ",\"message\":" +
-        t::json_text(message) + ",\"seconds\":" + std::to_string(s) + "}";
+  out = "{\"name\":" + t::json_text(name) + ",\"ok\":" + (ok ? "true" : "false") +
+        ",\"message\":" + t::json_text(message) + ",\"seconds\":" + std::to_string(s) + "}";
   return out.c_str();
 }

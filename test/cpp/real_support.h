@@ -57,7 +57,8 @@ inline LaunchSizes sizes(const char *name, uint32_t gx, uint32_t gy, uint32_t gz
 // ---- values out of the double's JSON (its own output: flat keys, numbers, booleans, integer lists) ------
 inline size_t json_key(const std::string &o, const char *key, size_t from = 0) {
   const size_t at = o.find(std::string("\"") + key + "\":", from);
-  if (at == std::string::npos) throw Failure(std::string("host ACL library JSON lacks '") + key + "': " + o.substr(0, 200));
+  if (at == std::string::npos)
+    throw Failure(std::string("host ACL library JSON lacks '") + key + "': " + o.substr(0, 200));
   return at + std::strlen(key) + 3;
 }
 inline long long json_int(const std::string &o, const char *key, size_t from = 0) {
@@ -115,7 +116,8 @@ inline bool probe_record(uint64_t id, ProbeRecord *r) {
   r->access_errors = int(json_int(o, "access_errors"));
   r->lock_overrun = json_uint(o, "lock_overrun");
   r->workspace_overrun = json_uint(o, "workspace_overrun");
-  for (auto [key, e] : {std::make_pair("lock_extent", &r->lock_extent), std::make_pair("workspace_extent", &r->workspace_extent)}) {
+  for (auto [key, e] :
+       {std::make_pair("lock_extent", &r->lock_extent), std::make_pair("workspace_extent", &r->workspace_extent)}) {
     const size_t at = json_key(o, key);
     e->base = uintptr_t(json_uint(o, "base", at));
     e->size = json_uint(o, "size", at);
@@ -134,8 +136,8 @@ inline aclrtFuncHandle probe(const std::string &name, uint64_t lock_bytes, uint6
                              bool ffts = false) {
   const std::string bin = "ACL_HOST_PROBE_BINARY 1\nkernel " + name + " has_ffts=" + (ffts ? "1" : "0") +
                           " simt_only=0 lock_bytes=" + std::to_string(lock_bytes) +
-                          " workspace_bytes=" + std::to_string(ws_bytes) + " own_args_bytes=12 sim_time_us=" +
-                          std::to_string(us) + "\n";
+                          " workspace_bytes=" + std::to_string(ws_bytes) +
+                          " own_args_bytes=12 sim_time_us=" + std::to_string(us) + "\n";
   aclrtBinHandle b = nullptr;
   aclrtFuncHandle f = nullptr;
   if (aclrtBinaryLoadFromData(bin.data(), bin.size(), nullptr, &b) != ACL_SUCCESS ||
@@ -147,7 +149,9 @@ inline aclrtFuncHandle probe(const std::string &name, uint64_t lock_bytes, uint6
 inline aclError launch_rc(aclrtFuncHandle h, aclrtStream s, void *locks, void *ws, uint32_t block_num,
                           const int32_t grid[3], bool ffts = false) {
   std::vector<uint8_t> a;
-  auto put = [&](const void *p, size_t n) { a.insert(a.end(), static_cast<const uint8_t *>(p), static_cast<const uint8_t *>(p) + n); };
+  auto put = [&](const void *p, size_t n) {
+    a.insert(a.end(), static_cast<const uint8_t *>(p), static_cast<const uint8_t *>(p) + n);
+  };
   if (ffts) {
     void *f = nullptr;
     if (aclrtGetHardwareSyncAddr(&f) != ACL_SUCCESS) return ACL_ERROR_RT_PARAM_INVALID;
@@ -175,10 +179,18 @@ struct Counters {
 };
 inline Counters counters() {
   const std::string o = acl_host_counters_json();
-  return Counters{json_uint(o, "memsets"), json_uint(o, "launches"), json_uint(o, "sync_copies"),
-                  json_uint(o, "async_copies"), json_uint(o, "pageable_async_copies"), json_uint(o, "pinned_allocs"),
-                  json_uint(o, "host_blocking"), json_uint(o, "events_created"), json_uint(o, "events_recorded"),
-                  json_uint(o, "event_queries"), json_uint(o, "device_synchronizations"), json_uint(o, "errors")};
+  return Counters{json_uint(o, "memsets"),
+                  json_uint(o, "launches"),
+                  json_uint(o, "sync_copies"),
+                  json_uint(o, "async_copies"),
+                  json_uint(o, "pageable_async_copies"),
+                  json_uint(o, "pinned_allocs"),
+                  json_uint(o, "host_blocking"),
+                  json_uint(o, "events_created"),
+                  json_uint(o, "events_recorded"),
+                  json_uint(o, "event_queries"),
+                  json_uint(o, "device_synchronizations"),
+                  json_uint(o, "errors")};
 }
 inline uint64_t device_memory_in_use(int device) {
   const std::vector<int64_t> v = json_ints(acl_host_counters_json(), "device_memory_in_use");
@@ -197,7 +209,8 @@ inline Blocks blocks(int device = 0) {
 inline std::string errors_text() {
   const std::string r = acl_host_report_json();
   const size_t a = r.find("\"errors\":"), b = r.find(",\"probe_records\":");
-  return a == std::string::npos || b == std::string::npos ? r.substr(0, 2000) : r.substr(a, std::min<size_t>(b - a, 4000));
+  return a == std::string::npos || b == std::string::npos ? r.substr(0, 2000)
+                                                          : r.substr(a, std::min<size_t>(b - a, 4000));
 }
 inline int error_count(const char *kind) { return acl_host_error_count_of(kind); }
 // aclAppLog messages of `level` since the case began.
@@ -219,7 +232,7 @@ inline std::vector<long> callers(const char *fn) {
   for (const char *p = r.c_str() + th + 11; *p == '"';) {
     char *end = nullptr;
     out.push_back(std::strtol(p + 1, &end, 10));
-    p = end + 2;                  // past '":'
+    p = end + 2;                 // past '":'
     std::strtoull(p, &end, 10);  // the count
     p = *end == ',' ? end + 1 : end;
   }
@@ -305,9 +318,9 @@ class QueueGate {
 // ---- the launch of the generated shape, through torch_npu's OpCommand::RunOpApiV2 ------------------------
 struct Launch {
   LaunchRegions regions;  // what the lambda got (nullptr regions if the calling thread threw)
-  std::shared_ptr<std::atomic<int>> rc = std::make_shared<std::atomic<int>>(-1);  // the lambda's result
+  std::shared_ptr<std::atomic<int>> rc = std::make_shared<std::atomic<int>>(-1);           // the lambda's result
   std::shared_ptr<std::atomic<uint64_t>> id = std::make_shared<std::atomic<uint64_t>>(0);  // its kernel launch
-  std::shared_ptr<std::atomic<long>> ran_on = std::make_shared<std::atomic<long>>(0);   // the lambda's thread
+  std::shared_ptr<std::atomic<long>> ran_on = std::make_shared<std::atomic<long>>(0);      // the lambda's thread
 };
 inline Launch generated_launch(const char *name, aclrtFuncHandle h, aclrtStream s, uint32_t gx, uint32_t gy,
                                uint32_t gz, uint32_t block_num, uint64_t ws_per_block, const LockLayout &l,
@@ -346,21 +359,23 @@ inline size_t settle_held() {
 }
 
 // generated_launch, waited for (the queue drained); returns the kernel's launch id.
-inline uint64_t helper_launch(const char *name, aclrtFuncHandle h, aclrtStream s, uint32_t gx, uint32_t gy,
-                              uint32_t gz, uint32_t block_num, uint64_t ws_per_block, const LockLayout &l,
-                              bool ffts = false) {
+inline uint64_t helper_launch(const char *name, aclrtFuncHandle h, aclrtStream s, uint32_t gx, uint32_t gy, uint32_t gz,
+                              uint32_t block_num, uint64_t ws_per_block, const LockLayout &l, bool ffts = false) {
   Launch L = generated_launch(name, h, s, gx, gy, gz, block_num, ws_per_block, l, ffts);
   drain();
-  if (L.rc->load() != ACL_SUCCESS) throw Failure(std::string(name) + ": the launch returned " + std::to_string(L.rc->load()));
+  if (L.rc->load() != ACL_SUCCESS)
+    throw Failure(std::string(name) + ": the launch returned " + std::to_string(L.rc->load()));
   return L.id->load();
 }
 
-inline bool disjoint(uintptr_t a, uint64_t an, uintptr_t b, uint64_t bn) { return an == 0 || bn == 0 || a + an <= b || b + bn <= a; }
+inline bool disjoint(uintptr_t a, uint64_t an, uintptr_t b, uint64_t bn) {
+  return an == 0 || bn == 0 || a + an <= b || b + bn <= a;
+}
 
 }  // namespace t
 
-#define CHECK_NO_SIM_ERRORS()                                                                 \
-  do {                                                                                        \
-    if (acl_host_error_count() != 0)                                                          \
+#define CHECK_NO_SIM_ERRORS()                                                                       \
+  do {                                                                                              \
+    if (acl_host_error_count() != 0)                                                                \
       ::t::fail(__FILE__, __LINE__, "the host ACL library reported errors: " + ::t::errors_text()); \
   } while (0)

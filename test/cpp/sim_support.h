@@ -24,7 +24,8 @@ namespace t {
 
 inline std::string sim_errors_text() {
   std::string s;
-  for (const auto &e : acl_sim::errors()) s += std::string("  [") + acl_sim::error_kind_name(e.kind) + "] " + e.message + "\n";
+  for (const auto &e : acl_sim::errors())
+    s += std::string("  [") + acl_sim::error_kind_name(e.kind) + "] " + e.message + "\n";
   return s;
 }
 
@@ -61,10 +62,10 @@ inline int run_main(int argc, char **argv) {
 #define TEST_MAIN() \
   int main(int argc, char **argv) { return ::t::run_main(argc, argv); }
 
-#define CHECK_NO_SIM_ERRORS()                                                                     \
-  do {                                                                                            \
-    if (acl_sim::counters().errors != 0)                                                          \
-      ::t::fail(__FILE__, __LINE__, "simulation reported errors:\n" + ::t::sim_errors_text());    \
+#define CHECK_NO_SIM_ERRORS()                                                                  \
+  do {                                                                                         \
+    if (acl_sim::counters().errors != 0)                                                       \
+      ::t::fail(__FILE__, __LINE__, "simulation reported errors:\n" + ::t::sim_errors_text()); \
   } while (0)
 
 namespace t {
@@ -97,7 +98,9 @@ inline aclrtFuncHandle probe(const std::string &name, uint64_t lock_bytes, uint6
 inline aclError launch_rc(aclrtFuncHandle h, aclrtStream s, void *locks, void *ws, uint32_t block_num,
                           const int32_t grid[3], bool ffts = false) {
   std::vector<uint8_t> a;
-  auto put = [&](const void *p, size_t n) { a.insert(a.end(), static_cast<const uint8_t *>(p), static_cast<const uint8_t *>(p) + n); };
+  auto put = [&](const void *p, size_t n) {
+    a.insert(a.end(), static_cast<const uint8_t *>(p), static_cast<const uint8_t *>(p) + n);
+  };
   if (ffts) {
     void *f = nullptr;
     if (aclrtGetHardwareSyncAddr(&f) != ACL_SUCCESS) throw std::runtime_error("aclrtGetHardwareSyncAddr failed");

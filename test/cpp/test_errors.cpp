@@ -50,11 +50,11 @@ TEST_CASE(workspace_size_overflow_throws_on_calling_thread_naming_the_kernel) {
 
 TEST_CASE(lock_size_overflow_throws_on_calling_thread_naming_the_kernel) {
   aclrtFuncHandle h = probe("triton_locks", 0, 0);
-  const std::string e = calling_thread_error<std::invalid_argument>(
-      "triton_locks", h, stream(0), 1, 0xFFFFFFFFu, 0, packed(0, 0xFFFFFFFFu, 2));
+  const std::string e = calling_thread_error<std::invalid_argument>("triton_locks", h, stream(0), 1, 0xFFFFFFFFu, 0,
+                                                                    packed(0, 0xFFFFFFFFu, 2));
   check_message(__FILE__, __LINE__, e, {"kernel 'triton_locks'", "4294967295 unordered", "4294967295 blocks x 2"});
-  const std::string e2 = calling_thread_error<std::invalid_argument>("triton_legacy", h, stream(0), 1, 1, 0,
-                                                                     legacy(uint64_t(1) << 62, 1));
+  const std::string e2 =
+      calling_thread_error<std::invalid_argument>("triton_legacy", h, stream(0), 1, 1, 0, legacy(uint64_t(1) << 62, 1));
   check_message(__FILE__, __LINE__, e2, {"kernel 'triton_legacy'", "lock_num 4611686018427387904"});
   CHECK_EQ(blocks().requests, 0);
   check_clean_failure_and_queue_alive(stream(0));
@@ -93,8 +93,10 @@ TEST_CASE(injected_allocator_failure_is_rethrown_with_its_text) {
   for (uint64_t n = 1; n <= 4; ++n)  // ACL_ERROR_BAD_ALLOC, past torch_npu's retry (its second request)
     CHECK_EQ(acl_host_inject_fault("aclrtMalloc", n, 200000), 0);
   const std::string e = calling_thread_error<std::runtime_error>("triton_a", h, own, 1, 1, 64, legacy(2, 7));
-  check_message(__FILE__, __LINE__, e, {"npu_launch_resources: kernel 'triton_a': 1087 bytes for its locks and "
-                                        "workspace: ", "error code is 200000"});
+  check_message(__FILE__, __LINE__, e,
+                {"npu_launch_resources: kernel 'triton_a': 1087 bytes for its locks and "
+                 "workspace: ",
+                 "error code is 200000"});
   CHECK_EQ(blocks().live, 0);
   acl_host_reset();  // the faults torch_npu's allocator did not reach
   check_clean_failure_and_queue_alive(stream(0));
@@ -116,15 +118,15 @@ TEST_CASE_QUEUES(fill_failure_on_queue_thread_returns_its_code_with_one_log_line
   CHECK(!threw);  // the calling thread saw nothing: the failure is the lambda's
   CHECK(L.ran_on->load() != 0 && L.ran_on->load() != tid());  // on torch_npu's queue thread
   CHECK_EQ(L.rc->load(), 507011);
-  CHECK_EQ(L.id->load(), 0u);  // nothing launched
+  CHECK_EQ(L.id->load(), 0u);            // nothing launched
   std::vector<std::string> ours, queue;  // the helper's line; torch_npu's queue's own about the failed task
   for (const std::string &m : error_logs()) (m.rfind("npu_launch_resources:", 0) == 0 ? ours : queue).push_back(m);
   CHECK_EQ(ours.size(), 1u);
   CHECK_EQ(ours[0], std::string("npu_launch_resources: kernel 'triton_f': aclrtMemsetAsync of lock bytes "
                                 "[0, +16) failed: 507011"));
   bool queue_saw_it = false;  // 2.7.1.post10: "[PTA]:Custom hand fail! name=triton_f, ret=507011"
-  for (const std::string &m : queue) queue_saw_it = queue_saw_it || (m.find("triton_f") != std::string::npos &&
-                                                                     m.find("507011") != std::string::npos);
+  for (const std::string &m : queue)
+    queue_saw_it = queue_saw_it || (m.find("triton_f") != std::string::npos && m.find("507011") != std::string::npos);
   CHECK(queue_saw_it);
   sync(s);
   CHECK_EQ(HeldBlocks::all().release_done(), 1u);  // the failed lambda is done too (its event recorded)

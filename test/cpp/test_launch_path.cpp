@@ -15,7 +15,8 @@ TEST_CASE(queue_thread_launches_run_in_order_and_clean) {
   aclrtFuncHandle h = probe("triton_o", 16, 256);
   const Counters c0 = counters();
   std::vector<Launch> ls;
-  for (int i = 0; i < 20; ++i) ls.push_back(generated_launch("triton_o", h, s, 2, 1, 1, 2, 128, legacy(2, 100 + i % 3)));
+  for (int i = 0; i < 20; ++i)
+    ls.push_back(generated_launch("triton_o", h, s, 2, 1, 1, 2, 128, legacy(2, 100 + i % 3)));
   long queue_tid = 0;
   drain(&queue_tid);
   const Counters c = counters();  // before the test's own synchronise
@@ -98,9 +99,8 @@ TEST_CASE_QUEUES(streams_never_wait_on_each_other, "0") {
   for (aclrtStream o : others) (void)generated_launch("fast", fast, o, 1, 1, 1, 1, 64, legacy(2, 0));
   const auto host = std::chrono::steady_clock::now() - t0;
   CHECK_MSG(host < std::chrono::milliseconds(150),
-            "32 launches on idle streams took "
-                << std::chrono::duration_cast<std::chrono::milliseconds>(host).count()
-                << " ms while another stream ran 600 ms of kernels");
+            "32 launches on idle streams took " << std::chrono::duration_cast<std::chrono::milliseconds>(host).count()
+                                                << " ms while another stream ran 600 ms of kernels");
   sync_all();
   CHECK_NO_SIM_ERRORS();
 }

@@ -27,7 +27,7 @@ TEST_CASE(back_to_back_launches_on_one_stream_get_another_block_while_the_first_
   auto ra = record(a.id->load()), rb = record(b.id->load());
   CHECK(ra.lock_ptr != rb.lock_ptr);  // the first block is held until its kernel has finished
   CHECK(ra.locks_unchanged);
-  CHECK(ra.workspace_written);         // intact at its end
+  CHECK(ra.workspace_written);  // intact at its end
   CHECK(ra.lock_slots_at_start == std::vector<int64_t>(8, 7));
   CHECK(rb.lock_slots_at_start == std::vector<int64_t>(16, 0));
   CHECK_NO_SIM_ERRORS();
@@ -102,7 +102,7 @@ TEST_CASE(paused_queue_n_launches_held_until_their_lambdas_ran) {
   CHECK(held && none_ran);  // precondition: the queue really held them
   CHECK_EQ(b.peak, int64_t(N));
   CHECK_EQ(b.requests, int64_t(N));
-  CHECK_EQ(b.frees, 0);  // none while its lambda waited
+  CHECK_EQ(b.frees, 0);                 // none while its lambda waited
   CHECK_EQ(blocks().live, int64_t(N));  // the lambdas ran, the kernels finished: still held until a launch looks
   CHECK_EQ(HeldBlocks::all().release_done(), size_t(N));  // what the next launch does first
   CHECK_EQ(blocks().live, 0);
@@ -140,7 +140,7 @@ TEST_CASE(a_block_is_held_until_its_kernel_has_finished) {
     }
     CHECK_EQ(HeldBlocks::all().release_done(), 0u);  // the lambda ran; its kernel has not finished
     sync(s);
-    CHECK_EQ(blocks().live, 1);  // only a calling thread gives it back
+    CHECK_EQ(blocks().live, 1);           // only a calling thread gives it back
     CHECK(m.regions().locks != nullptr);  // the values stay
   }
   {
@@ -197,7 +197,7 @@ TEST_CASE(out_of_memory_gives_done_blocks_back_and_asks_again) {
   sync(s);
   CHECK_MSG(!threw, what);
   const Blocks b = blocks();
-  CHECK_EQ(b.retries, 1);   // the allocator's own retry ran (nothing cached to free) and it threw
+  CHECK_EQ(b.retries, 1);  // the allocator's own retry ran (nothing cached to free) and it threw
   CHECK_EQ(b.ooms, 1);
   CHECK_EQ(b.frees, 2);     // the third launch gave the two finished blocks back, then asked again
   CHECK_EQ(b.requests, 3);  // three launches served

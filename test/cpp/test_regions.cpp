@@ -149,13 +149,13 @@ TEST_CASE(lock_content_seen_by_kernel_for_every_layout) {
       sync(s);
       const auto rec = record(id);
       const std::vector<int64_t> content = expected_locks(l, block_num);
-      CHECK_MSG(rec.lock_slots_at_start == content, "legacy " << l.legacy_slots << " ordered " << l.ordered
-                                                              << " unordered " << l.unordered << " factor "
-                                                              << l.participant_factor << " init " << l.init_value
-                                                              << " blocks " << block_num);
+      CHECK_MSG(rec.lock_slots_at_start == content,
+                "legacy " << l.legacy_slots << " ordered " << l.ordered << " unordered " << l.unordered << " factor "
+                          << l.participant_factor << " init " << l.init_value << " blocks " << block_num);
       // byte fills only, as many as the content needs; nothing page-locked, no host copy
       CHECK_EQ(c.memsets - c0.memsets, expected_fills(l, block_num));
-      CHECK_EQ(c.async_copies + c.sync_copies + c.pinned_allocs - c0.async_copies - c0.sync_copies - c0.pinned_allocs, 0u);
+      CHECK_EQ(c.async_copies + c.sync_copies + c.pinned_allocs - c0.async_copies - c0.sync_copies - c0.pinned_allocs,
+               0u);
       CHECK_EQ(c.events_recorded - c0.events_recorded, 1u);  // the block's, after the kernel
       CHECK(c.events_created - c0.events_created <= 1u);     // once per record: the records are reused
       CHECK_EQ(blocks().requests - b0.requests, 1);

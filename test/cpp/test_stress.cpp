@@ -109,7 +109,7 @@ TEST_CASE_QUEUES(threads_8_streams_4_launches_200, "10") {
   const Blocks b = blocks();
   CHECK_EQ(b.requests, with_resources);
   CHECK_EQ(b.frees, with_resources);
-  CHECK_EQ(b.live, 0);  // every block given back once its kernel had finished
+  CHECK_EQ(b.live, 0);       // every block given back once its kernel had finished
   if (queue_tid != tid()) {  // the queue on: its thread never gave a block back (never asked about an event)
     const std::vector<long> queried = callers("aclrtQueryEventStatus");
     CHECK(std::find(queried.begin(), queried.end(), queue_tid) == queried.end());
@@ -193,7 +193,7 @@ TEST_CASE(steady_state_one_allocator_call_no_sync_no_blocking_no_pinned) {
       launch(k == 0 ? hz : k == 1 ? hm : h7, s, regions.locks, regions.workspace, 8, grid);
     }
     m.release_when_finished();  // held: the next launch gives it back once the kernel has finished
-    sync(s);  // the test's: the kernel finishes before the next launch
+    sync(s);                    // the test's: the kernel finishes before the next launch
   }
   Counters c = counters();
   const Blocks b = blocks();
@@ -208,7 +208,8 @@ TEST_CASE(steady_state_one_allocator_call_no_sync_no_blocking_no_pinned) {
   CHECK_EQ(c.events_created - c0.events_created, 0u);  // each record's event made once, in the warm-up
   CHECK_EQ(c.events_recorded - c0.events_recorded, uint64_t(N));
   CHECK_EQ(c.event_queries - c0.event_queries, uint64_t(N - 1));  // each launch asks about the one block before it
-  CHECK_EQ(c.memsets - c0.memsets, uint64_t(N / 3) * (1 + 2 + (1 + 16)));  // zero: 1; mixed: 1 + P; seven: 1 + one run per slot
+  CHECK_EQ(c.memsets - c0.memsets,
+           uint64_t(N / 3) * (1 + 2 + (1 + 16)));  // zero: 1; mixed: 1 + P; seven: 1 + one run per slot
   sync(s);
   CHECK_NO_SIM_ERRORS();
 }
