@@ -2,7 +2,8 @@
 // process per case through ctest; real_support.h: the helper's tests on a wheel's own torch_npu, run by
 // name in one child per TASK_QUEUE_ENABLE value). TEST_CASE(name) registers a case as
 // "<file stem>.<name>"; TEST_CASE_QUEUES(name, "10") also says which TASK_QUEUE_ENABLE values it runs
-// with (default "1"). CHECK* throw Failure with the file, line and values.
+// with (default "1"; a "!" runs it last in its child: it stops torch_npu's queue). CHECK* throw Failure with
+// the file, line and values.
 #pragma once
 #include <cstring>
 #include <exception>
