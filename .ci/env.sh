@@ -19,6 +19,11 @@ _overlay="$_cache/checkout-$(printf %s "$_root" | sha256sum | cut -c1-12)-torch$
 
 _env_sh_main() {
   set -euo pipefail
+  # Two checkouts preparing one leg at once would both remove and refill the same base (one import then
+  # lacked torch's CUDA libraries): the first to come makes it, the other waits for it.
+  mkdir -p "$_cache"
+  exec 9>"$_cache/.env-torch${_leg}.lock"
+  flock 9
   if [ ! -f "$_base/.complete" ]; then
     # Said before any work: the first run downloads for minutes, and pip's own lines are the progress.
     echo "env.sh: first run for torch $_leg: making its virtual environment in $_base" >&2

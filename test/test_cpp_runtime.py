@@ -1,6 +1,7 @@
-"""Builds and runs the C++ side: the launch helper, the host ACL simulation
-and their C++ tests (through CMake + ctest), plus a few programs compiled with
-``sim_build.compile_program``.
+"""Builds and runs the C++ side: the launch helper's C++ unit tests on a released torch_npu's own runtime
+(``tooling/releases/cpp_tests.py``: compiled against the wheel's headers, run in one child per TASK_QUEUE_ENABLE
+value over the host ACL library, each case a pytest result here), the host ACL simulation's own tests (through
+CMake + ctest), plus a few programs compiled with ``sim_build.compile_program``.
 
 The CMake build lives outside the clone, in
 ``$TORCH_NPU_PATCHSET_BUILD_CACHE/cmake/<hash of this checkout's path>``; it
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import importlib.metadata
 import json
 import os
 import shutil
@@ -20,6 +22,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import release_wheels
 
 ROOT = Path(__file__).resolve().parents[1]
 PATCHSET = ROOT / "torch_npu" / "_inductor" / "patchset"
@@ -32,56 +35,93 @@ needs_cxx = pytest.mark.skipif(shutil.which(_CXX) is None, reason=f"C++ compiler
 needs_cmake = pytest.mark.skipif(shutil.which("cmake") is None or shutil.which("ctest") is None,
                                  reason="cmake/ctest not found")
 
-# Test cases that must exist; the list guards against one silently disappearing.
-REQUIRED_CTESTS = {
+# The helper's C++ test cases on the real runtime (test/cpp/test_*.cpp on real_support.h) and the TASK_QUEUE_ENABLE
+# values each runs with; the list guards against one silently disappearing or changing its children.
+REQUIRED_REAL_CASES = {
     # regions and lock content (issue 22: LaunchMemory / LaunchRegions)
-    "test_regions.regions_disjoint_and_aligned_for_every_combination",
-    "test_regions.regions_do_not_depend_on_allocator_base_alignment",
-    "test_regions.lock_content_seen_by_kernel_for_every_layout",
-    "test_regions.zero_grid_takes_nothing",
-    "test_regions.no_locks_no_workspace_takes_nothing",
-    "test_regions.ffts_address_and_argument_order_decoded",
-    # ordering: the block back right after the queue call, reused only by the same stream
-    "test_ordering.back_to_back_launches_on_one_stream_get_another_block_while_the_first_runs",
-    "test_ordering.block_is_reused_only_by_the_same_stream",
-    "test_ordering.concurrent_streams_do_not_overlap",
-    "test_ordering.paused_queue_n_launches_held_until_their_lambdas_ran",
-    "test_ordering.a_block_is_held_until_its_kernel_has_finished",
-    "test_ordering.out_of_memory_gives_done_blocks_back_and_asks_again",
+    "test_regions.regions_disjoint_and_aligned_for_every_combination": "1",
+    "test_regions.regions_do_not_depend_on_allocator_base_alignment": "1",
+    "test_regions.lock_content_seen_by_kernel_for_every_layout": "1",
+    "test_regions.zero_grid_takes_nothing": "1",
+    "test_regions.no_locks_no_workspace_takes_nothing": "1",
+    "test_regions.ffts_address_and_argument_order_decoded": "1",
+    "test_regions.probe_flags_wrong_pointer_presence": "1",
+    # ordering: a block held until its kernel has finished, reused only by the same stream
+    "test_ordering.back_to_back_launches_on_one_stream_get_another_block_while_the_first_runs": "1",
+    "test_ordering.block_is_reused_only_by_the_same_stream": "1",
+    "test_ordering.concurrent_streams_do_not_overlap": "1",
+    "test_ordering.paused_queue_n_launches_held_until_their_lambdas_ran": "1",
+    "test_ordering.a_block_is_held_until_its_kernel_has_finished": "1",
+    "test_ordering.out_of_memory_gives_done_blocks_back_and_asks_again": "1",
     # errors: on the calling thread (sizes, the allocator), or in the lambda (a fill)
-    "test_errors.workspace_size_overflow_throws_on_calling_thread_naming_the_kernel",
-    "test_errors.lock_size_overflow_throws_on_calling_thread_naming_the_kernel",
-    "test_errors.out_of_memory_is_the_allocators_error_on_the_calling_thread",
-    "test_errors.injected_allocator_failure_is_rethrown_with_its_text",
-    "test_errors.fill_failure_on_queue_thread_returns_its_code_with_one_log_line",
-    "test_errors.a_later_fill_failure_stops_at_that_fill",
+    "test_errors.workspace_size_overflow_throws_on_calling_thread_naming_the_kernel": "1",
+    "test_errors.lock_size_overflow_throws_on_calling_thread_naming_the_kernel": "1",
+    "test_errors.out_of_memory_is_the_allocators_error_on_the_calling_thread": "1",
+    "test_errors.injected_allocator_failure_is_rethrown_with_its_text": "1",
+    "test_errors.fill_failure_on_queue_thread_returns_its_code_with_one_log_line": "1!",  # stops the queue: last
+    "test_errors.a_later_fill_failure_stops_at_that_fill": "1",
     # the launch path through torch_npu's queue, devices
-    "test_launch_path.queue_thread_launches_run_in_order_and_clean",
-    "test_launch_path.task_queue_off_runs_the_lambda_on_the_calling_thread",
-    "test_launch_path.two_devices_take_memory_of_their_own",
-    "test_launch_path.streams_never_wait_on_each_other",
+    "test_launch_path.queue_thread_launches_run_in_order_and_clean": "1",
+    "test_launch_path.task_queue_off_runs_the_lambda_on_the_calling_thread": "0",
+    "test_launch_path.two_devices_take_memory_of_their_own": "10",
+    "test_launch_path.streams_never_wait_on_each_other": "0",
     # threads, devices, steady state
-    "test_stress.threads_8_streams_4_launches_200",
-    "test_stress.devices_and_threads_queue_on_and_off",
-    "test_stress.steady_state_one_allocator_call_no_sync_no_blocking_no_pinned",
-    "test_stress.heap_counter_can_fail",
-    # the released upstream fix, for contrast
-    "test_contrast_upstream.upstream_locks_and_workspace_alias",
-    "test_contrast_upstream.upstream_growth_leaves_workspace_dangling",
-    "test_contrast_upstream.helper_is_clean_in_the_same_scenarios",
-    # the simulation catches what it claims to (its caching allocator, the self-wait, the hooks)
-    "test_sim.caching_allocator_reuses_a_block_only_for_the_same_stream_and_pool",
-    "test_sim.empty_cache_frees_only_free_blocks_after_a_device_synchronise",
-    "test_sim.out_of_memory_retry_synchronises_frees_cached_blocks_and_retries",
+    "test_stress.threads_8_streams_4_launches_200": "10",
+    "test_stress.devices_and_threads_queue_on_and_off": "10",
+    "test_stress.steady_state_one_allocator_call_no_sync_no_blocking_no_pinned": "1",
+    # the released upstream fix, for contrast (upstream's own launchers: test_real_runtime.py)
+    "test_contrast_upstream.helper_is_clean_in_the_same_scenarios": "1",
+}
+REAL_RUNS = sorted((case, q) for case, queues in REQUIRED_REAL_CASES.items() for q in queues if q != "!")
+
+LEG = ".".join(importlib.metadata.version("torch").split("+")[0].split(".")[:3])
+#: The release the helper's C++ tests run on, per CI leg (test_real_runtime.py's REFERENCE): each on its own torch
+#: line (2.13.0 on torch 2.13.0+cpu on the 2.14.1 leg).
+CPP_RELEASE = {"2.7.1": "2.7.1.post10", "2.14.1": "2.13.0"}.get(LEG)
+
+# The simulation's own tests (ctest) that must exist.
+REQUIRED_CTESTS = {
+    # the simulation catches what it claims to (ACL boundary: memory, copies, events, devices, capture, logs)
+    "test_sim.device_memory_is_not_host_accessible",
+    "test_sim.uninitialised_read_detected",
+    "test_sim.use_after_free_and_out_of_bounds_detected",
+    "test_sim.stale_pinned_source_detected",
+    "test_sim.events_track_stream_progress",
+    "test_sim.capture_records_and_replay_runs",
+    "test_sim.event_record_or_device_sync_invalidates_capture",
+    "test_sim.fault_injection_hits_the_nth_call",
+    # the torch_npu stand-ins the simulation harness still uses, where the real runtime does not check them
     "test_sim.synchronise_from_a_queue_thread_is_a_self_wait",
     "test_sim.no_out_of_memory_retry_while_a_capture_is_underway",
     "test_sim.device_capacity_bounds_every_allocator",
-    "test_sim.paused_queue_holds_tasks_until_resumed",
     "test_sim.on_call_hook_runs_before_the_nth_call",
-    "test_sim.torch_npu_op_takes_its_workspace_on_the_queue_thread",
-    "test_sim.workspace_allocator_contract",
     "acl_sim_counters",
 }
+
+
+@pytest.fixture(scope="session")
+def real_cpp() -> dict:
+    """Every case of the helper's C++ tests, run on CPP_RELEASE's own runtime (one build, a child per
+    TASK_QUEUE_ENABLE value)."""
+    if CPP_RELEASE is None:
+        pytest.skip(f"no release declared for the torch {LEG} leg")
+    from torch_npu._inductor.patchset.tooling.releases import cpp_tests
+
+    return cpp_tests.run(release_wheels.fetched(CPP_RELEASE))
+
+
+@needs_cxx
+def test_real_cases_are_the_required_ones(real_cpp):
+    """Every case the test files register is required, with the same TASK_QUEUE_ENABLE values, and back."""
+    assert real_cpp["cases"] == REQUIRED_REAL_CASES
+
+
+@needs_cxx
+@pytest.mark.parametrize("case,queue", REAL_RUNS, ids=[f"{c}[TASK_QUEUE_ENABLE={q}]" for c, q in REAL_RUNS])
+def test_cpp_case_on_real_runtime(real_cpp, case, queue):
+    result = real_cpp["results"].get((case, queue))
+    assert result is not None, f"{case} did not run with TASK_QUEUE_ENABLE={queue}"
+    assert result["ok"], result["message"]
 
 
 def _run(cmd, **kw):

@@ -18,56 +18,34 @@
 #include <string>
 #include <vector>
 
-namespace t {
+#include "check.h"
 
-struct Case {
-  const char *name;
-  void (*fn)();
-};
-inline std::vector<Case> &cases() {
-  static std::vector<Case> v;
-  return v;
-}
-struct Reg {
-  Reg(const char *n, void (*f)()) { cases().push_back(Case{n, f}); }
-};
-struct Failure : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-[[noreturn]] inline void fail(const char *file, int line, const std::string &what) {
-  std::ostringstream o;
-  o << file << ":" << line << ": CHECK failed: " << what;
-  throw Failure(o.str());
-}
-// Fails unless `text` contains every one of `parts`.
-inline void check_message(const char *file, int line, const std::string &text,
-                          std::initializer_list<const char *> parts) {
-  for (const char *part : parts)
-    if (text.find(part) == std::string::npos) fail(file, line, "message '" + text + "' lacks '" + part + "'");
-}
+namespace t {
 
 inline std::string sim_errors_text() {
   std::string s;
-  for (const auto &e : acl_sim::errors()) s += std::string("  [") + acl_sim::error_kind_name(e.kind) + "] " + e.message + "\n";
+  for (const auto &e : acl_sim::errors())
+    s += std::string("  [") + acl_sim::error_kind_name(e.kind) + "] " + e.message + "\n";
   return s;
 }
 
 inline int run_main(int argc, char **argv) {
   if (argc > 1 && std::string(argv[1]) == "--list") {
-    for (auto &c : cases()) std::printf("%s\n", c.name);
+    for (auto &c : cases()) std::printf("%s\n", c.name.substr(c.name.find('.') + 1).c_str());
     return 0;
   }
   int failed = 0, ran = 0;
   for (auto &c : cases()) {
-    if (argc > 1 && std::string(argv[1]) != c.name) continue;
+    const std::string name = c.name.substr(c.name.find('.') + 1);
+    if (argc > 1 && std::string(argv[1]) != name) continue;
     ++ran;
     acl_sim::reset();
     try {
       c.fn();
-      std::printf("[ OK ] %s\n", c.name);
+      std::printf("[ OK ] %s\n", name.c_str());
     } catch (const std::exception &e) {
       ++failed;
-      std::printf("[FAIL] %s: %s\n", c.name, e.what());
+      std::printf("[FAIL] %s: %s\n", name.c_str(), e.what());
       std::string errs = sim_errors_text();
       if (!errs.empty()) std::printf("simulation error reports:\n%s", errs.c_str());
     }
@@ -81,51 +59,13 @@ inline int run_main(int argc, char **argv) {
 
 }  // namespace t
 
-#define TEST_CASE(name)                                   \
-  static void name();                                     \
-  static ::t::Reg reg_##name##_instance(#name, &name);    \
-  static void name()
 #define TEST_MAIN() \
   int main(int argc, char **argv) { return ::t::run_main(argc, argv); }
 
-#define CHECK(cond)                                     \
-  do {                                                  \
-    if (!(cond)) ::t::fail(__FILE__, __LINE__, #cond);  \
-  } while (0)
-#define CHECK_MSG(cond, msg)                                                          \
-  do {                                                                                \
-    if (!(cond)) {                                                                    \
-      std::ostringstream o_;                                                          \
-      o_ << #cond << " -- " << msg;                                                   \
-      ::t::fail(__FILE__, __LINE__, o_.str());                                        \
-    }                                                                                 \
-  } while (0)
-#define CHECK_EQ(a, b)                                                                \
-  do {                                                                                \
-    auto va_ = (a);                                                                   \
-    auto vb_ = (b);                                                                   \
-    if (!(va_ == vb_)) {                                                              \
-      std::ostringstream o_;                                                          \
-      o_ << #a << " == " << #b << " (" << va_ << " vs " << vb_ << ")";                \
-      ::t::fail(__FILE__, __LINE__, o_.str());                                        \
-    }                                                                                 \
-  } while (0)
-// Checks that `expr` throws `type` whose what() contains every string in the list.
-#define CHECK_THROWS(expr, type, ...)                                                             \
-  do {                                                                                            \
-    bool thrown_ = false;                                                                         \
-    try {                                                                                         \
-      (void)(expr);                                                                               \
-    } catch (const type &e_) {                                                                    \
-      thrown_ = true;                                                                             \
-      ::t::check_message(__FILE__, __LINE__, e_.what(), {__VA_ARGS__});                          \
-    }                                                                                             \
-    if (!thrown_) ::t::fail(__FILE__, __LINE__, #expr " did not throw " #type);                   \
-  } while (0)
-#define CHECK_NO_SIM_ERRORS()                                                                     \
-  do {                                                                                            \
-    if (acl_sim::counters().errors != 0)                                                          \
-      ::t::fail(__FILE__, __LINE__, "simulation reported errors:\n" + ::t::sim_errors_text());    \
+#define CHECK_NO_SIM_ERRORS()                                                                  \
+  do {                                                                                         \
+    if (acl_sim::counters().errors != 0)                                                       \
+      ::t::fail(__FILE__, __LINE__, "simulation reported errors:\n" + ::t::sim_errors_text()); \
   } while (0)
 
 namespace t {
@@ -158,7 +98,9 @@ inline aclrtFuncHandle probe(const std::string &name, uint64_t lock_bytes, uint6
 inline aclError launch_rc(aclrtFuncHandle h, aclrtStream s, void *locks, void *ws, uint32_t block_num,
                           const int32_t grid[3], bool ffts = false) {
   std::vector<uint8_t> a;
-  auto put = [&](const void *p, size_t n) { a.insert(a.end(), static_cast<const uint8_t *>(p), static_cast<const uint8_t *>(p) + n); };
+  auto put = [&](const void *p, size_t n) {
+    a.insert(a.end(), static_cast<const uint8_t *>(p), static_cast<const uint8_t *>(p) + n);
+  };
   if (ffts) {
     void *f = nullptr;
     if (aclrtGetHardwareSyncAddr(&f) != ACL_SUCCESS) throw std::runtime_error("aclrtGetHardwareSyncAddr failed");

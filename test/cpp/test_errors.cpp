@@ -1,20 +1,17 @@
-// Failures of a launch. On the calling thread (sizes, the allocator): an
-// exception naming the kernel, nothing allocated, nothing queued, the task
-// queue still running. Inside the lambda on the queue thread (a lock fill):
-// the ACL code returned, exactly one log line, nothing escapes.
+// Failures of a launch on torch_npu's own runtime. On the calling thread (sizes, torch_npu's caching
+// allocator): an exception naming the kernel, nothing allocated, nothing queued, the task queue still
+// running. Inside the lambda on torch_npu's queue thread (a lock fill): the ACL code returned, exactly one
+// log line, nothing escapes.
+#include <chrono>
 #include <climits>
+#include <thread>
 
-#include "test_support.h"
+#include "real_support.h"
 
 using namespace t;
 
 namespace {
-std::vector<acl_sim::AppLog> error_logs() {
-  std::vector<acl_sim::AppLog> out;
-  for (const auto &l : acl_sim::app_logs())
-    if (l.level == ACL_ERROR) out.push_back(l);
-  return out;
-}
+std::vector<std::string> error_logs() { return app_logs(ACL_ERROR); }
 
 // Runs a generated-shape launch that must throw on the calling thread; returns the message.
 template <class E>
@@ -30,13 +27,10 @@ std::string calling_thread_error(const char *name, aclrtFuncHandle h, aclrtStrea
 
 // Nothing allocated, nothing queued, and the queue runs the next launch.
 void check_clean_failure_and_queue_alive(aclrtStream s) {
-  acl_sim::drain_task_queues();
-  const auto c = acl_sim::counters();
-  CHECK_EQ(c.live_caching_allocations, 0u);
-  CHECK_EQ(c.live_workspace_tensors, 0u);
-  CHECK_EQ(c.op_tasks, 0u);  // nothing was handed to the queue
-  CHECK_EQ(c.memsets + c.launches, 0u);
-  CHECK(acl_sim::task_queue_status(0) == acl_sim::QueueStatus::kRun);
+  drain();
+  const Counters c = counters();
+  CHECK_EQ(blocks().live, 0);
+  CHECK_EQ(c.memsets + c.launches, 0u);  // nothing was handed to the queue
   aclrtFuncHandle ok = probe("triton_next", 16, 64);
   const uint64_t id = helper_launch("triton_next", ok, s, 1, 1, 1, 1, 64, legacy(2, 1));
   sync(s);
@@ -45,68 +39,74 @@ void check_clean_failure_and_queue_alive(aclrtStream s) {
 }  // namespace
 
 TEST_CASE(workspace_size_overflow_throws_on_calling_thread_naming_the_kernel) {
-  acl_sim::reset_counters();
   aclrtFuncHandle h = probe("triton_big", 0, 0);
   const std::string e = calling_thread_error<std::invalid_argument>("triton_big", h, stream(0), 1u << 20, 1,
                                                                     uint64_t(1) << 50, LockLayout{});
   check_message(__FILE__, __LINE__, e,
                 {"npu_launch_resources: kernel 'triton_big'", "overflow", "workspace 1125899906842624 B", "1048576"});
-  CHECK_EQ(acl_sim::counters().caching_requests, 0u);
+  CHECK_EQ(blocks().requests, 0);
   check_clean_failure_and_queue_alive(stream(0));
 }
 
 TEST_CASE(lock_size_overflow_throws_on_calling_thread_naming_the_kernel) {
-  acl_sim::reset_counters();
   aclrtFuncHandle h = probe("triton_locks", 0, 0);
-  const std::string e = calling_thread_error<std::invalid_argument>(
-      "triton_locks", h, stream(0), 1, 0xFFFFFFFFu, 0, packed(0, 0xFFFFFFFFu, 2));
+  const std::string e = calling_thread_error<std::invalid_argument>("triton_locks", h, stream(0), 1, 0xFFFFFFFFu, 0,
+                                                                    packed(0, 0xFFFFFFFFu, 2));
   check_message(__FILE__, __LINE__, e, {"kernel 'triton_locks'", "4294967295 unordered", "4294967295 blocks x 2"});
-  const std::string e2 = calling_thread_error<std::invalid_argument>("triton_legacy", h, stream(0), 1, 1, 0,
-                                                                     legacy(uint64_t(1) << 62, 1));
+  const std::string e2 =
+      calling_thread_error<std::invalid_argument>("triton_legacy", h, stream(0), 1, 1, 0, legacy(uint64_t(1) << 62, 1));
   check_message(__FILE__, __LINE__, e2, {"kernel 'triton_legacy'", "lock_num 4611686018427387904"});
-  CHECK_EQ(acl_sim::counters().caching_requests, 0u);
+  CHECK_EQ(blocks().requests, 0);
   check_clean_failure_and_queue_alive(stream(0));
 }
 
 // Out of device memory even after the allocator's retry: its own error, with
 // the kernel named, on the calling thread.
+// The device has no memory left: every allocation fails with ACL_ERROR_RT_MEMORY_ALLOCATION (207001, what
+// torch_npu's allocator takes for out of memory), injected into the double's aclrtMalloc (torch_npu's
+// aclrtMallocAlign32). torch_npu's allocator makes room and retries, then throws its own out-of-memory error;
+// the helper rethrows it whole, the kernel named, on the calling thread.
 TEST_CASE(out_of_memory_is_the_allocators_error_on_the_calling_thread) {
   aclrtStream s = stream(0);
-  acl_sim::set_device_memory_capacity(0, uint64_t(64) << 20);
-  acl_sim::reset_counters();
+  c10_npu::NPUCachingAllocator::emptyCache();
   aclrtFuncHandle h = probe("triton_oom", 0, 0);
+  for (uint64_t n = 1; n <= 8; ++n) CHECK_EQ(acl_host_inject_fault("aclrtMalloc", n, 207001), 0);
   const std::string e = calling_thread_error<std::runtime_error>("triton_oom", h, s, 1024, 1, uint64_t(1) << 20,
                                                                  LockLayout{});  // 1 GiB of workspace
   check_message(__FILE__, __LINE__, e,
-                {"npu_launch_resources: kernel 'triton_oom': ", "bytes for its locks and workspace: ",
-                 "NPU out of memory. Tried to allocate 1.00 GiB (NPU 0; 64.00 MiB total capacity;",
-                 "reserved in total by PyTorch)"});
-  const auto c = acl_sim::counters();
-  CHECK_EQ(c.caching_requests, 1u);
-  CHECK_EQ(c.caching_oom_retries, 1u);  // the allocator tried to make room first
-  CHECK_EQ(c.caching_allocs_on_queue_threads, 0u);
-  CHECK_EQ(acl_sim::error_count(acl_sim::ErrorKind::kSelfWait), 0u);
-  acl_sim::set_device_memory_capacity(0, 0);
-  acl_sim::reset_counters();
+                {"npu_launch_resources: kernel 'triton_oom': 1073742335 bytes for its locks and workspace: ",
+                 "NPU out of memory. Tried to allocate 1.00 GiB (NPU 0;"});
+  const Blocks b = blocks();
+  CHECK_EQ(b.requests, 0);
+  CHECK_EQ(b.retries, 1);  // the allocator tried to make room first
+  CHECK_EQ(b.live, 0);
+  acl_host_reset();  // the faults torch_npu's allocator did not reach
   check_clean_failure_and_queue_alive(s);
 }
 
+// The device refuses an allocation with a code of the test's (the double's aclrtMalloc, torch_npu's
+// aclrtMallocAlign32): torch_npu's allocator throws its error, and the helper rethrows its text whole.
 TEST_CASE(injected_allocator_failure_is_rethrown_with_its_text) {
-  acl_sim::reset_counters();
-  acl_sim::inject_fault("raw_alloc_with_stream", 1, 12345);
+  aclrtStream own = nullptr;  // no block cached for it: the allocator asks the device
+  CHECK_EQ(aclrtCreateStream(&own), ACL_SUCCESS);
   aclrtFuncHandle h = probe("triton_a", 16, 64);
-  const std::string e = calling_thread_error<std::runtime_error>("triton_a", h, stream(0), 1, 1, 64, legacy(2, 7));
-  check_message(__FILE__, __LINE__, e, {"kernel 'triton_a'", "NPU out of memory", "code 12345"});
+  for (uint64_t n = 1; n <= 4; ++n)  // ACL_ERROR_BAD_ALLOC, past torch_npu's retry (its second request)
+    CHECK_EQ(acl_host_inject_fault("aclrtMalloc", n, 200000), 0);
+  const std::string e = calling_thread_error<std::runtime_error>("triton_a", h, own, 1, 1, 64, legacy(2, 7));
+  check_message(__FILE__, __LINE__, e,
+                {"npu_launch_resources: kernel 'triton_a': 1087 bytes for its locks and "
+                 "workspace: ",
+                 "error code is 200000"});
+  CHECK_EQ(blocks().live, 0);
+  acl_host_reset();  // the faults torch_npu's allocator did not reach
   check_clean_failure_and_queue_alive(stream(0));
 }
 
-TEST_CASE(fill_failure_on_queue_thread_returns_its_code_with_one_log_line) {
-  acl_sim::set_task_queue_enabled(true);
+// The lambda's failure stops torch_npu's queue (as a failed operator does): the child's last case ("!").
+TEST_CASE_QUEUES(fill_failure_on_queue_thread_returns_its_code_with_one_log_line, "1!") {
   aclrtStream s = stream(0);
   aclrtFuncHandle h = probe("triton_f", 16, 64);
-  acl_sim::clear_app_logs();
-  acl_sim::reset_counters();
-  acl_sim::inject_fault("aclrtMemsetAsync", 1, 507011);
+  CHECK_EQ(acl_host_inject_fault("aclrtMemsetAsync", 1, 507011), 0);
   bool threw = false;
   Launch L;
   try {
@@ -114,33 +114,29 @@ TEST_CASE(fill_failure_on_queue_thread_returns_its_code_with_one_log_line) {
   } catch (const std::exception &) {
     threw = true;
   }
-  acl_sim::drain_task_queues();
+  for (int i = 0; i < 6000 && L.rc->load() == -1; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   CHECK(!threw);  // the calling thread saw nothing: the failure is the lambda's
-  auto tasks = acl_sim::op_tasks();
-  CHECK_EQ(tasks.size(), 1u);
-  CHECK(tasks[0].queued && tasks[0].ran);
-  CHECK(!tasks[0].exception_escaped);
-  CHECK_EQ(tasks[0].rc, 507011);
+  CHECK(L.ran_on->load() != 0 && L.ran_on->load() != tid());  // on torch_npu's queue thread
   CHECK_EQ(L.rc->load(), 507011);
-  CHECK_EQ(L.id->load(), 0u);  // nothing launched
-  auto logs = error_logs();
-  CHECK_EQ(logs.size(), 1u);
-  CHECK_EQ(logs[0].message, std::string("npu_launch_resources: kernel 'triton_f': aclrtMemsetAsync of lock bytes "
-                                        "[0, +16) failed: 507011"));
-  settle_held();  // the failed lambda is done too (its event recorded): the next launch frees its block
-  const auto c = acl_sim::counters();
-  CHECK_EQ(c.live_caching_allocations, 0u);
-  CHECK_EQ(c.caching_frees_on_queue_threads, 0u);
-  acl_sim::reset_task_queues();  // the failed task stopped the queue, as in torch_npu
+  CHECK_EQ(L.id->load(), 0u);            // nothing launched
+  std::vector<std::string> ours, queue;  // the helper's line; torch_npu's queue's own about the failed task
+  for (const std::string &m : error_logs()) (m.rfind("npu_launch_resources:", 0) == 0 ? ours : queue).push_back(m);
+  CHECK_EQ(ours.size(), 1u);
+  CHECK_EQ(ours[0], std::string("npu_launch_resources: kernel 'triton_f': aclrtMemsetAsync of lock bytes "
+                                "[0, +16) failed: 507011"));
+  bool queue_saw_it = false;  // 2.7.1.post10: "[PTA]:Custom hand fail! name=triton_f, ret=507011"
+  for (const std::string &m : queue)
+    queue_saw_it = queue_saw_it || (m.find("triton_f") != std::string::npos && m.find("507011") != std::string::npos);
+  CHECK(queue_saw_it);
+  sync(s);
+  CHECK_EQ(HeldBlocks::all().release_done(), 1u);  // the failed lambda is done too (its event recorded)
+  CHECK_EQ(blocks().live, 0);
 }
 
 TEST_CASE(a_later_fill_failure_stops_at_that_fill) {
   // legacy(2, 0x1234): a zero fill, then two byte runs per slot; the third fill fails.
-  acl_sim::set_task_queue_enabled(false);
   aclrtStream s = stream(0);
-  acl_sim::clear_app_logs();
-  acl_sim::reset_counters();
-  acl_sim::inject_fault("aclrtMemsetAsync", 3, 507899);
+  CHECK_EQ(acl_host_inject_fault("aclrtMemsetAsync", 3, 507899), 0);
   LaunchMemory m("triton_late", s, 1, 1, 1, 1, 0, legacy(2, 0x1234));
   {
     const LaunchDone done{m.regions().held, s};  // a failed fill is a way out of the lambda too
@@ -148,12 +144,9 @@ TEST_CASE(a_later_fill_failure_stops_at_that_fill) {
   }
   m.release_when_finished();
   CHECK_EQ(settle_held(), 1u);  // what the next launch does first
-  CHECK_EQ(acl_sim::counters().live_caching_allocations, 0u);
-  CHECK_EQ(acl_sim::counters().memsets, 2u);
+  CHECK_EQ(blocks().live, 0);
+  CHECK_EQ(counters().memsets, 2u);
   auto logs = error_logs();
   CHECK_EQ(logs.size(), 1u);
-  check_message(__FILE__, __LINE__, logs[0].message, {"kernel 'triton_late'", "[1, +1)", "507899"});
-  acl_sim::set_task_queue_enabled(true);
+  check_message(__FILE__, __LINE__, logs[0], {"kernel 'triton_late'", "[1, +1)", "507899"});
 }
-
-TEST_MAIN()

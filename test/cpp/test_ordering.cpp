@@ -1,12 +1,12 @@
-// Stream ordering of launch memory: the block goes back to the caching
-// allocator right after the queue call, and only later work on the same
-// stream (queued after the kernel) gets it again. One live launch block per
-// thread at a time, freed on the calling thread, never on the queue thread.
+// Stream ordering of launch memory on torch_npu's own caching allocator and task queue: a block is held
+// until its kernel has finished, then given back by a later launch on a calling thread (never on the queue
+// thread), and only later work on the same stream gets it again.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <thread>
 
-#include "test_support.h"
+#include "real_support.h"
 
 using namespace t;
 
@@ -16,18 +16,18 @@ TEST_CASE(back_to_back_launches_on_one_stream_get_another_block_while_the_first_
   aclrtFuncHandle ha = probe("first", 64, 16 * 4096, 300000);  // runs 300 ms
   aclrtFuncHandle hb = probe("second", 128, 8 * 4096);
   Launch a = generated_launch("first", ha, s, 16, 1, 1, 16, 4096, la);
-  acl_sim::drain_task_queues();
+  drain();
   std::this_thread::sleep_for(std::chrono::milliseconds(10));  // the first kernel is running now
   Launch b = generated_launch("second", hb, s, 8, 1, 1, 8, 4096, lb);
-  acl_sim::drain_task_queues();
-  acl_sim::ProbeRecord tmp;
-  const bool first_done_when_second_issued = acl_sim::probe_record(a.id->load(), &tmp);
+  drain();
+  ProbeRecord tmp;
+  const bool first_done_when_second_issued = probe_record(a.id->load(), &tmp);
   sync(s);
   CHECK(!first_done_when_second_issued);
   auto ra = record(a.id->load()), rb = record(b.id->load());
   CHECK(ra.lock_ptr != rb.lock_ptr);  // the first block is held until its kernel has finished
   CHECK(ra.locks_unchanged);
-  CHECK(ra.workspace_written);         // intact at its end
+  CHECK(ra.workspace_written);  // intact at its end
   CHECK(ra.lock_slots_at_start == std::vector<int64_t>(8, 7));
   CHECK(rb.lock_slots_at_start == std::vector<int64_t>(16, 0));
   CHECK_NO_SIM_ERRORS();
@@ -38,16 +38,17 @@ TEST_CASE(block_is_reused_only_by_the_same_stream) {
   const LockLayout l = legacy(4, 11);
   aclrtFuncHandle slow = probe("slow", 32, 4 * 1024, 200000), fast = probe("fast", 32, 4 * 1024);
   Launch a = generated_launch("slow", slow, s1, 4, 1, 1, 4, 1024, l);
-  acl_sim::drain_task_queues();
+  drain();
   sync(s1);  // its kernel finished: the next launch gives the block back, cached for s1
   Launch b = generated_launch("fast", fast, s2, 4, 1, 1, 4, 1024, l);  // same size, other stream
-  acl_sim::drain_task_queues();
-  const acl_sim::Extent ea = extent_of(a.regions.locks), eb = extent_of(b.regions.locks);
-  CHECK(disjoint(ea.base, ea.size, eb.base, eb.size));  // s2 got a block of its own
+  drain();
+  sync(s2);
   Launch c = generated_launch("fast", fast, s1, 4, 1, 1, 4, 1024, l);  // s1 again: its own block back
-  acl_sim::drain_task_queues();
+  drain();
   CHECK_EQ(c.regions.locks, a.regions.locks);
   sync_all();
+  const ProbeRecord ra = record(a.id->load()), rb = record(b.id->load());
+  CHECK(disjoint(ra.lock_extent.base, ra.lock_extent.size, rb.lock_extent.base, rb.lock_extent.size));  // s2: its own
   for (const Launch *x : {&a, &b, &c}) {
     auto r = record(x->id->load());
     CHECK(r.locks_unchanged && r.workspace_written);
@@ -71,12 +72,11 @@ TEST_CASE(concurrent_streams_do_not_overlap) {
   CHECK_NO_SIM_ERRORS();
 }
 
-// The task queue paused: N launches from one thread are all queued, none has
-// run. No block goes back while its lambda waits (torch_npu may free a cached
-// block to the driver in that window, issue 31): N live blocks, one per launch
-// in flight, disjoint. Once the lambdas ran, the next launch gives them all
-// back, on this thread. (A lambda holding the owner would free them on the
-// queue thread; releasing once queued would free each while it waits.)
+// torch_npu's task queue held: N launches from one thread are all queued, none has run. No block goes back
+// while its lambda waits (torch_npu may free a cached block to the driver in that window, issue 31): N live
+// blocks, one per launch in flight, disjoint. Once the lambdas ran and their kernels finished, the next launch
+// gives them all back, on this thread. (A lambda holding the owner would free them on the queue thread;
+// releasing once queued would free each while it waits.)
 TEST_CASE(paused_queue_n_launches_held_until_their_lambdas_ran) {
   aclrtStream s = stream(0);
   const LockLayout l = legacy(16, 0);
@@ -84,34 +84,40 @@ TEST_CASE(paused_queue_n_launches_held_until_their_lambdas_ran) {
   (void)helper_launch("paused", h, s, 8, 1, 1, 8, 512, l);  // warm: the stream's block exists
   settle_held();
   constexpr int N = 8;
-  acl_sim::set_task_queues_paused(true);
-  acl_sim::reset_counters();
+  c10_npu::NPUCachingAllocator::resetAccumulatedStats(0);
+  c10_npu::NPUCachingAllocator::resetPeakStats(0);
   std::vector<Launch> ls;
-  for (int i = 0; i < N; ++i) ls.push_back(generated_launch("paused", h, s, 8, 1, 1, 8, 512, l));
-  const auto c = acl_sim::counters();
-  bool none_ran = true;
-  for (const Launch &L : ls) none_ran = none_ran && L.rc->load() == -1;
-  acl_sim::set_task_queues_paused(false);
-  acl_sim::drain_task_queues();
+  bool none_ran = true, held = false;
+  Blocks b{};
+  {
+    QueueGate gate;
+    held = gate.on();
+    for (int i = 0; i < N; ++i) ls.push_back(generated_launch("paused", h, s, 8, 1, 1, 8, 512, l));
+    b = blocks();
+    for (const Launch &L : ls) none_ran = none_ran && L.rc->load() == -1;
+  }
+  long queue_tid = 0;
+  drain(&queue_tid);
   sync(s);
-  CHECK(none_ran);  // precondition: the queue really held them
-  CHECK_EQ(c.op_tasks, uint64_t(N));
-  CHECK_EQ(c.peak_live_caching_allocations, uint64_t(N));
-  CHECK_EQ(c.caching_requests, uint64_t(N));
-  CHECK_EQ(c.caching_frees, 0u);  // none while its lambda waited
-  CHECK_EQ(c.caching_allocs_on_queue_threads, 0u);
-  CHECK_EQ(c.live_caching_allocations, uint64_t(N));
+  CHECK(held && none_ran);  // precondition: the queue really held them
+  CHECK_EQ(b.peak, int64_t(N));
+  CHECK_EQ(b.requests, int64_t(N));
+  CHECK_EQ(b.frees, 0);                 // none while its lambda waited
+  CHECK_EQ(blocks().live, int64_t(N));  // the lambdas ran, the kernels finished: still held until a launch looks
   CHECK_EQ(HeldBlocks::all().release_done(), size_t(N));  // what the next launch does first
-  CHECK_EQ(acl_sim::counters().live_caching_allocations, 0u);
+  CHECK_EQ(blocks().live, 0);
   for (size_t i = 0; i < ls.size(); ++i) {
     const Launch &L = ls[i];
     for (size_t j = 0; j < i; ++j) CHECK(L.regions.locks != ls[j].regions.locks);
     CHECK_EQ(L.rc->load(), ACL_SUCCESS);
+    CHECK_EQ(L.ran_on->load(), queue_tid);
     auto r = record(L.id->load());
     CHECK(r.locks_unchanged && r.workspace_written);
     CHECK(r.lock_slots_at_start == std::vector<int64_t>(16, 0));
   }
-  CHECK_EQ(acl_sim::counters().caching_frees_on_queue_threads, 0u);
+  const std::vector<long> queried = callers("aclrtQueryEventStatus");  // what gives a block back
+  CHECK(!queried.empty());
+  CHECK(std::find(queried.begin(), queried.end(), queue_tid) == queried.end());
   CHECK_NO_SIM_ERRORS();
 }
 
@@ -119,15 +125,13 @@ TEST_CASE(a_block_is_held_until_its_kernel_has_finished) {
   const LockLayout l = legacy(2, 1);
   aclrtStream s = stream(0);
   aclrtFuncHandle slow = probe("slow", 16, 64, 20000);  // 20 ms on the device
-  settle_held();
-  acl_sim::reset_counters();
   {
     LaunchMemory m("m", s, 1, 1, 1, 1, 64, l);
     const LaunchRegions regions = m.regions();
-    CHECK_EQ(acl_sim::counters().live_caching_allocations, 1u);
+    CHECK_EQ(blocks().live, 1);
     m.release_when_finished();  // its lambda has not run: held
     m.release_when_finished();
-    CHECK_EQ(acl_sim::counters().live_caching_allocations, 1u);
+    CHECK_EQ(blocks().live, 1);
     CHECK_EQ(HeldBlocks::all().release_done(), 0u);
     {  // the lambda: the kernel, then (as it returns) the block's event after it
       const LaunchDone done{regions.held, s};
@@ -136,67 +140,72 @@ TEST_CASE(a_block_is_held_until_its_kernel_has_finished) {
     }
     CHECK_EQ(HeldBlocks::all().release_done(), 0u);  // the lambda ran; its kernel has not finished
     sync(s);
-    CHECK_EQ(acl_sim::counters().live_caching_allocations, 1u);  // only a calling thread gives it back
+    CHECK_EQ(blocks().live, 1);           // only a calling thread gives it back
     CHECK(m.regions().locks != nullptr);  // the values stay
   }
   {
     LaunchMemory m("m", s, 1, 1, 1, 1, 64, l);  // the next launch gives the finished one back first
-    CHECK_EQ(acl_sim::counters().caching_frees, 1u);
-    CHECK_EQ(acl_sim::counters().live_caching_allocations, 1u);
+    CHECK_EQ(blocks().frees, 1);
+    CHECK_EQ(blocks().live, 1);
     const LaunchDone done{m.regions().held, s};  // never handed over explicitly: the destructor hands it over
   }
-  CHECK_EQ(acl_sim::counters().live_caching_allocations, 1u);  // held until a later launch sees its event
+  CHECK_EQ(blocks().live, 1);  // held until a later launch sees its event
   CHECK_EQ(settle_held(), 1u);
-  auto c = acl_sim::counters();
-  CHECK_EQ(c.live_caching_allocations, 0u);
-  CHECK_EQ(c.caching_frees, 2u);
-  CHECK_EQ(c.caching_frees_on_queue_threads, 0u);
+  CHECK_EQ(blocks().live, 0);
+  CHECK_EQ(blocks().frees, 2);
 }
 
-// Device memory for two blocks, both held by launches whose lambdas still
-// wait in the queue. A third launch's request fails; the allocator's
-// out-of-memory retry synchronises the device (their lambdas run, their
-// kernels finish) but cannot free held blocks, and throws. The helper then
-// gives the finished blocks back and asks once more: the launch gets memory.
+// Two launch blocks held by launches whose lambdas wait in torch_npu's queue; then the device has no memory
+// left for a moment: the third launch's request fails with ACL_ERROR_RT_MEMORY_ALLOCATION (what torch_npu's
+// allocator takes for out of memory; injected into the double's aclrtMalloc, its aclrtMallocAlign32), twice:
+// torch_npu's allocator frees what it caches and retries (its out-of-memory retry: nothing cached, the held
+// blocks not its to free), and throws. The helper then gives the finished blocks back and asks once more: the
+// launch gets memory (the cached blocks it gave back).
 TEST_CASE(out_of_memory_gives_done_blocks_back_and_asks_again) {
   aclrtStream s = stream(0);
   const LockLayout l = legacy(4, 0);
-  const uint64_t ws = uint64_t(1) << 20;  // 4 MiB of workspace per launch
+  const uint64_t ws = uint64_t(4) << 20;  // 16 MiB of workspace per launch: a segment of its own
   aclrtFuncHandle h = probe("oom", 32, 4 * ws, 50);
   settle_held();
-  acl_sim::empty_cache();
-  acl_sim::clear_faults();  // call counts start here
-  acl_sim::reset_counters();
-  acl_sim::set_device_memory_capacity(0, acl_sim::device_memory_in_use(0) + 2 * (4 * ws + 4096));
-  acl_sim::set_task_queues_paused(true);
+  c10_npu::NPUCachingAllocator::emptyCache();
+  c10_npu::NPUCachingAllocator::resetAccumulatedStats(0);
   std::vector<Launch> ls;
-  ls.push_back(generated_launch("oom", h, s, 4, 1, 1, 4, ws, l));
-  ls.push_back(generated_launch("oom", h, s, 4, 1, 1, 4, ws, l));
-  CHECK_EQ(acl_sim::counters().live_caching_allocations, 2u);
-  acl_sim::on_call("raw_alloc_with_stream", 1, [] { acl_sim::set_task_queues_paused(false); });  // the drain runs them
   bool threw = false;
-  try {
+  std::string what;
+  {
+    QueueGate gate;
+    CHECK(gate.on());
     ls.push_back(generated_launch("oom", h, s, 4, 1, 1, 4, ws, l));
-  } catch (const std::exception &e) {
-    threw = true;
-    std::fprintf(stderr, "%s\n", e.what());
+    ls.push_back(generated_launch("oom", h, s, 4, 1, 1, 4, ws, l));
+    CHECK_EQ(blocks().live, 2);
+    CHECK_EQ(blocks().frees, 0);
+    for (uint64_t n = 1; n <= 2; ++n) CHECK_EQ(acl_host_inject_fault("aclrtMalloc", n, 207001), 0);
+    // torch_npu's retry may wait for its queue (it synchronises the device): the queue goes on meanwhile.
+    std::thread opener([&gate] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      gate.open();
+    });
+    try {
+      ls.push_back(generated_launch("oom", h, s, 4, 1, 1, 4, ws, l));
+    } catch (const std::exception &e) {
+      threw = true;
+      what = e.what();
+    }
+    opener.join();
   }
-  acl_sim::clear_faults();
-  acl_sim::set_task_queues_paused(false);
-  acl_sim::drain_task_queues();
+  drain();
   sync(s);
-  CHECK(!threw);
-  const auto c = acl_sim::counters();
-  CHECK_EQ(c.caching_oom_retries, 1u);        // the allocator's own retry ran, and was not enough
-  CHECK_EQ(c.caching_requests, 4u);           // three launches, the third asked twice
-  CHECK_EQ(c.caching_frees_on_queue_threads, 0u);
+  CHECK_MSG(!threw, what);
+  const Blocks b = blocks();
+  CHECK_EQ(b.retries, 1);  // the allocator's own retry ran (nothing cached to free) and it threw
+  CHECK_EQ(b.ooms, 1);
+  CHECK_EQ(b.frees, 2);     // the third launch gave the two finished blocks back, then asked again
+  CHECK_EQ(b.requests, 3);  // three launches served
+  CHECK_EQ(ls.size(), 3u);
   for (const Launch &L : ls) {
     CHECK_EQ(L.rc->load(), ACL_SUCCESS);
     auto r = record(L.id->load());
     CHECK(r.locks_unchanged && r.workspace_written && r.access_errors == 0);
   }
-  acl_sim::set_device_memory_capacity(0, 0);
   CHECK_NO_SIM_ERRORS();
 }
-
-TEST_MAIN()

@@ -1,9 +1,9 @@
-// Region carving and lock content of the launch helper, checked by the probe
-// kernel in the host ACL simulation: every combination of workspace and lock
-// layout, every layout's content as the kernel sees it, byte fills only.
+// Region carving and lock content of the launch helper on a released torch_npu's runtime (its caching
+// allocator, its task queue), checked by the host ACL library's probe kernel: every combination of
+// workspace and lock layout, every layout's content as the kernel sees it, byte fills only.
 #include <climits>
 
-#include "test_support.h"
+#include "real_support.h"
 
 using namespace t;
 using torch_npu::inductor::kRegionAlignment;
@@ -67,18 +67,17 @@ uint64_t expected_fills(const LockLayout &l, uint32_t block_num) {
 }  // namespace
 
 TEST_CASE(regions_disjoint_and_aligned_for_every_combination) {
-  aclrtStream s = stream(0);
-  for (size_t base_offset : {size_t(0), size_t(32), size_t(100)}) {
+  for (uint64_t base_offset : {uint64_t(0), uint64_t(32), uint64_t(100)}) {
     for (const Combo &c : combos()) {
-      acl_sim::set_device_base_offset(base_offset);
-      aclrtStream own = nullptr;  // a fresh stream: its first request is a new block at this offset
+      acl_host_set_device_base_offset(base_offset);
+      aclrtStream own = nullptr;  // a fresh stream: torch_npu's allocator has no block of its own: a new segment
       CHECK_EQ(aclrtCreateStream(&own), ACL_SUCCESS);
-      acl_sim::reset_counters();
-      const uint32_t gx = 3, gy = 2, gz = 1, blocks = 6;
-      const LaunchSizes want = sizes(c.name, gx, gy, gz, blocks, c.ws_per_block, c.locks);
+      c10_npu::NPUCachingAllocator::resetAccumulatedStats(0);
+      const uint32_t gx = 3, gy = 2, gz = 1, blocks_ = 6;
+      const LaunchSizes want = sizes(c.name, gx, gy, gz, blocks_, c.ws_per_block, c.locks);
       aclrtFuncHandle h = probe(c.name, want.lock_bytes, want.workspace_bytes);
-      Launch L = generated_launch(c.name, h, own, gx, gy, gz, blocks, c.ws_per_block, c.locks);
-      acl_sim::drain_task_queues();
+      Launch L = generated_launch(c.name, h, own, gx, gy, gz, blocks_, c.ws_per_block, c.locks);
+      drain();
       const LaunchRegions &r = L.regions;
       CHECK_EQ(r.sizes.lock_bytes, want.lock_bytes);
       CHECK_EQ(r.sizes.workspace_bytes, c.ws_per_block * gx * gy * gz);
@@ -89,51 +88,49 @@ TEST_CASE(regions_disjoint_and_aligned_for_every_combination) {
       CHECK_EQ(w % kRegionAlignment, 0u);
       CHECK(disjoint(l, want.lock_bytes, w, want.workspace_bytes));
       const bool any = want.total_bytes != 0;
-      auto cn = acl_sim::counters();
-      CHECK_EQ(cn.caching_requests, uint64_t(any ? 1 : 0));
-      CHECK_EQ(cn.allocator_requests, 0u);  // never the workspace allocator
-      if (any) {  // both regions inside the ONE block, whatever its base
-        const acl_sim::Extent e = extent_of(l ? r.locks : r.workspace);
-        CHECK_EQ(e.base % 512, base_offset % 512);
-        CHECK(e.size >= want.total_bytes - 511);
-        if (l) CHECK(l + want.lock_bytes <= e.base + e.size);
-        if (w) {
-          CHECK(w + want.workspace_bytes <= e.base + e.size);
-          CHECK_EQ(extent_of(r.workspace).base, e.base);
-        }
-      }
-      CHECK_EQ(cn.live_caching_allocations, uint64_t(any ? 1 : 0));  // its own, held until its kernel finished
+      const Blocks b = blocks();
+      CHECK_EQ(b.requests, int64_t(any ? 1 : 0));  // one request of torch_npu's caching allocator, or none
+      CHECK_EQ(b.live, int64_t(any ? 1 : 0));      // its own, held until its kernel finished
       settle_held();
-      CHECK_EQ(acl_sim::counters().live_caching_allocations, 0u);
+      CHECK_EQ(blocks().live, 0);
       CHECK_EQ(L.rc->load(), ACL_SUCCESS);
       sync(own);
       auto rec = record(L.id->load());
+      if (any) {  // both regions inside the one segment torch_npu's allocator took from the device, whatever its base
+        const Extent &e = l ? rec.lock_extent : rec.workspace_extent;
+        CHECK_EQ(e.base % 512, base_offset % 512);
+        if (l) CHECK(l + want.lock_bytes <= e.base + e.size);
+        if (w) {
+          CHECK(w + want.workspace_bytes <= e.base + e.size);
+          CHECK_EQ(rec.workspace_extent.base, e.base);
+        }
+      }
       CHECK(rec.decoded);
       CHECK(!rec.regions_overlap);
       CHECK(rec.workspace_written);
       CHECK(rec.locks_unchanged);
-      CHECK(rec.lock_slots_at_start == expected_locks(c.locks, blocks));
+      CHECK(rec.lock_slots_at_start == expected_locks(c.locks, blocks_));
       CHECK_EQ(rec.lock_overrun + rec.workspace_overrun, 0u);
       CHECK_EQ(rec.grid[0], 3);
       CHECK_EQ(rec.grid[1], 2);
       CHECK_NO_SIM_ERRORS();
     }
   }
-  (void)s;
 }
 
 TEST_CASE(regions_do_not_depend_on_allocator_base_alignment) {
-  acl_sim::set_device_base_offset(32);  // every new block starts 32 bytes past a 512-byte boundary
-  aclrtStream s = stream(1);
+  acl_host_set_device_base_offset(32);  // every new segment starts 32 bytes past a 512-byte boundary
+  aclrtStream own = nullptr;
+  CHECK_EQ(aclrtCreateStream(&own), ACL_SUCCESS);
   const LockLayout l = legacy(4, 7);
   aclrtFuncHandle h = probe("k", 32, 1 << 20);
-  Launch L = generated_launch("k", h, s, 1, 1, 1, 1, 1 << 20, l);
-  acl_sim::drain_task_queues();
-  CHECK_EQ(extent_of(L.regions.locks).base % 512, 32u);  // precondition: a misaligned block
+  Launch L = generated_launch("k", h, own, 1, 1, 1, 1, 1 << 20, l);
+  drain();
+  sync(own);
+  auto rec = record(L.id->load());
+  CHECK_EQ(rec.lock_extent.base % 512, 32u);  // precondition: a misaligned block
   CHECK_EQ(reinterpret_cast<uintptr_t>(L.regions.locks) % 512, 0u);
   CHECK_EQ(reinterpret_cast<uintptr_t>(L.regions.workspace) % 512, 0u);
-  sync(s);
-  auto rec = record(L.id->load());
   CHECK(rec.workspace_written);  // the whole workspace was inside the block
   CHECK_EQ(rec.workspace_overrun, 0u);
   CHECK_NO_SIM_ERRORS();
@@ -145,29 +142,30 @@ TEST_CASE(lock_content_seen_by_kernel_for_every_layout) {
     for (const LockLayout &l : layouts()) {
       const LaunchSizes want = sizes("layout", block_num, 1, 1, block_num, 64, l);
       aclrtFuncHandle h = probe("layout", want.lock_bytes, want.workspace_bytes);
-      acl_sim::reset_counters();
+      const Counters c0 = counters();
+      const Blocks b0 = blocks();
       const uint64_t id = helper_launch("layout", h, s, block_num, 1, 1, block_num, 64, l);
-      const auto c = acl_sim::counters();
+      const Counters c = counters();
       sync(s);
       const auto rec = record(id);
       const std::vector<int64_t> content = expected_locks(l, block_num);
-      CHECK_MSG(rec.lock_slots_at_start == content, "legacy " << l.legacy_slots << " ordered " << l.ordered
-                                                              << " unordered " << l.unordered << " factor "
-                                                              << l.participant_factor << " init " << l.init_value
-                                                              << " blocks " << block_num);
+      CHECK_MSG(rec.lock_slots_at_start == content,
+                "legacy " << l.legacy_slots << " ordered " << l.ordered << " unordered " << l.unordered << " factor "
+                          << l.participant_factor << " init " << l.init_value << " blocks " << block_num);
       // byte fills only, as many as the content needs; nothing page-locked, no host copy
-      CHECK_EQ(c.memsets, expected_fills(l, block_num));
-      CHECK_EQ(c.async_copies + c.sync_copies + c.pinned_allocs, 0u);
-      CHECK_EQ(c.events_recorded, 1u);  // the block's, after the kernel
-      CHECK(c.events_created <= 1u);    // once per record: the records are reused
-      CHECK_EQ(c.caching_requests, 1u);
+      CHECK_EQ(c.memsets - c0.memsets, expected_fills(l, block_num));
+      CHECK_EQ(c.async_copies + c.sync_copies + c.pinned_allocs - c0.async_copies - c0.sync_copies - c0.pinned_allocs,
+               0u);
+      CHECK_EQ(c.events_recorded - c0.events_recorded, 1u);  // the block's, after the kernel
+      CHECK(c.events_created - c0.events_created <= 1u);     // once per record: the records are reused
+      CHECK_EQ(blocks().requests - b0.requests, 1);
       CHECK_NO_SIM_ERRORS();
     }
   }
 }
 
 TEST_CASE(zero_grid_takes_nothing) {
-  acl_sim::reset_counters();
+  const Counters c0 = counters();
   for (int d = 0; d < 3; ++d) {
     uint32_t g[3] = {4, 4, 4};
     g[d] = 0;
@@ -177,18 +175,19 @@ TEST_CASE(zero_grid_takes_nothing) {
     CHECK_EQ(m.regions().sizes.total_bytes, 0u);
     m.release_when_finished();
   }
-  auto c = acl_sim::counters();
-  CHECK_EQ(c.caching_requests + c.allocator_requests + c.memsets + c.async_copies + c.pinned_allocs, 0u);
+  const Counters c = counters();
+  CHECK_EQ(blocks().requests, 0);
+  CHECK_EQ(c.memsets + c.async_copies + c.pinned_allocs, c0.memsets + c0.async_copies + c0.pinned_allocs);
 }
 
 TEST_CASE(no_locks_no_workspace_takes_nothing) {
-  acl_sim::reset_counters();
+  const Counters c0 = counters();
   LaunchMemory m("plain", stream(0), 4, 2, 1, 8, 0, LockLayout{});
   CHECK(m.regions().locks == nullptr && m.regions().workspace == nullptr);
   CHECK_EQ(m.regions().write_locks("plain", stream(0)), ACL_SUCCESS);  // nothing to write
   m.release_when_finished();
-  auto c = acl_sim::counters();
-  CHECK_EQ(c.caching_requests + c.memsets, 0u);
+  CHECK_EQ(blocks().requests, 0);
+  CHECK_EQ(counters().memsets, c0.memsets);
 }
 
 TEST_CASE(ffts_address_and_argument_order_decoded) {
@@ -209,7 +208,5 @@ TEST_CASE(probe_flags_wrong_pointer_presence) {
   int32_t grid[3] = {1, 1, 1};
   launch(h, s, nullptr, nullptr, 1, grid);
   sync(s);
-  CHECK(acl_sim::error_count(acl_sim::ErrorKind::kBadArguments) >= 1);
+  CHECK(error_count("bad-arguments") >= 1);
 }
-
-TEST_MAIN()

@@ -127,90 +127,12 @@ TEST_CASE(memcpy_models) {
   CHECK_EQ(acl_sim::counters().sync_copies, 2u);
 }
 
-TEST_CASE(workspace_allocator_contract) {
-  using at_npu::native::allocate_workspace;
-  aclrtStream s = stream(5);
-  at::Tensor a = allocate_workspace(100, s);
-  at::Tensor b = allocate_workspace(200, s);  // while a lives
-  CHECK(a.defined() && a.data_ptr() != nullptr);
-  CHECK_EQ(a.data_ptr(), b.data_ptr());  // one block per stream: aliasing
-  at::Tensor other = allocate_workspace(100, stream(6));
-  CHECK(other.data_ptr() != a.data_ptr());
-  auto c0 = acl_sim::counters();
-  at::Tensor fits = allocate_workspace((uint64_t(2) << 20) - 32, s);  // block = round_up(100 + 32, 2 MiB) = 2 MiB
-  CHECK_EQ(fits.data_ptr(), a.data_ptr());
-  CHECK_EQ(acl_sim::counters().allocator_growths, c0.allocator_growths);
-  at::Tensor bigger = allocate_workspace((uint64_t(2) << 20) - 31, s);  // + 32 no longer fits
-  CHECK(bigger.data_ptr() != a.data_ptr());
-  auto c1 = acl_sim::counters();
-  CHECK_EQ(c1.allocator_growths - c0.allocator_growths, 1u);
-  CHECK_EQ(c1.host_blocking - c0.host_blocking, 1u);
-  CHECK_EQ(c1.device_frees - c0.device_frees, 1u);
-  CHECK_EQ(c1.live_workspace_tensors, 5u);
-  at::Tensor grown_fits = allocate_workspace(uint64_t(4) << 20, s);  // round_up(2 MiB + 1, 2 MiB) = 4 MiB: 4 MiB + 32 > 4 MiB
-  CHECK(grown_fits.data_ptr() != bigger.data_ptr());
-  at::Tensor fits_now = allocate_workspace(uint64_t(4) << 20, s);
-  CHECK_EQ(fits_now.data_ptr(), grown_fits.data_ptr());
-  // the old pointer dangles
-  CHECK_EQ(aclrtMemsetAsync(a.data_ptr(), 64, 0, 64, s), ACL_SUCCESS);
-  sync(s);
-  CHECK_EQ(acl_sim::error_count(acl_sim::ErrorKind::kUseAfterFree), 1u);
-  // copies share the reference; releasing only updates statistics
-  at::Tensor copy = a;
-  CHECK_EQ(acl_sim::counters().live_workspace_tensors, 7u);
-  a.reset();
-  CHECK_EQ(acl_sim::counters().live_workspace_tensors, 7u);
-  copy = at::Tensor();
-  CHECK_EQ(acl_sim::counters().live_workspace_tensors, 6u);
-  CHECK(!a.defined() && a.data_ptr() == nullptr);
-  at::Tensor moved = std::move(b);
-  CHECK(!b.defined() && moved.defined());
-  CHECK_EQ(acl_sim::counters().live_workspace_dataptrs, acl_sim::counters().live_workspace_tensors);
-  // zero bytes: a defined tensor without memory
-  at::Tensor none = allocate_workspace(0, s);
-  CHECK(none.defined() && none.data_ptr() == nullptr);
-}
-
-TEST_CASE(workspace_extents_are_the_requests) {
-  using at_npu::native::allocate_workspace;
-  aclrtStream s = stream(0);
-  at::Tensor t = allocate_workspace(1000, s);
-  acl_sim::Extent e;
-  CHECK(acl_sim::allocation_extent(static_cast<char *>(t.data_ptr()) + 10, &e));
-  CHECK(e.kind == acl_sim::ExtentKind::kWorkspaceRequest);
-  CHECK_EQ(e.base, reinterpret_cast<uintptr_t>(t.data_ptr()));
-  CHECK_EQ(e.size, 1000u);
-  CHECK_EQ(e.block_size, uint64_t(2) << 20);
-  const uint64_t seq = acl_sim::last_request_seq();
-  at::Tensor u = allocate_workspace(250, s);  // same block, smaller request
-  CHECK(acl_sim::allocation_extent(t.data_ptr(), &e));
-  CHECK_EQ(e.size, 250u);
-  CHECK(acl_sim::allocation_extent(t.data_ptr(), &e, seq));  // as of the first request
-  CHECK_EQ(e.size, 1000u);
-  // a kernel issued after the 250-byte request that uses 1000 bytes overruns it
-  aclrtFuncHandle h = probe("ws1000", 0, 1000);
-  int32_t grid[3] = {1, 1, 1};
-  uint64_t id = launch(h, s, nullptr, u.data_ptr(), 1, grid);
-  sync(s);
-  acl_sim::ProbeRecord r = record(id);
-  CHECK_EQ(r.workspace_available, 250u);
-  CHECK_EQ(r.workspace_overrun, 750u);
-  CHECK_EQ(acl_sim::error_count(acl_sim::ErrorKind::kRegionOverrun), 1u);
-}
-
-static aclError kAllocReturnsNullAlias() { return acl_sim::kAllocReturnsNull; }
-
 TEST_CASE(fault_injection_hits_the_nth_call) {
   void *d = nullptr;
   acl_sim::inject_fault("aclrtMalloc", 2, 123);
   CHECK_EQ(aclrtMalloc(&d, 64, ACL_MEM_MALLOC_HUGE_FIRST), ACL_SUCCESS);
   CHECK_EQ(aclrtMalloc(&d, 64, ACL_MEM_MALLOC_HUGE_FIRST), 123);
   CHECK_EQ(aclrtMalloc(&d, 64, ACL_MEM_MALLOC_HUGE_FIRST), ACL_SUCCESS);
-  acl_sim::inject_fault("allocate_workspace", 1, 77);
-  CHECK_THROWS(at_npu::native::allocate_workspace(64, stream(0)), acl_sim::OutOfMemoryError, "77", "out of memory");
-  acl_sim::inject_fault("malloc_with_stream", 1, kAllocReturnsNullAlias());  // the earlier name still works
-  at::Tensor t = at_npu::native::allocate_workspace(64, stream(0));
-  CHECK(t.defined() && t.data_ptr() == nullptr);
   CHECK_THROWS(acl_sim::inject_fault("aclrtNoSuchThing", 1, 1), std::invalid_argument, "aclrtNoSuchThing");
   acl_sim::inject_fault("aclmdlRICaptureBegin", 1, 9);
   CHECK_EQ(aclmdlRICaptureBegin(stream(0), ACL_MODEL_RI_CAPTURE_MODE_GLOBAL), 9);
@@ -474,177 +396,11 @@ TEST_CASE(app_log_records_messages) {
   CHECK_EQ(acl_sim::app_logs().size(), 0u);
 }
 
-// ---------------------------------------------------------------- torch_npu task queue
+// ---------------------------------------------------------------- torch_npu's stand-ins the real runtime does not check
+// (its allocators, queue and operators run on a wheel's own runtime now: test/cpp/test_*.cpp on
+// real_support.h and test/test_real_runtime.py; these stay for the simulation harness that still uses them)
 using at_npu::native::OpCommand;
-
-TEST_CASE(task_queue_runs_later_in_order_on_the_device_thread) {
-  acl_sim::set_task_queue_enabled(true);
-  CHECK_EQ(aclrtSetDevice(1), ACL_SUCCESS);
-  static std::vector<int> order;
-  static std::mutex mu;
-  const std::thread::id me = std::this_thread::get_id();
-  for (int i = 0; i < 20; ++i) {
-    OpCommand::RunOpApiV2("op" + std::to_string(i), [i, me]() -> int {
-      int32_t d = -1;
-      aclrtGetDevice(&d);
-      std::lock_guard<std::mutex> g(mu);
-      order.push_back(std::this_thread::get_id() != me && d == 1 ? i : -1);
-      return 0;
-    });
-  }
-  acl_sim::drain_task_queues();
-  CHECK_EQ(order.size(), 20u);
-  for (int i = 0; i < 20; ++i) CHECK_EQ(order[i], i);
-  auto tasks = acl_sim::op_tasks();
-  CHECK_EQ(tasks.size(), 20u);
-  CHECK(tasks[3].queued && tasks[3].ran && tasks[3].rc == 0 && tasks[3].device == 1);
-}
-
-TEST_CASE(failing_task_poisons_the_queue_like_torch_npu) {
-  acl_sim::set_task_queue_enabled(true);
-  static std::atomic<int> ran{0};
-  OpCommand::RunOpApiV2("slow_ok", []() -> int {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    ran++;
-    return 0;
-  });
-  OpCommand::RunOpApiV2("thrower", []() -> int { throw std::runtime_error("boom"); });
-  OpCommand::RunOpApiV2("queued_behind", []() -> int {
-    ran++;
-    return 0;
-  });
-  acl_sim::drain_task_queues();
-  CHECK_EQ(ran.load(), 1);
-  CHECK(acl_sim::task_queue_status(0) == acl_sim::QueueStatus::kErrorExit);
-  CHECK(acl_sim::task_queue_error(0).find("thrower") != std::string::npos);
-  auto tasks = acl_sim::op_tasks();
-  CHECK(tasks[1].ran && tasks[1].exception_escaped && tasks[1].rc == ACL_ERROR_INVALID_PARAM);
-  CHECK_EQ(tasks[1].exception_what, std::string("boom"));
-  CHECK(!tasks[2].ran && tasks[2].dropped);
-  // the next call reports the error, later ones are dropped silently
-  CHECK_THROWS(OpCommand::RunOpApiV2("next", []() -> int { return 0; }), std::runtime_error, "thrower",
-               "The Inner error is reported as above");
-  OpCommand::RunOpApiV2("later", []() -> int {
-    ran++;
-    return 0;
-  });
-  acl_sim::drain_task_queues();
-  CHECK_EQ(ran.load(), 1);
-  tasks = acl_sim::op_tasks();
-  CHECK(tasks[3].dropped && tasks[3].threw_at_call && tasks[4].dropped && !tasks[4].threw_at_call);
-  CHECK(acl_sim::task_queue_status(0) == acl_sim::QueueStatus::kCanExit);
-  // a non-zero return code does the same
-  acl_sim::reset_task_queues();
-  OpCommand::RunOpApiV2("returns_code", []() -> int { return 507899; });
-  acl_sim::drain_task_queues();
-  CHECK(acl_sim::task_queue_status(0) == acl_sim::QueueStatus::kErrorExit);
-  CHECK_EQ(acl_sim::op_tasks().back().rc, 507899);
-  CHECK(!acl_sim::op_tasks().back().exception_escaped);
-  acl_sim::reset_task_queues();
-}
-
-TEST_CASE(queue_off_runs_on_the_caller_thread_and_throws_on_failure) {
-  acl_sim::set_task_queue_enabled(false);
-  const std::thread::id me = std::this_thread::get_id();
-  static bool same = false;
-  OpCommand::RunOpApiV2("inline", [me]() -> int {
-    same = std::this_thread::get_id() == me;
-    return 0;
-  });
-  CHECK(same);
-  CHECK_THROWS(OpCommand::RunOpApiV2("bad", []() -> int { return 100000; }), std::runtime_error, "bad", "100000");
-  CHECK_THROWS(OpCommand::RunOpApiV2("thr", []() -> int { throw std::logic_error("x"); }), std::logic_error, "x");
-  auto tasks = acl_sim::op_tasks();
-  CHECK_EQ(tasks.size(), 3u);
-  CHECK(!tasks[0].queued && tasks[0].ran);
-  CHECK(tasks[1].rc == 100000 && tasks[1].threw_at_call && !tasks[1].exception_escaped);
-  CHECK(tasks[2].exception_escaped);
-  acl_sim::set_task_queue_enabled(true);
-}
-
-// ---------------------------------------------------------------- torch_npu's caching allocator
 namespace ca = c10_npu::NPUCachingAllocator;
-
-TEST_CASE(caching_allocator_reuses_a_block_only_for_the_same_stream_and_pool) {
-  aclrtStream s1 = stream(7), s2 = stream(8);
-  acl_sim::reset_counters();
-  void *a = ca::raw_alloc_with_stream(1000, s1);
-  ca::raw_delete(a);
-  void *b = ca::raw_alloc_with_stream(900, s2);  // free block of s1 fits, but another stream
-  CHECK(b != a);
-  void *c = ca::raw_alloc_with_stream(1000, s1);  // s1 again: its block
-  CHECK_EQ(c, a);
-  void *d = ca::raw_alloc_with_stream(1000, s1);  // held: a new one
-  CHECK(d != a);
-  CHECK_EQ(ca::raw_alloc_with_stream(0, s1), nullptr);
-  auto cn = acl_sim::counters();
-  CHECK_EQ(cn.caching_requests, 4u);  // the 0-byte request is not one
-  CHECK_EQ(cn.live_caching_allocations, 3u);
-  CHECK_EQ(cn.peak_live_caching_allocations, 3u);
-  for (void *p : {b, c, d}) ca::raw_delete(p);
-  CHECK_THROWS(ca::raw_delete(c), std::runtime_error, "invalid device pointer");  // twice
-  int host = 0;
-  CHECK_THROWS(ca::raw_delete(&host), std::runtime_error, "invalid device pointer");
-  // a capture's pool is its own: eager blocks of the stream are not handed to it, nor back
-  CHECK_EQ(aclmdlRICaptureBegin(s1, ACL_MODEL_RI_CAPTURE_MODE_GLOBAL), ACL_SUCCESS);
-  void *g = ca::raw_alloc_with_stream(1000, s1);
-  CHECK(g != a && g != d);
-  CHECK(ca::hasCapturesUnderway(0));
-  ca::raw_delete(g);
-  aclmdlRI m = nullptr;
-  CHECK_EQ(aclmdlRICaptureEnd(s1, &m), ACL_SUCCESS);
-  CHECK(!ca::hasCapturesUnderway(0));
-  void *e = ca::raw_alloc_with_stream(1000, s1);
-  CHECK(e != g);
-  ca::raw_delete(e);
-  CHECK_EQ(acl_sim::counters().graph_pool_requests, 1u);
-  acl_sim::Extent x;
-  CHECK(acl_sim::allocation_extent(g, &x) && !x.freed);
-  CHECK_EQ(aclmdlRIDestroy(m), ACL_SUCCESS);
-  CHECK(acl_sim::allocation_extent(g, &x) && x.freed);
-}
-
-TEST_CASE(empty_cache_frees_only_free_blocks_after_a_device_synchronise) {
-  aclrtStream s = stream(0);
-  void *held = ca::raw_alloc_with_stream(4096, s);
-  void *freed = ca::raw_alloc_with_stream(8192, s);
-  ca::raw_delete(freed);
-  at::Tensor ws = at_npu::native::allocate_workspace(4096, s);  // the workspace allocator's block: freed anyway
-  void *ws_ptr = ws.data_ptr();
-  acl_sim::reset_counters();
-  acl_sim::empty_cache();
-  auto c = acl_sim::counters();
-  CHECK(c.device_synchronizations >= 1);
-  CHECK_EQ(c.workspace_empty_caches, 1u);
-  acl_sim::Extent e;
-  CHECK(acl_sim::allocation_extent(held, &e) && !e.freed);
-  CHECK(acl_sim::allocation_extent(freed, &e) && e.freed);
-  CHECK(acl_sim::allocation_extent(ws_ptr, &e) && e.freed);  // NPUWorkspaceAllocator: live tensor or not
-  CHECK_EQ(acl_sim::caching_cached_blocks(0), 0u);
-  ca::raw_delete(held);
-}
-
-TEST_CASE(out_of_memory_retry_synchronises_frees_cached_blocks_and_retries) {
-  aclrtStream s = stream(0), other = stream(1);
-  acl_sim::set_device_memory_capacity(0, acl_sim::device_memory_in_use(0) + (uint64_t(16) << 20));
-  void *x = ca::raw_alloc_with_stream(uint64_t(12) << 20, other);
-  ca::raw_delete(x);  // cached for `other`
-  acl_sim::reset_counters();
-  void *y = ca::raw_alloc_with_stream(uint64_t(8) << 20, s);  // 4 MiB free: only the retry makes room
-  auto c = acl_sim::counters();
-  CHECK(y != nullptr);
-  CHECK_EQ(c.caching_oom_retries, 1u);
-  CHECK_EQ(c.device_synchronizations, 1u);
-  acl_sim::Extent e;
-  CHECK(acl_sim::allocation_extent(x, &e) && e.freed);
-  // still too much after the retry: torch_npu's error
-  CHECK_THROWS(ca::raw_alloc_with_stream(uint64_t(12) << 20, s), acl_sim::OutOfMemoryError,
-               "NPU out of memory. Tried to allocate 12.00 MiB (NPU 0; ", " total capacity; 8.00 MiB already allocated;",
-               "reserved in total by PyTorch).If reserved memory is >> allocated memory try setting max_split_size_mb");
-  CHECK_EQ(acl_sim::counters().caching_oom_retries, 2u);
-  ca::raw_delete(y);
-  CHECK_NO_SIM_ERRORS();
-}
 
 TEST_CASE(synchronise_from_a_queue_thread_is_a_self_wait) {
   acl_sim::set_task_queue_enabled(true);
@@ -716,22 +472,6 @@ TEST_CASE(device_capacity_bounds_every_allocator) {
 }
 
 // ---------------------------------------------------------------- test controls
-TEST_CASE(paused_queue_holds_tasks_until_resumed) {
-  acl_sim::set_task_queue_enabled(true);
-  static std::atomic<int> ran{0};
-  acl_sim::set_task_queues_paused(true);
-  for (int i = 0; i < 3; ++i)
-    OpCommand::RunOpApiV2("held", []() -> int {
-      ran++;
-      return 0;
-    });
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  CHECK_EQ(ran.load(), 0);
-  acl_sim::set_task_queues_paused(false);
-  acl_sim::drain_task_queues();
-  CHECK_EQ(ran.load(), 3);
-}
-
 TEST_CASE(on_call_hook_runs_before_the_nth_call) {
   aclrtStream s = stream(0);
   void *p = nullptr;
@@ -744,36 +484,6 @@ TEST_CASE(on_call_hook_runs_before_the_nth_call) {
   CHECK_EQ(memsets_seen.load(), 1u);  // ran before the second call counted
   sync(s);
   CHECK_EQ(aclrtFree(p), ACL_SUCCESS);
-}
-
-// ---------------------------------------------------------------- torch_npu's own operators
-TEST_CASE(torch_npu_op_takes_its_workspace_on_the_queue_thread) {
-  acl_sim::set_task_queue_enabled(true);
-  aclrtStream s = stream(0);
-  static std::atomic<int> hook_device{-2};
-  acl_sim::TorchNpuOp op;
-  op.stream = s;
-  op.workspace_bytes = 4096;
-  op.inside_workspace_allocator = [] { hook_device = acl_sim::task_queue_device_of_this_thread(); };
-  acl_sim::reset_counters();
-  acl_sim::run_torch_npu_op(op);
-  acl_sim::drain_task_queues();
-  sync(s);
-  CHECK_EQ(hook_device.load(), 0);  // inside allocate_workspace, on device 0's queue thread
-  auto c = acl_sim::counters();
-  CHECK_EQ(c.allocator_requests, 1u);
-  CHECK_EQ(c.launches, 1u);
-  CHECK_EQ(c.live_workspace_tensors, 0u);  // dropped when the lambda returned
-  CHECK(acl_sim::op_tasks().back().queued && acl_sim::op_tasks().back().rc == 0);
-  // a thread entering the map meanwhile is a race
-  acl_sim::TorchNpuOp racing = op;
-  aclrtStream s1 = stream(1);
-  racing.inside_workspace_allocator = [s1] {
-    std::thread([s1] { (void)at_npu::native::allocate_workspace(64, s1); }).join();
-  };
-  acl_sim::run_torch_npu_op(racing);
-  acl_sim::drain_task_queues();
-  CHECK(acl_sim::error_count(acl_sim::ErrorKind::kAllocatorRace) >= 1);
 }
 
 TEST_MAIN()

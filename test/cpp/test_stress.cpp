@@ -1,12 +1,11 @@
-// Many threads, streams and devices; steady-state per-launch costs of the helper.
+// Many threads, streams and devices on torch_npu's own runtime; steady-state per-launch costs of the helper.
+#include <algorithm>
 #include <atomic>
 #include <climits>
 #include <mutex>
 #include <thread>
 
-#include "test_support.h"
-
-ACL_SIM_DEFINE_COUNTING_OPERATOR_NEW()
+#include "real_support.h"
 
 using namespace t;
 
@@ -44,9 +43,9 @@ struct Issued {
 };
 }  // namespace
 
-// Eight threads on four streams, through torch_npu's queue (one thread per
-// device): 1600 launches of twelve layouts, every kernel sees its own content.
-TEST_CASE(threads_8_streams_4_launches_200) {
+// Eight threads on four streams, through torch_npu's queue (its thread for device 0; with TASK_QUEUE_ENABLE=0
+// each thread's own): 1600 launches of twelve layouts, every kernel sees its own content.
+TEST_CASE_QUEUES(threads_8_streams_4_launches_200, "10") {
   const auto vs = variants();
   std::vector<aclrtFuncHandle> handles;
   for (size_t i = 0; i < vs.size(); ++i) {
@@ -54,15 +53,18 @@ TEST_CASE(threads_8_streams_4_launches_200) {
     handles.push_back(probe("stress" + std::to_string(i), sz.lock_bytes, sz.workspace_bytes, 50 * (i % 3)));
   }
   for (int s = 0; s < 4; ++s) stream(s);
-  acl_sim::reset_counters();
+  const Counters c0 = counters();
   constexpr int kThreads = 8, kLaunches = 200;
   std::vector<std::vector<Issued>> issued(kThreads);
   std::vector<std::vector<Launch>> launches(kThreads);
   std::vector<std::string> failures(kThreads);
+  std::vector<long> launching(kThreads);
   std::vector<std::thread> th;
   for (int t_ = 0; t_ < kThreads; ++t_) {
     th.emplace_back([&, t_] {
       try {
+        set_device(0);
+        launching[size_t(t_)] = tid();
         for (int i = 0; i < kLaunches; ++i) {
           int v = (t_ * 7 + i) % int(vs.size());
           aclrtStream s = stream((t_ + i) % 4);
@@ -77,13 +79,14 @@ TEST_CASE(threads_8_streams_4_launches_200) {
     });
   }
   for (auto &x : th) x.join();
-  acl_sim::drain_task_queues();
-  const auto before_settle = acl_sim::counters();
-  settle_held();                       // the blocks of the last launches, finished: what the next launch does
-  const auto c = acl_sim::counters();
+  long queue_tid = 0;
+  drain(&queue_tid);
+  const Counters before_settle = counters();
+  settle_held();  // the blocks of the last launches, finished: what the next launch does
+  const Counters c = counters();
   for (auto &f : failures) CHECK_MSG(f.empty(), f);
   size_t n = 0;
-  uint64_t with_resources = 0;
+  int64_t with_resources = 0;
   for (int t_ = 0; t_ < kThreads; ++t_) {
     for (size_t i = 0; i < issued[size_t(t_)].size(); ++i) {
       const Launch &L = launches[size_t(t_)][i];
@@ -101,68 +104,68 @@ TEST_CASE(threads_8_streams_4_launches_200) {
   }
   CHECK_EQ(n, size_t(kThreads * kLaunches));
   CHECK_NO_SIM_ERRORS();
-  CHECK_EQ(c.launches, uint64_t(kThreads * kLaunches));
+  CHECK_EQ(c.launches - c0.launches, uint64_t(kThreads * kLaunches));
   // one allocator call per launch that needs memory, all on the launching threads, none waiting
-  CHECK_EQ(c.caching_requests, with_resources);
-  CHECK_EQ(c.caching_frees, with_resources);
-  CHECK_EQ(c.caching_allocs_on_queue_threads + c.caching_frees_on_queue_threads, 0u);
-  CHECK_EQ(c.live_caching_allocations, 0u);  // every block given back once its kernel had finished
-  CHECK_EQ(c.allocator_requests, 0u);
-  CHECK_EQ(before_settle.sync_copies + before_settle.device_synchronizations + before_settle.host_blocking, 0u);
+  const Blocks b = blocks();
+  CHECK_EQ(b.requests, with_resources);
+  CHECK_EQ(b.frees, with_resources);
+  CHECK_EQ(b.live, 0);       // every block given back once its kernel had finished
+  if (queue_tid != tid()) {  // the queue on: its thread never gave a block back (never asked about an event)
+    const std::vector<long> queried = callers("aclrtQueryEventStatus");
+    CHECK(std::find(queried.begin(), queried.end(), queue_tid) == queried.end());
+  }
+  CHECK_EQ(before_settle.sync_copies + before_settle.device_synchronizations + before_settle.host_blocking,
+           c0.sync_copies + c0.device_synchronizations + c0.host_blocking);
 }
 
-// Two devices, each with a queue thread, then four threads with the queue
-// off: every launch's memory is its own device's and its content right.
-TEST_CASE(devices_and_threads_queue_on_and_off) {
+// Two devices, four threads (two per device), with each device's queue thread, and (the other child) with the
+// queue off: every launch's memory is its own device's and its content right.
+TEST_CASE_QUEUES(devices_and_threads_queue_on_and_off, "10") {
   aclrtStream s[2][2] = {};
   for (int d = 0; d < 2; ++d) {
-    CHECK_EQ(aclrtSetDevice(d), ACL_SUCCESS);
+    set_device(d);
     for (int j = 0; j < 2; ++j) CHECK_EQ(aclrtCreateStream(&s[d][j]), ACL_SUCCESS);
   }
+  set_device(0);
   aclrtFuncHandle h = probe("dev", 8 * 4, 4 * 1024, 20);
-  for (int queue_on = 1; queue_on >= 0; --queue_on) {
-    acl_sim::set_task_queue_enabled(queue_on == 1);
-    std::vector<std::vector<Launch>> ls(4);
-    std::vector<std::string> failures(4);
-    std::vector<std::thread> th;
-    for (int t_ = 0; t_ < 4; ++t_) {
-      th.emplace_back([&, t_] {
-        try {
-          const int d = t_ % 2;
-          CHECK_EQ(aclrtSetDevice(d), ACL_SUCCESS);
-          for (int i = 0; i < 50; ++i)
-            ls[size_t(t_)].push_back(generated_launch("dev", h, s[d][t_ / 2], 4, 1, 1, 4, 1024, legacy(4, 10 * d + t_)));
-        } catch (const std::exception &e) {
-          failures[size_t(t_)] = e.what();
-        }
-      });
-    }
-    for (auto &x : th) x.join();
-    acl_sim::drain_task_queues();
-    for (int d = 0; d < 2; ++d) {
-      CHECK_EQ(aclrtSetDevice(d), ACL_SUCCESS);
-      sync_all();
-    }
-    for (auto &f : failures) CHECK_MSG(f.empty(), f);
-    for (int t_ = 0; t_ < 4; ++t_) {
-      for (const Launch &L : ls[size_t(t_)]) {
-        CHECK_EQ(L.rc->load(), ACL_SUCCESS);
-        auto r = record(L.id->load());
-        CHECK_EQ(r.device, t_ % 2);
-        CHECK_EQ(r.lock_extent.device, t_ % 2);
-        CHECK(r.lock_slots_at_start == std::vector<int64_t>(4, 10 * (t_ % 2) + t_));
+  std::vector<std::vector<Launch>> ls(4);
+  std::vector<std::string> failures(4);
+  std::vector<std::thread> th;
+  for (int t_ = 0; t_ < 4; ++t_) {
+    th.emplace_back([&, t_] {
+      try {
+        const int d = t_ % 2;
+        set_device(d);
+        for (int i = 0; i < 50; ++i)
+          ls[size_t(t_)].push_back(generated_launch("dev", h, s[d][t_ / 2], 4, 1, 1, 4, 1024, legacy(4, 10 * d + t_)));
+      } catch (const std::exception &e) {
+        failures[size_t(t_)] = e.what();
       }
+    });
+  }
+  for (auto &x : th) x.join();
+  for (int d = 0; d < 2; ++d) {
+    set_device(d);
+    sync_all();
+  }
+  set_device(0);
+  for (auto &f : failures) CHECK_MSG(f.empty(), f);
+  for (int t_ = 0; t_ < 4; ++t_) {
+    for (const Launch &L : ls[size_t(t_)]) {
+      CHECK_EQ(L.rc->load(), ACL_SUCCESS);
+      auto r = record(L.id->load());
+      CHECK_EQ(r.device, t_ % 2);
+      CHECK_EQ(r.lock_extent.device, t_ % 2);
+      CHECK(r.lock_slots_at_start == std::vector<int64_t>(4, 10 * (t_ % 2) + t_));
     }
   }
-  acl_sim::set_task_queue_enabled(true);
-  CHECK_EQ(aclrtSetDevice(0), ACL_SUCCESS);
+  CHECK_EQ(blocks(0).requests + blocks(1).requests, 200);
   CHECK_NO_SIM_ERRORS();
 }
 
-// Steady state, per launch: one allocator call, no device synchronisation,
-// no host-blocking call, no page-locked allocation, and no heap allocation
-// by the helper on the calling thread (the std::function torch_npu's
-// launchKernel builds is torch_npu's).
+// Steady state, per launch: one request of torch_npu's caching allocator, no device synchronisation, no
+// host-blocking call, no page-locked allocation, one event recorded and one asked about. (Heap allocations by
+// the helper are counted in the simulation only: acl_sim_counters.)
 TEST_CASE(steady_state_one_allocator_call_no_sync_no_blocking_no_pinned) {
   aclrtStream s = stream(0);
   const LockLayout zero = legacy(16, 0), mixed = packed(2, 1, 1, 7), seven = legacy(16, 7);
@@ -173,54 +176,40 @@ TEST_CASE(steady_state_one_allocator_call_no_sync_no_blocking_no_pinned) {
     (void)helper_launch("s", h7, s, 8, 1, 1, 8, 512, seven);
   }
   settle_held();  // the warm-up's
-  acl_sim::reset_counters();
+  c10_npu::NPUCachingAllocator::resetAccumulatedStats(0);
+  c10_npu::NPUCachingAllocator::resetPeakStats(0);
+  const Counters c0 = counters();
   constexpr int N = 99;
-  uint64_t heap = 0;
   for (int i = 0; i < N; ++i) {
     const int k = i % 3;
     const char *name = k == 0 ? "z" : k == 1 ? "m" : "s";
     const LockLayout &l = k == 0 ? zero : k == 1 ? mixed : seven;
-    acl_sim::heap_count_begin();
     LaunchMemory m(name, s, 8, 1, 1, 8, 512, l);
     const LaunchRegions regions = m.regions();
-    heap += acl_sim::heap_count_end();
-    (void)regions;
     {  // the lambda's part, as torch_npu's queue thread would run it
       const LaunchDone done{regions.held, s};
       CHECK_EQ(regions.write_locks(name, s), ACL_SUCCESS);
       const int32_t grid[3] = {8, 1, 1};
       launch(k == 0 ? hz : k == 1 ? hm : h7, s, regions.locks, regions.workspace, 8, grid);
     }
-    acl_sim::heap_count_begin();
     m.release_when_finished();  // held: the next launch gives it back once the kernel has finished
-    heap += acl_sim::heap_count_end();
-    sync(s);  // the test's: the kernel finishes before the next launch
+    sync(s);                    // the test's: the kernel finishes before the next launch
   }
-  auto c = acl_sim::counters();
-  CHECK_EQ(c.caching_requests, uint64_t(N));
-  CHECK_EQ(c.caching_frees, uint64_t(N - 1));  // the last launch's block waits for the next launch
-  CHECK_EQ(c.allocator_requests, 0u);
-  CHECK_EQ(c.device_synchronizations, 0u);
-  CHECK_EQ(c.host_blocking, uint64_t(N));  // the test's own syncs, none of the launches'
-  CHECK_EQ(c.sync_copies + c.async_copies + c.pageable_async_copies, 0u);
-  CHECK_EQ(c.pinned_allocs, 0u);
-  CHECK_EQ(c.events_created, 0u);  // each record's event made once, in the warm-up
-  CHECK_EQ(c.events_recorded, uint64_t(N));
-  CHECK_EQ(c.event_queries, uint64_t(N - 1));  // each launch asks about the one block before it
-  CHECK_EQ(c.peak_live_caching_allocations, 1u);
-  CHECK_EQ(c.memsets, uint64_t(N / 3) * (1 + 2 + (1 + 16)));  // zero: 1; mixed: 1 + P; seven: 1 + one run per slot
-  CHECK_EQ(heap, 0u);
+  Counters c = counters();
+  const Blocks b = blocks();
+  CHECK_EQ(b.requests, int64_t(N));
+  CHECK_EQ(b.frees, int64_t(N - 1));  // the last launch's block waits for the next launch
+  CHECK_EQ(b.peak, 1);
+  CHECK_EQ(c.device_synchronizations - c0.device_synchronizations, 0u);
+  CHECK_EQ(c.host_blocking - c0.host_blocking, uint64_t(N));  // the test's own syncs, none of the launches'
+  CHECK_EQ(c.sync_copies + c.async_copies + c.pageable_async_copies,
+           c0.sync_copies + c0.async_copies + c0.pageable_async_copies);
+  CHECK_EQ(c.pinned_allocs - c0.pinned_allocs, 0u);
+  CHECK_EQ(c.events_created - c0.events_created, 0u);  // each record's event made once, in the warm-up
+  CHECK_EQ(c.events_recorded - c0.events_recorded, uint64_t(N));
+  CHECK_EQ(c.event_queries - c0.event_queries, uint64_t(N - 1));  // each launch asks about the one block before it
+  CHECK_EQ(c.memsets - c0.memsets,
+           uint64_t(N / 3) * (1 + 2 + (1 + 16)));  // zero: 1; mixed: 1 + P; seven: 1 + one run per slot
   sync(s);
   CHECK_NO_SIM_ERRORS();
 }
-
-TEST_CASE(heap_counter_can_fail) {
-  // The counting hook sees allocations made by test code (so a zero above means something).
-  acl_sim::heap_count_begin();
-  auto *v = new std::vector<int>(100);
-  uint64_t n = acl_sim::heap_count_end();
-  delete v;
-  CHECK(n >= 2);
-}
-
-TEST_MAIN()

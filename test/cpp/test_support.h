@@ -1,10 +1,9 @@
-// Test support for the C++ tests of the launch helper: sim_support.h (the
-// TEST_CASE / CHECK framework and probe helpers over the host ACL simulation)
-// plus the launch the generated launcher makes (launch_codegen.launcher_source
-// written by hand in the same shape): LaunchMemory on the calling thread, only
-// the LaunchRegions copied into the lambda handed to OpCommand::RunOpApiV2
-// (LaunchDone first in it), release_when_finished() right after that call
-// returns: the block goes back once its kernel has finished.
+// Test support for the counters table (tools/acl_sim_counters.cpp) in the HOST ACL SIMULATION, on its
+// torch_npu stand-ins: sim_support.h (the framework and probe helpers over the simulation) plus the launch
+// the generated launcher makes (launch_codegen.launcher_source written by hand in the same shape):
+// LaunchMemory on the calling thread, only the LaunchRegions copied into the lambda handed to
+// OpCommand::RunOpApiV2 (LaunchDone first in it), release_when_finished() right after that call returns.
+// The helper's own C++ tests run on a released torch_npu's runtime instead (real_support.h).
 #pragma once
 #include <npu_launch_resources.h>
 #include <torch_npu/csrc/framework/OpCommand.h>

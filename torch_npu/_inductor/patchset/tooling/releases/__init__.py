@@ -6,5 +6,6 @@ linked with ``--no-undefined`` against its ``libtorch_npu.so``), ``rendered`` / 
 rendered launchers in the host simulation), ``release_matrix`` (every release line:
 ``docs/release-matrix.md``), ``elf`` / ``wheel_needs`` (what a wheel's binaries ask of CANN) and
 ``host_runtime`` (a wheel, whole and unchanged, imported in a subprocess over the host ACL library, a
-test double of CANN). Imports only ``sim``.
+test double of CANN), and ``cpp_tests`` (the launch helper's C++ unit tests run there on the wheel's own
+runtime). Imports only ``sim``.
 """

@@ -698,6 +698,37 @@ def account(shared_object: Path, libraries: dict[str, Path]) -> list:
 
 
 @dataclasses.dataclass(frozen=True)
+class Toolchain:
+    """How code is built against a wheel: its headers and torch's, the flags of that torch line's Inductor,
+    the libraries linked (the wheel's libtorch_npu.so, torch's); shared by the link check, the real-runtime
+    tier and the helper's C++ unit tests (``cpp_tests.py``)."""
+    npu_root: Path
+    torch_version: str
+    torch: TorchArtifacts
+    std: str
+    include_dirs: list
+    python_include: str
+    cxx11_abi: int
+    cflags: tuple
+    libraries: dict  # {label: path}
+
+
+def toolchain(version: str, python: str | None = None) -> Toolchain:
+    python = python or sys.executable
+    npu_root = npu_artifacts(version)
+    torch_version = required_torch(version)
+    torch_art = torch_artifacts(torch_version, python)
+    std = cxx_standard(torch_art.root)
+    abi = _cxx11_abi(torch_art.lib_dir)
+    cflags = (f"-std={std}", "-O1", "-fPIC", "-w", f"-D_GLIBCXX_USE_CXX11_ABI={abi}", "-DUSE_NPU",
+              "-DBUILD_LIBTORCH=ON", "-DTORCH_INDUCTOR_CPP_WRAPPER")
+    torch_libs = {name: torch_art.lib_dir / name for name in TORCH_LIBS if (torch_art.lib_dir / name).exists()}
+    libs = {"libtorch_npu.so": npu_root / "torch_npu" / "lib" / "libtorch_npu.so", **torch_libs}
+    return Toolchain(npu_root, torch_version, torch_art, std, [*include_dirs_of(npu_root), *torch_art.include_dirs],
+                     _python_include(python), abi, cflags, libs)
+
+
+@dataclasses.dataclass(frozen=True)
 class Flavour:
     """A JIT build for the real-runtime tier (``real_runtime.py``) instead of the link check: which renderings
     go in, the exported functions it calls, a mutant's edit, and the libraries that stand for CANN's at run
@@ -723,10 +754,8 @@ def build(version: str, *, python: str | None = None, helper: Path | None = None
         raise ValueError("real_artifacts.build: the real-runtime flavour builds JIT launchers only")
     python = python or sys.executable
     helper = Path(helper or DEFAULT_HELPER).resolve()
-    npu_root = npu_artifacts(version)
-    torch_version = required_torch(version)
-    torch_art = torch_artifacts(torch_version, python)
-    std = cxx_standard(torch_art.root)
+    chain = toolchain(version, python)
+    npu_root, torch_version, torch_art, std = chain.npu_root, chain.torch_version, chain.torch, chain.std
     stub, acl_funcs = acl_stub(npu_root)
     harness = flavour.harness if flavour is not None and flavour.harness else harness_json(version, python, aot=aot)
     if not harness.get("loaded"):
@@ -735,7 +764,7 @@ def build(version: str, *, python: str | None = None, helper: Path | None = None
         raise TierError(f"torch_npu {version}: harness: {harness['error']}")
     if "patched" not in harness:
         raise TierError(f"torch_npu {version}: layout {harness.get('layout')!r}: the harness rendered no launchers")
-    inc_dirs = [*include_dirs_of(npu_root), *torch_art.include_dirs]
+    inc_dirs = chain.include_dirs
     if aot:
 
         try:
@@ -752,12 +781,7 @@ def build(version: str, *, python: str | None = None, helper: Path | None = None
         else:
             tu, info = translation_unit(version, harness, header, helper, flavour.tags, flavour.entries)
     stand_ins = _needed_stand_ins(tu, inc_dirs)
-    py_inc = _python_include(python)
-    abi = _cxx11_abi(torch_art.lib_dir)
-    cflags = [f"-std={std}", "-O1", "-fPIC", "-w", f"-D_GLIBCXX_USE_CXX11_ABI={abi}", "-DUSE_NPU",
-              "-DBUILD_LIBTORCH=ON", "-DTORCH_INDUCTOR_CPP_WRAPPER"]
-    torch_libs = {name: torch_art.lib_dir / name for name in TORCH_LIBS if (torch_art.lib_dir / name).exists()}
-    libs = {"libtorch_npu.so": npu_root / "torch_npu" / "lib" / "libtorch_npu.so", **torch_libs}
+    py_inc, abi, cflags, libs = chain.python_include, chain.cxx11_abi, list(chain.cflags), dict(chain.libraries)
     if flavour is not None:
         libs.update({name: Path(path) for name, path in flavour.acl_libraries.items()})
     else:

@@ -192,6 +192,7 @@ _GLUE = r"""
 #include <condition_variable>
 #include <cstdio>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 #include <sys/syscall.h>
@@ -208,6 +209,9 @@ std::condition_variable gate_cv;
 // for a later one.
 uint64_t gate_count = 0, gate_reached = 0, gate_released = 0, gate_inline = 0;
 long long queue_tid = 0;
+// What torch_npu said when it refused a gate's task: its queue reports a failed task once, to whichever call
+// reaches it first (the next enqueue or a synchronisation).
+std::string gate_refusal;
 // The end of the compiled graph's wrapper function: what a launcher kept until then goes back (a mutant's).
 std::mutex held_mu;
 std::vector<torch_npu::inductor::LaunchMemory*> held;
@@ -243,15 +247,21 @@ extern "C" __attribute__((visibility("default"))) int npu_patchset_real_runtime_
       nprt::gate_cv.wait(lk, [gate] { return nprt::gate_released >= gate || nprt::gate_inline == gate; });
       return 0;
     });
-  } catch (const std::exception&) {  // torch_npu's queue stopped after a failed task: it takes nothing more
+  } catch (const std::exception& e) {  // torch_npu's queue stopped after a failed task: it takes nothing more
     std::lock_guard<std::mutex> g(nprt::gate_mu);
     nprt::gate_released = std::max(nprt::gate_released, gate);
+    nprt::gate_refusal = e.what();
     return -2;
   }
   std::unique_lock<std::mutex> lk(nprt::gate_mu);
   if (!nprt::gate_cv.wait_for(lk, std::chrono::milliseconds(timeout_ms), [gate] { return nprt::gate_reached >= gate; }))
     return -1;
   return nprt::gate_inline == gate ? 0 : 1;
+}
+// What torch_npu said when it last refused a gate's task ("" if it never did), cut to fit `out`.
+extern "C" __attribute__((visibility("default"))) void npu_patchset_real_runtime_gate_refusal(char* out, size_t n) {
+  std::lock_guard<std::mutex> g(nprt::gate_mu);
+  std::snprintf(out, n, "%s", nprt::gate_refusal.c_str());
 }
 // Lets every gate closed so far go.
 extern "C" __attribute__((visibility("default"))) void npu_patchset_real_runtime_gate_open() {

@@ -101,6 +101,8 @@ class Launchers:
         self.lib.npu_patchset_real_runtime_gate_close.restype = ctypes.c_int
         self.lib.npu_patchset_real_runtime_gate_close.argtypes = [ctypes.c_int]
         self.lib.npu_patchset_real_runtime_gate_open.restype = None
+        self.lib.npu_patchset_real_runtime_gate_refusal.restype = None
+        self.lib.npu_patchset_real_runtime_gate_refusal.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
         self.lib.npu_patchset_real_runtime_queue_tid.restype = ctypes.c_longlong
         self.lib.npu_patchset_real_runtime_wrapper_end.restype = ctypes.c_int
         self.lib.npu_patchset_real_runtime_release_done.restype = ctypes.c_int
@@ -126,6 +128,12 @@ class Launchers:
 
     def gate_open(self) -> None:
         self.lib.npu_patchset_real_runtime_gate_open()
+
+    def gate_refusal(self) -> str:
+        """What torch_npu raised when it last refused a gate's task."""
+        buf = ctypes.create_string_buffer(4096)
+        self.lib.npu_patchset_real_runtime_gate_refusal(buf, len(buf))
+        return buf.value.decode(errors="replace")
 
     def release_done(self) -> int:
         return self.lib.npu_patchset_real_runtime_release_done()
@@ -178,6 +186,10 @@ def main() -> None:
         os._exit(0)
 
 
+def _one_line(text: str) -> str:
+    return ' '.join(text.split())[:400]
+
+
 def _stats(torch) -> dict:
     s = torch.npu.memory_stats(0)
     return {"allocated": torch.npu.memory_allocated(0), "requests": s.get("allocation.all.allocated", 0),
@@ -224,15 +236,17 @@ def run_samples(torch, so: Launchers) -> None:
             kept = so.wrapper_end()  # the end of the compiled graph's wrapper function
             at_end = _stats(torch)  # still queued
             so.gate_open()
-            so.gate_close()  # tasks run in order: once the queue thread holds this gate, the lambda has run
+            drain = so.gate_close()  # tasks run in order: once the queue thread holds this gate, the lambda has run
             so.gate_open()
             if calls is None:
                 calls = HOST.report().get("calls", {})  # what the launch called, before this process synchronises
-            sync_error = ""
+            # torch_npu's queue reports a failed task once, to the first call that reaches it: the drain gate's
+            # enqueue when the failure came first, else the synchronisation.
+            sync_error = f"refused the next task: {_one_line(so.gate_refusal())}" if drain == "the queue refused it" else ""
             try:
                 torch.npu.synchronize()
-            except Exception as exc:  # torch_npu's queue reports a failed task here
-                sync_error = f"{type(exc).__name__}: {' '.join(str(exc).split())[:400]}"
+            except Exception as exc:
+                sync_error += f"{type(exc).__name__}: {_one_line(str(exc))}"
             after_sync = _stats(torch)
             given_back = so.release_done()  # the calling thread's next hand-over
             after = _settled(torch)

@@ -67,6 +67,12 @@ _STATUS_SUCCESS = {"aclError": "ACL_SUCCESS", "rtError_t": "RT_ERROR_NONE", "Hcc
 #: Return types with a documented "invalid" value (their headers say so).
 _INVALID_VALUE = {"aclDataType": "ACL_DT_UNDEFINED", "aclFormat": "ACL_FORMAT_UNDEFINED"}
 
+#: The control surface's calls for the helper's C++ unit tests (acl_sim/host/host_acl.h), exported beside the ACL
+#: surface and the report.
+CONTROL_FOR_TESTS = ("acl_host_last_launch_id", "acl_host_probe_record_json", "acl_host_counters_json",
+                     "acl_host_error_count_of", "acl_host_app_log", "acl_host_inject_fault", "acl_host_set_device_base_offset",
+                     "acl_host_set_device_memory")
+
 #: Kinds in the generated table (host_acl.cpp reads them).
 IMPLEMENTED, NOOP, MISSING = 0, 1, 2
 
@@ -496,7 +502,7 @@ def _build_into(tmp: Path, npu_include: Path, imports: list[str], lookups: list[
 
     # 3. one library; only the ACL surface and the control functions are exported
     exported = sorted(set(table) | set(implemented) - set(forwarded) | {
-        "acl_host_report_json", "acl_host_reset", "acl_host_error_count", "acl_host_missing_count"})
+        "acl_host_report_json", "acl_host_reset", "acl_host_error_count", "acl_host_missing_count", *CONTROL_FOR_TESTS})
     (tmp / "exports.map").write_text("{\n  global:\n" + "".join(f"    {n};\n" for n in exported) + "  local: *;\n};\n")
     sim_build._run([sim_build._cxx(), "-shared", "-o", str(tmp / LIBRARY), *map(str, objs), f"-Wl,-soname,{LIBRARY}",
                     f"-Wl,--version-script={tmp / 'exports.map'}", "-Wl,-z,defs", "-pthread"],

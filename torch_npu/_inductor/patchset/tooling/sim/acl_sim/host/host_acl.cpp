@@ -445,6 +445,59 @@ __attribute__((visibility("default"))) int acl_host_error_count(void) {
   return static_cast<int>(acl_sim::errors().size());
 }
 
+__attribute__((visibility("default"))) uint64_t acl_host_last_launch_id(void) { return acl_sim::last_launch_id(); }
+
+__attribute__((visibility("default"))) const char *acl_host_probe_record_json(uint64_t launch_id) {
+  static thread_local std::string out;
+  acl_sim::ProbeRecord r;
+  if (!acl_sim::probe_record(launch_id, &r)) return nullptr;
+  std::ostringstream o;
+  json_probe(o, r);
+  out = o.str();
+  return out.c_str();
+}
+
+__attribute__((visibility("default"))) const char *acl_host_counters_json(void) {
+  static thread_local std::string out;
+  std::ostringstream o;
+  json_counters(o);
+  out = o.str();
+  return out.c_str();
+}
+
+__attribute__((visibility("default"))) int acl_host_error_count_of(const char *kind) {
+  int n = 0;
+  for (const acl_sim::ErrorReport &e : acl_sim::errors())
+    n += kind != nullptr && std::strcmp(acl_sim::error_kind_name(e.kind), kind) == 0;
+  return n;
+}
+
+__attribute__((visibility("default"))) const char *acl_host_app_log(int index, int *level) {
+  static thread_local std::string out;
+  const std::vector<acl_sim::AppLog> logs = acl_sim::app_logs();
+  if (index < 0 || static_cast<size_t>(index) >= logs.size()) return nullptr;
+  if (level != nullptr) *level = static_cast<int>(logs[static_cast<size_t>(index)].level);
+  out = logs[static_cast<size_t>(index)].message;
+  return out.c_str();
+}
+
+__attribute__((visibility("default"))) int acl_host_inject_fault(const char *function, uint64_t nth, int code) {
+  try {
+    acl_sim::inject_fault(function, nth, static_cast<aclError>(code));
+    return 0;
+  } catch (const std::exception &) {  // a function acl_sim cannot fail on purpose
+    return -1;
+  }
+}
+
+__attribute__((visibility("default"))) void acl_host_set_device_base_offset(uint64_t bytes) {
+  acl_sim::set_device_base_offset(static_cast<size_t>(bytes));
+}
+
+__attribute__((visibility("default"))) void acl_host_set_device_memory(int device, uint64_t bytes) {
+  acl_sim::set_device_memory_capacity(device, bytes != 0 ? bytes : kDeviceMemory);
+}
+
 __attribute__((visibility("default"))) int acl_host_missing_count(void) {
   std::lock_guard<std::mutex> g(g_calls_mu);
   uint64_t n = 0;

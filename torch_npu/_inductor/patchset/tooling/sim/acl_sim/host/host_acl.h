@@ -62,6 +62,31 @@ int acl_host_error_count(void);
 // Calls of functions this double does not implement since the last reset.
 int acl_host_missing_count(void);
 
+// For the helper's C++ unit tests, which run in the same process (test/cpp/real_support.h): what the
+// report holds, per item, without serialising all of it, and the simulation's settings a test changes.
+// The kernel launch the calling thread made last (its probe record's launch_id; 0: none).
+uint64_t acl_host_last_launch_id(void);
+// Launch `launch_id`'s probe record, as one object of the report's "probe_records"; NULL when the probe has
+// none (yet). Thread-local storage, valid until this thread's next call.
+const char *acl_host_probe_record_json(uint64_t launch_id);
+// The report's "counters" object (thread-local storage, valid until this thread's next call).
+const char *acl_host_counters_json(void);
+// Error reports of one kind ("use-after-free", "bad-arguments", ...: the report's "kind") since the last reset.
+int acl_host_error_count_of(const char *kind);
+// aclAppLog message `index` (0-based, in call order) since the last reset, and its level; NULL past the end.
+// Thread-local storage, valid until this thread's next call.
+const char *acl_host_app_log(int index, int *level);
+// Fault injection: the nth call (1-based, counted from now, any thread) of ACL function `function` fails
+// with `code` (it does nothing else); -1 for a function acl_sim cannot fail on purpose (the list: kApiNames in
+// ../src/acl_sim.cpp; aclrtMalloc is also the caching allocator's aclrtMallocAlign32). Cleared by acl_host_reset.
+int acl_host_inject_fault(const char *function, uint64_t nth, int code);
+// Offset added to every later device allocation's base (default 0: bases 512-byte aligned); lets a test check
+// that carving a block does not rely on its base's alignment. Back to 0 at acl_host_reset.
+void acl_host_set_device_base_offset(uint64_t bytes);
+// Device memory of `device` in bytes (0: back to ACL_HOST_DEVICE_GIB); allocations beyond it fail with
+// ACL_ERROR_BAD_ALLOC. The report's counters give what is in use ("device_memory_in_use").
+void acl_host_set_device_memory(int device, uint64_t bytes);
+
 // Used by the generated entry points (not for tests): account one call of function `index` of the
 // build's table (acl_host_function_names) by this thread, with its return code (0: success).
 void acl_host_note_call(int index, long long rc);

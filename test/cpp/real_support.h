@@ -1,0 +1,383 @@
+// Test support for the launch helper's C++ tests on a RELEASED torch_npu's own runtime: compiled against
+// the wheel's headers, linked against its libtorch_npu.so and the host ACL library (a TEST DOUBLE of CANN,
+// tooling/sim/acl_sim/host/, loaded only into the test's child process) by
+// tooling/releases/cpp_tests.py, and run there after `import torch_npu` (real_runner.h). torch_npu's task
+// queue, caching allocator and OpCommand are the wheel's; what a kernel received comes from the double's
+// probe kernel, through its control surface (host_acl.h).
+//
+// The launch is the one the generated launcher makes (launch_codegen.launcher_source written by hand in the
+// same shape): LaunchMemory on the calling thread, only the LaunchRegions copied into the lambda handed to
+// OpCommand::RunOpApiV2 (LaunchDone first in it), release_when_finished() right after that call returns.
+#pragma once
+#include <acl/acl.h>
+#include <host_acl.h>
+#include <npu_launch_resources.h>
+#include <sys/syscall.h>
+#include <torch_npu/csrc/core/npu/NPUCachingAllocator.h>
+#include <torch_npu/csrc/core/npu/NPUFunctions.h>
+#include <torch_npu/csrc/framework/OpCommand.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "check.h"
+#include "lock_layouts.h"
+
+namespace t {
+
+using torch_npu::inductor::HeldBlocks;
+using torch_npu::inductor::LaunchDone;
+using torch_npu::inductor::LaunchMemory;
+using torch_npu::inductor::LaunchRegions;
+using torch_npu::inductor::LaunchSizes;
+using torch_npu::inductor::LockLayout;
+
+static_assert(!std::is_copy_constructible<LaunchMemory>::value && !std::is_copy_assignable<LaunchMemory>::value,
+              "LaunchMemory owns a block: never copied into a lambda");
+static_assert(std::is_trivially_copyable<LaunchRegions>::value, "LaunchRegions is what the lambda copies");
+
+using acl_sim_scenarios::expected_locks;  // lock layouts and the content they need (scenarios/lock_layouts.h)
+using acl_sim_scenarios::legacy;
+using acl_sim_scenarios::packed;
+
+inline LaunchSizes sizes(const char *name, uint32_t gx, uint32_t gy, uint32_t gz, uint32_t block_num,
+                         uint64_t ws_per_block, const LockLayout &l) {
+  return torch_npu::inductor::launch_sizes(name, gx, gy, gz, block_num, ws_per_block, l);
+}
+
+// ---- values out of the double's JSON (its own output: flat keys, numbers, booleans, integer lists) ------
+inline size_t json_key(const std::string &o, const char *key, size_t from = 0) {
+  const size_t at = o.find(std::string("\"") + key + "\":", from);
+  if (at == std::string::npos)
+    throw Failure(std::string("host ACL library JSON lacks '") + key + "': " + o.substr(0, 200));
+  return at + std::strlen(key) + 3;
+}
+inline long long json_int(const std::string &o, const char *key, size_t from = 0) {
+  return std::strtoll(o.c_str() + json_key(o, key, from), nullptr, 10);
+}
+inline unsigned long long json_uint(const std::string &o, const char *key, size_t from = 0) {
+  return std::strtoull(o.c_str() + json_key(o, key, from), nullptr, 10);
+}
+inline bool json_bool(const std::string &o, const char *key) { return o.compare(json_key(o, key), 4, "true") == 0; }
+inline std::vector<int64_t> json_ints(const std::string &o, const char *key) {
+  std::vector<int64_t> v;
+  const char *p = o.c_str() + json_key(o, key) + 1;  // past '['
+  while (*p != ']' && *p != '\0') {
+    char *end = nullptr;
+    v.push_back(std::strtoll(p, &end, 10));
+    p = *end == ',' ? end + 1 : end;
+  }
+  return v;
+}
+
+// ---- the probe kernel: what each launch received (the double's probe records) -------------------------
+struct Extent {
+  uintptr_t base = 0;
+  uint64_t size = 0;
+  int device = -1;
+};
+struct ProbeRecord {
+  uint64_t launch_id = 0;
+  int device = 0;
+  int32_t grid[3] = {0, 0, 0};
+  bool decoded = false, ffts_ok = false, regions_overlap = false, locks_unchanged = false, workspace_written = false;
+  uintptr_t lock_ptr = 0, workspace_ptr = 0;
+  std::vector<int64_t> lock_slots_at_start;
+  int overlaps_with_running = 0, access_errors = 0;
+  uint64_t lock_overrun = 0, workspace_overrun = 0;
+  Extent lock_extent, workspace_extent;  // the device allocation each region lies in (the caching allocator's segment)
+};
+inline bool probe_record(uint64_t id, ProbeRecord *r) {
+  const char *j = acl_host_probe_record_json(id);
+  if (j == nullptr) return false;
+  const std::string o = j;
+  r->launch_id = json_uint(o, "launch_id");
+  r->device = int(json_int(o, "device"));
+  const std::vector<int64_t> g = json_ints(o, "grid");
+  for (size_t i = 0; i < 3 && i < g.size(); ++i) r->grid[i] = int32_t(g[i]);
+  r->decoded = json_bool(o, "decoded");
+  r->ffts_ok = json_bool(o, "ffts_ok");
+  r->regions_overlap = json_bool(o, "regions_overlap");
+  r->locks_unchanged = json_bool(o, "locks_unchanged");
+  r->workspace_written = json_bool(o, "workspace_written");
+  r->lock_ptr = uintptr_t(json_uint(o, "lock_ptr"));
+  r->workspace_ptr = uintptr_t(json_uint(o, "workspace_ptr"));
+  r->lock_slots_at_start = json_ints(o, "lock_slots_at_start");
+  r->overlaps_with_running = int(json_int(o, "overlaps_with_running"));
+  r->access_errors = int(json_int(o, "access_errors"));
+  r->lock_overrun = json_uint(o, "lock_overrun");
+  r->workspace_overrun = json_uint(o, "workspace_overrun");
+  for (auto [key, e] :
+       {std::make_pair("lock_extent", &r->lock_extent), std::make_pair("workspace_extent", &r->workspace_extent)}) {
+    const size_t at = json_key(o, key);
+    e->base = uintptr_t(json_uint(o, "base", at));
+    e->size = json_uint(o, "size", at);
+    e->device = int(json_int(o, "device", at));
+  }
+  return true;
+}
+inline ProbeRecord record(uint64_t id) {
+  ProbeRecord r;
+  if (!probe_record(id, &r)) throw Failure("no probe record for launch " + std::to_string(id));
+  return r;
+}
+
+// A probe kernel, loaded as a binary through ACL (the double's text format, host_acl.h).
+inline aclrtFuncHandle probe(const std::string &name, uint64_t lock_bytes, uint64_t ws_bytes, uint32_t us = 0,
+                             bool ffts = false) {
+  const std::string bin = "ACL_HOST_PROBE_BINARY 1\nkernel " + name + " has_ffts=" + (ffts ? "1" : "0") +
+                          " simt_only=0 lock_bytes=" + std::to_string(lock_bytes) +
+                          " workspace_bytes=" + std::to_string(ws_bytes) +
+                          " own_args_bytes=12 sim_time_us=" + std::to_string(us) + "\n";
+  aclrtBinHandle b = nullptr;
+  aclrtFuncHandle f = nullptr;
+  if (aclrtBinaryLoadFromData(bin.data(), bin.size(), nullptr, &b) != ACL_SUCCESS ||
+      aclrtBinaryGetFunction(b, name.c_str(), &f) != ACL_SUCCESS)
+    throw Failure("loading probe kernel " + name + " failed");
+  return f;
+}
+// Launches with the argument struct a generated launcher builds; returns the ACL code.
+inline aclError launch_rc(aclrtFuncHandle h, aclrtStream s, void *locks, void *ws, uint32_t block_num,
+                          const int32_t grid[3], bool ffts = false) {
+  std::vector<uint8_t> a;
+  auto put = [&](const void *p, size_t n) {
+    a.insert(a.end(), static_cast<const uint8_t *>(p), static_cast<const uint8_t *>(p) + n);
+  };
+  if (ffts) {
+    void *f = nullptr;
+    if (aclrtGetHardwareSyncAddr(&f) != ACL_SUCCESS) return ACL_ERROR_RT_PARAM_INVALID;
+    put(&f, 8);
+  }
+  put(&locks, 8);
+  put(&ws, 8);
+  void *own_ptr = nullptr;
+  int32_t own_int = 42;
+  put(&own_ptr, 8);
+  put(&own_int, 4);
+  put(grid, 12);
+  return aclrtLaunchKernelWithHostArgs(h, block_num, s, nullptr, a.data(), a.size(), nullptr, 0);
+}
+inline uint64_t launch(aclrtFuncHandle h, aclrtStream s, void *locks, void *ws, uint32_t block_num,
+                       const int32_t grid[3], bool ffts = false) {
+  if (launch_rc(h, s, locks, ws, block_num, grid, ffts) != ACL_SUCCESS) throw Failure("launch failed");
+  return acl_host_last_launch_id();
+}
+
+// ---- the double's counters (ACL calls) and torch_npu's allocator statistics ---------------------------
+struct Counters {
+  uint64_t memsets, launches, sync_copies, async_copies, pageable_async_copies, pinned_allocs, host_blocking,
+      events_created, events_recorded, event_queries, device_synchronizations, errors;
+};
+inline Counters counters() {
+  const std::string o = acl_host_counters_json();
+  return Counters{json_uint(o, "memsets"),
+                  json_uint(o, "launches"),
+                  json_uint(o, "sync_copies"),
+                  json_uint(o, "async_copies"),
+                  json_uint(o, "pageable_async_copies"),
+                  json_uint(o, "pinned_allocs"),
+                  json_uint(o, "host_blocking"),
+                  json_uint(o, "events_created"),
+                  json_uint(o, "events_recorded"),
+                  json_uint(o, "event_queries"),
+                  json_uint(o, "device_synchronizations"),
+                  json_uint(o, "errors")};
+}
+inline uint64_t device_memory_in_use(int device) {
+  const std::vector<int64_t> v = json_ints(acl_host_counters_json(), "device_memory_in_use");
+  return size_t(device) < v.size() ? uint64_t(v[size_t(device)]) : 0;
+}
+// torch_npu's own caching allocator, for `device` (its DeviceStats; reset per case by the runner).
+struct Blocks {
+  int64_t requests, frees, live, peak, retries, ooms;
+};
+inline Blocks blocks(int device = 0) {
+  const auto s = c10_npu::NPUCachingAllocator::getDeviceStats(device);
+  const auto &a = s.allocation[0];  // StatType::AGGREGATE
+  return Blocks{a.allocated, a.freed, a.current, a.peak, s.num_alloc_retries, s.num_ooms};
+}
+
+inline std::string errors_text() {
+  const std::string r = acl_host_report_json();
+  const size_t a = r.find("\"errors\":"), b = r.find(",\"probe_records\":");
+  return a == std::string::npos || b == std::string::npos ? r.substr(0, 2000)
+                                                          : r.substr(a, std::min<size_t>(b - a, 4000));
+}
+inline int error_count(const char *kind) { return acl_host_error_count_of(kind); }
+// aclAppLog messages of `level` since the case began.
+inline std::vector<std::string> app_logs(int level) {
+  std::vector<std::string> out;
+  int lv = 0;
+  for (int i = 0; const char *m = acl_host_app_log(i, &lv); ++i)
+    if (lv == level) out.push_back(m);
+  return out;
+}
+inline long tid() { return static_cast<long>(syscall(SYS_gettid)); }
+// Threads (gettid) that called ACL function `fn` since the case began, from the report's "calls".
+inline std::vector<long> callers(const char *fn) {
+  const std::string r = acl_host_report_json();
+  std::vector<long> out;
+  const size_t at = r.find(std::string("\"") + fn + "\":{\"calls\":");
+  if (at == std::string::npos) return out;
+  const size_t th = r.find("\"threads\":{", at);
+  for (const char *p = r.c_str() + th + 11; *p == '"';) {
+    char *end = nullptr;
+    out.push_back(std::strtol(p + 1, &end, 10));
+    p = end + 2;                 // past '":'
+    std::strtoull(p, &end, 10);  // the count
+    p = *end == ',' ? end + 1 : end;
+  }
+  return out;
+}
+
+// ---- devices, streams, torch_npu's task queue -----------------------------------------------------------
+inline void set_device(int d) {
+  if (c10_npu::SetDevice(static_cast<c10::DeviceIndex>(d)) != ACL_SUCCESS) throw Failure("SetDevice failed");
+}
+inline aclrtStream stream(int i) {  // streams of device 0, made once
+  static aclrtStream pool[16] = {};
+  if (pool[i] == nullptr && aclrtCreateStream(&pool[i]) != ACL_SUCCESS) throw Failure("aclrtCreateStream failed");
+  return pool[i];
+}
+inline void sync(aclrtStream s) {
+  if (aclrtSynchronizeStream(s) != ACL_SUCCESS) throw Failure("aclrtSynchronizeStream failed");
+}
+// Waits until torch_npu's queue of the calling thread's device has run all it was given (a task of the test's
+// own, last in it; with the queue off it runs at once). Queue thread id of that task: `*ran_on`.
+inline void drain(long *ran_on = nullptr) {
+  struct Done {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    long tid = 0;
+  };
+  auto d = std::make_shared<Done>();
+  at_npu::native::OpCommand::RunOpApiV2("tnip_cpp_tests_drain", [d]() -> int {
+    std::lock_guard<std::mutex> g(d->mu);
+    d->done = true;
+    d->tid = t::tid();
+    d->cv.notify_all();
+    return 0;
+  });
+  std::unique_lock<std::mutex> lk(d->mu);
+  if (!d->cv.wait_for(lk, std::chrono::seconds(60), [&] { return d->done; }))
+    throw Failure("torch_npu's task queue did not run the test's task within 60 s");
+  if (ran_on != nullptr) *ran_on = d->tid;
+}
+// The queue drained, then the device synchronised.
+inline void sync_all() {
+  drain();
+  if (aclrtSynchronizeDevice() != ACL_SUCCESS) throw Failure("aclrtSynchronizeDevice failed");
+}
+// Holds torch_npu's queue of the calling thread's device: a task of the test's own waits in it until open(),
+// so the launches queued meanwhile run only after their calls returned (a busy device). With the queue off
+// it holds nothing (on() false).
+class QueueGate {
+ public:
+  QueueGate() : s_(std::make_shared<State>()) {
+    auto s = s_;
+    const long caller = tid();
+    at_npu::native::OpCommand::RunOpApiV2("tnip_cpp_tests_gate", [s, caller]() -> int {
+      std::unique_lock<std::mutex> lk(s->mu);
+      s->reached = true;
+      s->inline_ = t::tid() == caller;
+      s->cv.notify_all();
+      s->cv.wait(lk, [&] { return s->open || s->inline_; });
+      return 0;
+    });
+    std::unique_lock<std::mutex> lk(s_->mu);
+    if (!s_->cv.wait_for(lk, std::chrono::seconds(60), [&] { return s_->reached; }))
+      throw Failure("torch_npu's queue thread did not reach the gate within 60 s");
+  }
+  ~QueueGate() { open(); }
+  bool on() const { return !s_->inline_; }
+  void open() {
+    std::lock_guard<std::mutex> g(s_->mu);
+    s_->open = true;
+    s_->cv.notify_all();
+  }
+
+ private:
+  struct State {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool reached = false, open = false, inline_ = false;
+  };
+  std::shared_ptr<State> s_;
+};
+
+// ---- the launch of the generated shape, through torch_npu's OpCommand::RunOpApiV2 ------------------------
+struct Launch {
+  LaunchRegions regions;  // what the lambda got (nullptr regions if the calling thread threw)
+  std::shared_ptr<std::atomic<int>> rc = std::make_shared<std::atomic<int>>(-1);           // the lambda's result
+  std::shared_ptr<std::atomic<uint64_t>> id = std::make_shared<std::atomic<uint64_t>>(0);  // its kernel launch
+  std::shared_ptr<std::atomic<long>> ran_on = std::make_shared<std::atomic<long>>(0);      // the lambda's thread
+};
+inline Launch generated_launch(const char *name, aclrtFuncHandle h, aclrtStream s, uint32_t gx, uint32_t gy,
+                               uint32_t gz, uint32_t block_num, uint64_t ws_per_block, const LockLayout &l,
+                               bool ffts = false) {
+  Launch out;
+  if (gx == 0 || gy == 0 || gz == 0) return out;
+  LaunchMemory memory(name, s, gx, gy, gz, block_num, ws_per_block, l);
+  const LaunchRegions regions = memory.regions();
+  out.regions = regions;
+  auto rc = out.rc;
+  auto id = out.id;
+  auto ran_on = out.ran_on;
+  const std::string kernel = name;
+  at_npu::native::OpCommand::RunOpApiV2(kernel, [=]() -> int {
+    const LaunchDone done{regions.held, s};
+    ran_on->store(t::tid());
+    aclError r = regions.write_locks(kernel.c_str(), s);
+    if (r != ACL_SUCCESS) {
+      rc->store(r);
+      return r;
+    }
+    const int32_t grid[3] = {int32_t(gx), int32_t(gy), int32_t(gz)};
+    r = launch_rc(h, s, regions.locks, regions.workspace, block_num, grid, ffts);
+    if (r == ACL_SUCCESS) id->store(acl_host_last_launch_id());
+    rc->store(r);
+    return r;
+  });
+  memory.release_when_finished();  // held until its kernel has finished
+  return out;
+}
+
+// What the next launch does first, once the device is idle: every block whose kernel finished goes back.
+inline size_t settle_held() {
+  sync_all();
+  return HeldBlocks::all().release_done();
+}
+
+// generated_launch, waited for (the queue drained); returns the kernel's launch id.
+inline uint64_t helper_launch(const char *name, aclrtFuncHandle h, aclrtStream s, uint32_t gx, uint32_t gy, uint32_t gz,
+                              uint32_t block_num, uint64_t ws_per_block, const LockLayout &l, bool ffts = false) {
+  Launch L = generated_launch(name, h, s, gx, gy, gz, block_num, ws_per_block, l, ffts);
+  drain();
+  if (L.rc->load() != ACL_SUCCESS)
+    throw Failure(std::string(name) + ": the launch returned " + std::to_string(L.rc->load()));
+  return L.id->load();
+}
+
+inline bool disjoint(uintptr_t a, uint64_t an, uintptr_t b, uint64_t bn) {
+  return an == 0 || bn == 0 || a + an <= b || b + bn <= a;
+}
+
+}  // namespace t
+
+#define CHECK_NO_SIM_ERRORS()                                                                       \
+  do {                                                                                              \
+    if (acl_host_error_count() != 0)                                                                \
+      ::t::fail(__FILE__, __LINE__, "the host ACL library reported errors: " + ::t::errors_text()); \
+  } while (0)
