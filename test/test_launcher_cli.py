@@ -166,24 +166,6 @@ def test_every_counter_in_the_output_is_explained():
     assert "host_blocking_calls=" not in proc.stdout
 
 
-def test_scenario_text_lists_steps_in_the_order_they_ran():
-    proc = run_command("--scenario", "capture-then-empty-cache")
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    lines = proc.stdout.splitlines()
-    at = {name: next(i for i, ln in enumerate(lines) if name in ln)
-          for name in ("aclmdlRICaptureBegin", "aclmdlRICaptureEnd", "torch.npu.empty_cache()", "replay #1",
-                       "replay #2", "aclmdlRIDestroy")}
-    assert (at["aclmdlRICaptureBegin"] < at["aclmdlRICaptureEnd"] < at["torch.npu.empty_cache()"] < at["replay #1"]
-            < at["replay #2"] < at["aclmdlRIDestroy"]), lines
-    assert "kernels seen 1, lock content ok" in lines[at["replay #1"]]
-    assert "(the number before each step: its ACL code, 0 = success)" in proc.stdout
-
-
-def test_helper_without_scenario_is_refused():
-    proc = run_command("--metadata", '{"name": "k"}', "--helper", str(ROOT))
-    assert_one_clear_line(proc, 2, "--helper goes with --scenario")
-
-
 # ---- samples -------------------------------------------------------------------------------
 def test_samples_table_through_python_m():
     proc = run_command("--samples")
@@ -331,122 +313,43 @@ def test_mutation_lambda_never_marking_done_holds_every_block():
     assert res["live_allocations_end"] == 3 and not res["ok"] and "never released" in res["notes"]
 
 
-# ---- graph capture, threads, memory pressure and torch_npu's own operators (issues 17, 22) ----
-#: The helper before issue 17's fix, and the one before issue 22's (memory inside the lambda).
-BEFORE_ISSUE_17 = "6876426"
-BEFORE_ISSUE_22 = "b45157f"
-#: What each scenario reports against those helpers (the simulation's error kind, or a failed step's ACL code).
-FAILS_BEFORE_ISSUE_17 = {
-    "capture-then-grow": "use-after-free",
-    "capture-then-empty-cache": "use-after-free",
-    "two-graphs-one-stream": "overlap-with-running-kernel",
-    "global-capture-other-stream": "capture-invalidated",
-    "devices-threads-queue-off": "allocator-race",
-    "queue-thread-oom-retry": 200000,  # ACL_ERROR_BAD_ALLOC: the workspace allocator, on the queue thread
-    "torch-npu-op-workspace-concurrent": "allocator-race",
-    "empty-cache-other-thread": "use-after-free",
-}
-FAILS_BEFORE_ISSUE_22 = {name: FAILS_BEFORE_ISSUE_17[name] for name in
-                         ("queue-thread-oom-retry", "torch-npu-op-workspace-concurrent", "empty-cache-other-thread")}
-#: The helper before issue 31's fix (the block released once the launch was queued), and what it fails.
-BEFORE_ISSUE_31 = "698f526"
-FAILS_BEFORE_ISSUE_31 = {"empty-cache-while-queued": "use-after-free"}
+# ---- the scenarios: on torch_npu's own runtime only (test_real_runtime.py runs them) ----------------------
+def test_scenario_list_needs_no_release(capsys):
+    from torch_npu._inductor.patchset.tooling.releases import real_runtime as rr
 
-
-def test_scenario_names_agree_with_the_program(capsys):
     code, out, err = run_cli("--scenario", "list", "--json", capsys=capsys)
     assert code == 0, err
-    assert [r["name"] for r in json.loads(out)["scenarios"]] == list(sim_harness.SCENARIOS)
-    # every scenario until issue 31's fails with the helper before issue 17 (issue 31's: see below)
-    assert set(FAILS_BEFORE_ISSUE_17) | set(FAILS_BEFORE_ISSUE_31) == set(sim_harness.SCENARIOS)
+    assert [r["name"] for r in json.loads(out)["scenarios"]] == list(rr.SCENARIOS)
+    # the simulation's scenarios all have a real-runtime version (issue 30), under their own name or merged
+    for name in ("two-graphs-one-stream", "global-capture-other-stream", "queue-thread-oom-retry",
+                 "devices-threads-queue-off", "torch-npu-op-workspace-concurrent", "empty-cache-other-thread",
+                 "empty-cache-while-queued", "capture-then-empty-cache-grow"):
+        assert name in rr.SCENARIOS
 
 
-def test_unknown_scenario_exits_2_naming_the_valid_ones(capsys):
-    code, out, err = run_cli("--scenario", "capture-then-shrink", "--json", capsys=capsys)
-    assert code == 2 and out == ""
-    assert "capture-then-shrink" in err and all(name in err for name in sim_harness.SCENARIOS)
+def test_scenario_without_a_release_is_one_line_and_exit_2():
+    """A scenario runs on a release's own runtime only: without --real-runtime the command says which flag to add,
+    before building or fetching anything."""
+    proc = run_command("--scenario", "two-graphs-one-stream", timeout=120)
+    assert proc.stdout == ""
+    assert_one_clear_line(proc, 2, "--scenario two-graphs-one-stream runs on a torch_npu release's own runtime",
+                          "--real-runtime RELEASE")
 
 
-@pytest.mark.parametrize("name", sim_harness.SCENARIOS)
-def test_scenario_runs_clean(name, capsys):
+@pytest.mark.parametrize("name,says", [
+    ("capture-then-shrink", "unknown scenario 'capture-then-shrink'"),
+    ("capture-then-grow", "the simulation's capture-then-grow is part of capture-then-empty-cache-grow"),
+])
+def test_unknown_scenario_exits_2_naming_the_valid_ones(name, says, capsys):
+    from torch_npu._inductor.patchset.tooling.releases import real_runtime as rr
+
     code, out, err = run_cli("--scenario", name, "--json", capsys=capsys)
-    data = json.loads(out)
-    assert code == 0 and data["ok"], data
-    assert data["scenario"] == name and data["sim_errors"] == [] and data["notes"] == []
-    assert "on the calling thread (LaunchMemory)" in data["helper_way"] and "held until its kernel finished" in data["helper_way"]
-    assert all(s["acl_code"] == 0 for s in data["steps"])
-    assert all(r["acl_code"] == 0 and r["lock_content_ok"] and r["kernels_seen"] > 0 for r in data["replays"])
-    if name.startswith(("capture", "two-graphs", "global")):
-        assert data["replays"]
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1, err
+    assert says in err and all(n in err for n in rr.SCENARIOS)
 
 
-def _helper_at(commit: str, tmp_path: Path) -> Path:
-    rel = "torch_npu/_inductor/patchset/csrc"
-    try:
-        names = subprocess.run(["git", "-C", str(ROOT), "ls-tree", "-r", "--name-only", commit, rel],
-                               capture_output=True, text=True, check=True).stdout.split()
-    except (OSError, subprocess.CalledProcessError) as exc:
-        pytest.skip(f"commit {commit} (an earlier helper) not available: {exc}")
-    if not names:
-        pytest.skip(f"commit {commit} has no {rel}")
-    out = tmp_path / f"csrc-{commit}"
-    for name in names:
-        dest = out / name[len(rel) + 1:]
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        dest.write_bytes(subprocess.run(["git", "-C", str(ROOT), "show", f"{commit}:{name}"],
-                                        capture_output=True, check=True).stdout)
-    return out
-
-
-def _assert_fails_with(data: dict, evidence):
-    assert not data["ok"], data
-    if isinstance(evidence, int):
-        assert any(s["acl_code"] == evidence for s in data["steps"]), data["steps"]
-    else:
-        assert any(e.startswith(evidence + ":") for e in data["sim_errors"]), data["sim_errors"][:5]
-
-
-@pytest.mark.parametrize("name", sim_harness.SCENARIOS)
-def test_scenario_fails_with_the_helper_before_issue_17(name, tmp_path):
-    """6876426's helper fails every scenario of issues 17 and 22; issue 31's window it passes, since it takes
-    its memory inside the lambda, after the empty_cache (and fails issue 17's scenarios instead)."""
-    data = sim_harness.run_scenario(name, helper_dir=_helper_at(BEFORE_ISSUE_17, tmp_path))
-    assert "inside the launch lambda" in data["helper_way"]
-    if name in FAILS_BEFORE_ISSUE_17:
-        _assert_fails_with(data, FAILS_BEFORE_ISSUE_17[name])
-    else:
-        assert data["ok"], data
-
-
-@pytest.mark.parametrize("name", sim_harness.SCENARIOS)
-def test_scenario_against_the_helper_before_issue_31(name, tmp_path):
-    """698f526's helper (the block given back once queued) passes every earlier scenario and fails issue 31's:
-    another thread's empty_cache frees the block while the lambda that writes it waits in the queue."""
-    data = sim_harness.run_scenario(name, helper_dir=_helper_at(BEFORE_ISSUE_31, tmp_path))
-    assert data["helper_way"].endswith("released once queued")
-    if name in FAILS_BEFORE_ISSUE_31:
-        _assert_fails_with(data, FAILS_BEFORE_ISSUE_31[name])
-        assert any("during an empty_cache" in n for n in data["notes"]), data["notes"]
-    else:
-        assert data["ok"], data
-
-
-@pytest.mark.parametrize("name", sim_harness.SCENARIOS)
-def test_scenario_against_the_helper_before_issue_22(name, tmp_path):
-    """b45157f's helper (memory inside the lambda) fixed issue 17's five scenarios and fails issue 22's three."""
-    data = sim_harness.run_scenario(name, helper_dir=_helper_at(BEFORE_ISSUE_22, tmp_path))
-    assert "inside the launch lambda" in data["helper_way"]
-    if name in FAILS_BEFORE_ISSUE_22:
-        _assert_fails_with(data, FAILS_BEFORE_ISSUE_22[name])
-    else:
-        assert data["ok"], data
-
-
-def test_scenario_with_helper_dir_through_the_command(tmp_path):
-    helper = _helper_at(BEFORE_ISSUE_22, tmp_path)
-    proc = run_command("--scenario", "empty-cache-other-thread", "--helper", str(helper))
-    assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert "memory taken inside the launch lambda" in proc.stdout and "use-after-free" in proc.stdout
-    assert "ok: False" in proc.stdout
-    proc = run_command("--scenario", "empty-cache-other-thread", "--helper", str(tmp_path / "nowhere"))
-    assert_one_clear_line(proc, 2, "--helper", "no npu_launch_resources.h there")
+def test_helper_option_is_gone():
+    """--helper built the simulation's scenarios against an earlier helper; those are retired (the real runtime's
+    mutants stand for the earlier helpers: test_real_runtime.py)."""
+    proc = run_command("--scenario", "list", "--helper", str(ROOT), timeout=120)
+    assert proc.returncode == 2 and proc.stdout == "" and "unrecognized arguments: --helper" in proc.stderr, proc.stderr

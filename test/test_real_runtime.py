@@ -18,7 +18,10 @@ own task queue and its memory comes from torch_npu's own caching allocator (``to
 * the scenarios (issues 30 and 31): Python threads on one stream with TASK_QUEUE_ENABLE 1, 0 and 2, on two devices,
   empty_cache from another thread with the task queue off and on, torch_npu's own ``zero_`` / ``fill_`` taking its
   workspace allocator on the queue thread while launches run, NPUGraph capture then empty_cache and growth then
-  replay; the threads x empty_cache scenario and its out-of-memory retry variant.
+  replay; the threads x empty_cache scenario and its out-of-memory retry variant; two graphs captured on
+  torch.npu.graph's default capture stream replayed at once on two streams; eager launches on another stream
+  during a global-mode capture; a device full of another stream's cached blocks (the out-of-memory retry on the
+  calling thread), and b45157f's memory-in-lambda mutant there.
 
 Builds are shared through the build cache; each release's runs are made once per module (``runs``).
 """
@@ -184,8 +187,21 @@ def test_mutants_the_simulation_catches_are_caught_on_the_real_runtime(release, 
 
 
 # ---- the scenarios (issues 30 and 31): threads, devices, empty_cache, torch_npu's operators, NPUGraph ---------------
-#: Run through the command line (its exit status is the verdict); the others in one batch per module.
-CLI_SCENARIOS = ("threads-empty-cache", "threads-oom-retry")
+#: Run through the command line (its exit status is the verdict); the others in one batch per module (one child per
+#: TASK_QUEUE_ENABLE value and host library setting: threads-oom-retry and queue-thread-oom-retry share the 1 GiB one).
+CLI_SCENARIOS = ("threads-empty-cache",)
+#: What fails with the patch set where (a strict xfail: it turns into a failure once fixed). On 2.13.0 the caching
+#: allocator's hasCapturesUnderway(device) answered false on the eager thread while the other stream captured (it
+#: asked CANN once, aclmdlRICaptureGetInfo, apparently for that thread's current stream): the eager launch's
+#: LaunchMemory then queried an earlier block's event, which ends a global-mode capture (capture_end: 507903).
+KNOWN_FAILING = {"2.14.1": {"global-capture-other-stream": "2.13.0's hasCapturesUnderway says no capture on another "
+                            "thread's stream: the helper's event query ends the global-mode capture"}}.get(LEG, {})
+
+
+def _scenario_params() -> list:
+    return [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=KNOWN_FAILING[n])) if n in KNOWN_FAILING else n
+            for n in (rr.SCENARIOS if REFERENCE else [])]
+
 _scenarios: dict = {}
 
 
@@ -206,8 +222,8 @@ def scenario(name: str, mutant: str | None = None) -> dict:
             release = _fetched(REFERENCE)
             for n, out in rr.run_scenarios(release, batch, built=rr.build(release)).items():
                 _scenarios[(n, None)] = out
-        else:
-            _scenarios[(name, mutant)] = rr.run_scenario(_fetched(REFERENCE), name, mutant=mutant)
+        else:  # a mutant may stop torch_npu's queue or wait for itself: its child is stopped within 2 minutes
+            _scenarios[(name, mutant)] = rr.run_scenario(_fetched(REFERENCE), name, mutant=mutant, timeout=120)
     return _scenarios[(name, mutant)]
 
 
@@ -217,7 +233,7 @@ def _summary(out: dict) -> dict:
                               "replays")} for q, r in out["runs"].items()}
 
 
-@pytest.mark.parametrize("name", list(rr.SCENARIOS) if REFERENCE else [])
+@pytest.mark.parametrize("name", _scenario_params())
 def test_scenario_opens_the_window_it_is_for(name):
     """Every launch made and reached its kernel, with each TASK_QUEUE_ENABLE value the scenario declares, and the
     scenario did what it is for (the judge's ``not_exercised``: memory freed, allocations refused, both devices,
@@ -240,6 +256,15 @@ def test_scenario_opens_the_window_it_is_for(name):
         assert out["operators_run"] >= 2, _summary(out)
     if setup.mode == "capture":  # every replay ran each captured launch
         assert out["runs"]["1"]["replays"] == rr.REPLAYS and out["launches"] == rr.CAPTURE_EAGER + rr.CAPTURED * rr.REPLAYS
+    if setup.mode == "graphs":  # both graphs, each replay of both
+        assert all(r["replays"] == rr.REPLAYS for r in out["runs"].values())
+        assert out["launches"] == len(setup.queues) * rr.GRAPHS * (1 + rr.CAPTURED * rr.REPLAYS)
+    if setup.mode == "global-capture":  # the other thread's eager kernels ran while the capture was underway
+        assert all(r["eager_during_capture"] == rr.EAGER_DURING for r in out["runs"].values()), _summary(out)
+    if setup.mode == "oom-fill":  # every round: the launch's request refused, torch_npu's retry freed on the caller
+        phases = out["runs"]["1"]["launch_phases"]
+        assert len(phases) == rr.OOM_ROUNDS and all(p["refused"] >= 1 and p["retries"] >= 1 for p in phases), phases
+        assert all(len(p["frees"]) == 1 and sum(p["frees"].values()) > 0 for p in phases), phases
 
 
 @pytest.mark.parametrize("release", SCENARIO_RELEASES)
@@ -253,6 +278,33 @@ def test_the_launcher_before_issue_31_writes_memory_torch_npu_freed(release):
 
 
 @pytest.mark.parametrize("release", SCENARIO_RELEASES)
+def test_memory_taken_inside_the_lambda_runs_out_on_the_queue_thread(release):
+    """b45157f's helper took a launch's memory inside the lambda, from torch_npu's workspace allocator: with the device
+    full of another stream's cached blocks, its request is refused on torch_npu's queue thread, where nothing runs
+    the caching allocator's out-of-memory retry; the lambda fails, torch_npu's queue stops, no kernel runs (the
+    patched launcher: test_scenario_is_clean_with_the_patched_launcher[queue-thread-oom-retry])."""
+    out = scenario("queue-thread-oom-retry", "memory-in-lambda")
+    first = out["runs"]["1"]["launch_phases"][0]
+    assert not out["ok"] and not out["timed_out"] and out["reached_kernel"] == 0, _summary(out)
+    assert first["refused"] >= 1 and first["retries"] == 0 and first["frees"] == {}, first
+    assert any("on a thread other than the launching one" in p for p in out["problems"]), out["problems"]
+
+
+def test_graphs_replayed_at_once_must_not_share_memory():
+    """The judge's own check (pure): two replay streams' kernels on overlapping memory is a problem."""
+    from torch_npu._inductor.patchset.tooling.releases.real_runtime_judge import graph_problems
+
+    def rec(stream, ptr):
+        return {"captured_launch_id": 1, "stream": stream, "lock_ptr": 0, "lock_bytes": 0, "workspace_ptr": ptr,
+                "workspace_bytes": 4096}
+
+    res = {"replay_streams": [10, 20]}
+    assert graph_problems([rec(10, 1 << 20), rec(20, 2 << 20)], res) == []
+    assert graph_problems([rec(10, 1 << 20), rec(20, (1 << 20) + 2048)], res) == [
+        "1 pairs of regions of two graphs replayed at the same time overlap (the graphs share memory)"]
+
+
+@pytest.mark.parametrize("release", SCENARIO_RELEASES)
 def test_a_block_given_back_once_its_lambda_ran_is_freed_under_its_kernel(release):
     """The block given back once its lambda ran (release-once-ran, the launcher of 578384d): the lambda has only
     queued its kernel on the device stream; another thread's empty_cache, whose device synchronisation came
@@ -262,7 +314,7 @@ def test_a_block_given_back_once_its_lambda_ran_is_freed_under_its_kernel(releas
     assert not out["ok"] and out["host_error_kinds"].get("use-after-free", 0) > 0, out
 
 
-@pytest.mark.parametrize("name", list(rr.SCENARIOS) if REFERENCE else [])
+@pytest.mark.parametrize("name", _scenario_params())
 def test_scenario_is_clean_with_the_patched_launcher(name):
     out = scenario(name)
     assert out["ok"] and out["host_error_kinds"] == {}, (out["host_error_kinds"], out["problems"], out["not_exercised"])

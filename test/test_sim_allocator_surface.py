@@ -35,7 +35,7 @@ ALLOCATOR_SYMBOL = "_ZN7c10_npu19NPUCachingAllocator9allocatorE"
 #: through a detection that falls back where the member is absent.
 USED_BY_THE_HELPER = {"raw_alloc_with_stream", "raw_delete", "get"}
 #: What b45157f's helper (memory inside the launch lambda) uses: the stand-in keeps it so that
-#: `launcher --scenario NAME --helper DIR` and the benchmark's --baseline-helper still build that helper.
+#: the benchmark's --baseline-helper still builds that helper.
 USED_BY_THE_HELPER_OF_B45157F = {"raw_alloc_with_stream", "raw_delete", "hasCapturesUnderway"}
 VIRTUAL = "virtual bool hasCapturesUnderway(c10::DeviceIndex device)"
 HELPER_DIR = ROOT / "torch_npu" / "_inductor" / "patchset" / "csrc"

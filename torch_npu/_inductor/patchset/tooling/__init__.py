@@ -12,9 +12,10 @@ an import against that direction):
 * ``releases/``: the released torch_npu wheels: their Inductor code loaded with stand-ins
   (``wheels``), rendered through their real classes (``wheel_harness``), compiled and linked
   against their real headers and libraries (``real_artifacts``, ``aot_artifacts``), run in the
-  simulation (``rendered``, ``aot_sim``), and every line at once (``release_matrix``).
+  simulation (``rendered``, ``aot_sim``) and on their own runtime with the scenarios (``real_runtime``), and
+  every line at once (``release_matrix``).
 * ``sim/``: the host ACL simulation (``acl_sim/``, C++; a TEST DOUBLE and dry-run tool, not an
-  NPU runtime), its builds (``build``), the launch harness and scenarios (``harness``), and the
+  NPU runtime), its builds (``build``), the launch harness (``harness``), and the
   sample kernels everything above runs (``samples``).
 
 Every room uses the runtime (``launch_plan``, ``launch_codegen``, ``csrc/``); the runtime uses none.

@@ -3,7 +3,7 @@
     python -m torch_npu._inductor.patchset launcher --metadata JSON --grid X,Y,Z
         [--signature '*fp32,i32'] [--vector-cores N] [--ffts] [--emit-cpp] [--simulate] [--json]
     python -m torch_npu._inductor.patchset launcher --samples [--json]
-    python -m torch_npu._inductor.patchset launcher --scenario NAME|list [--json] [--helper DIR]
+    python -m torch_npu._inductor.patchset launcher --scenario list [--json]
     python -m torch_npu._inductor.patchset launcher --samples|--scenario NAME --real-runtime RELEASE
         [--as-shipped] [--json]
 
@@ -16,18 +16,14 @@ goes through torch_npu's task queue; it runs twice back to back on one stream
 and reports per launch what the kernel saw and what the launch cost. Bad
 input exits 2 with one line on stderr.
 
-``--scenario`` runs one of the graph-capture / thread / memory-pressure
-scenarios (``sim/acl_sim/scenarios/scenarios.h``; ``--scenario list`` names
-them) in the simulation and reports each step's ACL code in the order they
-ran (replays included), the simulation's error reports and ``ok``. ``--helper
-DIR`` builds it against another copy of the helper; one without
-``LaunchMemory`` (the helper of commit b45157f) runs the scenarios its own
-way, with the memory taken inside the launch lambda.
+``--real-runtime RELEASE`` runs the sample launchers on that torch_npu release's own binaries instead: in a
+subprocess over the host ACL library, a test double of CANN that never enters this process
+(``tooling/releases/real_runtime.py``); ``--as-shipped`` runs the release's own launchers, without the patch set.
 
-``--real-runtime RELEASE`` runs the sample launchers (or the scenarios ``--scenario list`` names there) on that
-torch_npu release's own binaries instead: in a subprocess over the host ACL library, a test double of CANN
-that never enters this process (``tooling/releases/real_runtime.py``); ``--as-shipped`` runs the release's
-own launchers, without the patch set.
+``--scenario NAME --real-runtime RELEASE`` runs one of the graph-capture / thread / memory-pressure scenarios
+(``--scenario list`` names them) there, on the release's own task queue, caching allocator and NPUGraph
+(docs/real-runtime-scenarios.md); they have no simulated version, so a scenario without ``--real-runtime`` is a
+usage error (exit 2) naming the flag.
 """
 from __future__ import annotations
 
@@ -45,14 +41,11 @@ from ..sim.harness import (
     DEVICE_MEMORY,
     FAULT_APIS,
     MAX_SIMULATED_BLOCKS,
-    SCENARIOS,
     block_count,
     content_text,
     expected,
     expected_lock_content,
     rle,
-    run_scenario,
-    scenario_list,
     simulate,
 )
 
@@ -270,66 +263,31 @@ def _samples(args) -> int:
     return 0 if ok else 1
 
 
-# ---- capture / thread / memory scenarios ------------------------------------------------
-def scenario_text(out: dict) -> str:
-    """The scenario's report in words, steps in the order they ran."""
-    lines = [f"scenario {out['scenario']} (HOST ACL SIMULATION, a test double; {out['helper_way']})"]
-    for s in out["steps"]:
-        if s["replay"] >= 0:
-            r = out["replays"][s["replay"]]
-            lines.append(f"  {s['acl_code']:>7}  {s['step']}: kernels seen {r['kernels_seen']}, "
-                         f"lock content {'ok' if r['lock_content_ok'] else 'WRONG'}")
-        else:
-            lines.append(f"  {s['acl_code']:>7}  {s['step']}" + (f": {s['detail']}" if s["detail"] else ""))
-    lines += [f"  simulation error: {e}" for e in out["sim_errors"]]
-    lines += [f"  note: {n}" for n in out["notes"]]
-    lines.append("  (the number before each step: its ACL code, 0 = success)")
-    lines.append(f"  ok: {out['ok']}")
-    return "\n".join(lines)
-
-
-def _scenario(args) -> int:
-    if args.helper is not None and not (args.helper / lc.HELPER_HEADER).is_file():
-        print(f"launcher: --helper {args.helper}: no {lc.HELPER_HEADER} there", file=sys.stderr)
-        return 2
-    if args.scenario == "list":
-        rows = scenario_list(args.helper)
-        if args.json:
-            print(json.dumps({"scenarios": rows}, indent=2))
-        else:
-            print("\n".join(f"{r['name']:<36}{r['what']}" for r in rows))
-        return 0
-    if args.scenario not in SCENARIOS:
-        print(f"launcher: unknown scenario {args.scenario!r}; valid: {', '.join(SCENARIOS)} (or list)",
-              file=sys.stderr)
-        return 2
-    try:
-        out = run_scenario(args.scenario, args.helper)
-    except (FileNotFoundError, RuntimeError) as exc:
-        print(f"launcher: {str(exc).strip().splitlines()[0]}", file=sys.stderr)
-        return 2
-    if args.json:
-        print(json.dumps(out, indent=2))
-    else:
-        print(scenario_text(out))
-    return 0 if out["ok"] else 1
-
-
 # ---- torch_npu's own runtime (releases/real_runtime.py) -----------------------------------------------
+#: The release the usage error suggests (the tier's reference on the 2.7.1 leg, test_real_runtime.py).
+EXAMPLE_RELEASE = "2.7.1.post10"
+#: The simulation's scenarios that run on the real runtime under another name.
+RETIRED = {"capture-then-grow": "capture-then-empty-cache-grow", "capture-then-empty-cache": "capture-then-empty-cache-grow"}
 REAL_RUNTIME_HEAD = ("torch_npu {release} {how}, on its own runtime (its libtorch_npu.so, task queue and caching "
                      "allocator) over the host ACL library, a test double of CANN")
 
 
 def _real_runtime_usage(args) -> str | None:
     """Why the options do not go together (one line), or None."""
-    if args.real_runtime is None:
+    if args.real_runtime is None and args.scenario not in (None, "list"):
+        return (f"--scenario {args.scenario} runs on a torch_npu release's own runtime: add --real-runtime RELEASE "
+                f"(e.g. --real-runtime {EXAMPLE_RELEASE})")
+    if args.real_runtime is None and args.as_shipped:
         return "--as-shipped goes with --real-runtime RELEASE"
     for flag, given in (("--metadata", args.metadata is not None), ("--simulate", args.simulate),
                         ("--capture", args.capture), ("--devices", args.devices != 1),
-                        ("--inject-fault", args.inject_fault), ("--helper", args.helper is not None),
+                        ("--inject-fault", args.inject_fault),
                         ("--emit-cpp", args.emit_cpp), ("--no-simulate", args.no_simulate)):
         if given:
-            return f"{flag} goes with the simulation, not with --real-runtime (torch_npu's own runtime)"
+            return (f"{flag} goes with the simulation, not with "
+                    f"{'--real-runtime' if args.real_runtime is not None else '--scenario'} (torch_npu's own runtime)")
+    if args.scenario == "list" and args.real_runtime is None:
+        return None  # the names need no release
     if not args.samples and args.scenario is None:
         return "--real-runtime RELEASE takes --samples or --scenario NAME"
     if args.samples and args.scenario is not None:
@@ -421,9 +379,12 @@ def _real_runtime(args) -> int:
     from ..releases import real_runtime as rr
     from ..releases import wheels
 
-    why = _real_runtime_usage(args)
-    if why is None and args.scenario is not None and args.scenario != "list" and args.scenario not in rr.SCENARIOS:
-        why = f"unknown scenario {args.scenario!r} on the real runtime; valid: {', '.join(rr.SCENARIOS)} (or list)"
+    why = None
+    if args.scenario is not None and args.scenario != "list" and args.scenario not in rr.SCENARIOS:
+        why = (f"unknown scenario {args.scenario!r} on the real runtime; valid: {', '.join(rr.SCENARIOS)} (or list)"
+               + (f"; the simulation's {args.scenario} is part of {RETIRED[args.scenario]}"
+                  if args.scenario in RETIRED else ""))
+    why = why or _real_runtime_usage(args)
     if why is None and args.scenario != "list":
         why = _release_name_problem(args.real_runtime)
     if why is not None:
@@ -451,13 +412,8 @@ def _real_runtime(args) -> int:
 
 
 def run(args) -> int:
-    if args.real_runtime is not None or args.as_shipped:
+    if args.real_runtime is not None or args.as_shipped or args.scenario is not None:
         return _real_runtime(args)
-    if args.helper is not None and args.scenario is None:
-        print("launcher: --helper goes with --scenario", file=sys.stderr)
-        return 2
-    if args.scenario is not None:
-        return _scenario(args)
     if args.samples:
         return _samples(args)
     if args.metadata is None:
@@ -503,10 +459,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--samples", action="store_true", help="run the bundled sample kernels and print a table")
     p.add_argument("--no-simulate", action="store_true", help="with --samples: plans only")
     p.add_argument("--scenario", metavar="NAME",
-                   help="run a graph-capture / thread / memory scenario in the simulation ('list' names them)")
-    p.add_argument("--helper", type=Path, default=None, metavar="DIR",
-                   help="with --scenario: build against the helper in DIR instead of this package's csrc/ "
-                        "(one without LaunchMemory runs the scenarios its own way)")
+                   help="with --real-runtime RELEASE: run a graph-capture / thread / memory scenario on that "
+                        "release's own runtime ('list' names them)")
     p.add_argument("--real-runtime", metavar="RELEASE", default=None,
                    help="with --samples or --scenario NAME: run the launchers on torch_npu RELEASE's own binaries "
                         "(its libtorch_npu.so, task queue and caching allocator) over the host ACL library, a test "

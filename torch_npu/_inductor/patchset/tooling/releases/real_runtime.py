@@ -101,6 +101,7 @@ class Scenario:
     oom: bool = False
     pace_s: float = 0  # a launching thread's pause after each launch
     exercises: tuple[str, ...] = ("threads",)
+    sample: str = "threads"  # the launcher it calls (a key of RUNTIME_SAMPLES)
 
 
 #: The scenarios this tier runs (issues 30 and 31), named as the simulation's (``launcher --scenario list``) where
@@ -141,11 +142,38 @@ SCENARIO_SETUPS = {
         "eager launches with torch.npu.empty_cache() and growth (2 x 256 MiB allocated) between them, then 3 "
         "replays; the simulation's capture-then-empty-cache and capture-then-grow in one", mode="capture",
         threads=1, per_thread=0, exercises=("frees", "replays")),
+    "two-graphs-one-stream": Scenario(
+        "two torch.npu.NPUGraph captured one after the other on torch.npu.graph's default capture stream (a "
+        "warm-up launch and 4 launches each), then replayed 3 times at the same time on two streams of their own: "
+        "each graph's kernels must run on memory of their own; task queue on, then off (TASK_QUEUE_ENABLE 1, 0)",
+        queues=("1", "0"), mode="graphs", threads=1, per_thread=0, exercises=("replays", "graphs")),
+    "global-capture-other-stream": Scenario(
+        "torch.npu.graph on a stream of its own in global mode (its default capture_error_mode) captures 4 launches "
+        "while another thread's eager launches with lock content 1 (4 int64 slots, and 1 KiB of workspace per "
+        "program) run on a second stream: the capture must stay valid (no event recorded or queried, no page-locked "
+        "memory on the device meanwhile) and the eager kernels get their lock content; then 3 replays; "
+        "TASK_QUEUE_ENABLE 1, 0", queues=("1", "0"), mode="global-capture", threads=1, per_thread=0, sample="both",
+        exercises=("replays", "during-capture")),
+    "queue-thread-oom-retry": Scenario(
+        "device memory (the host ACL library's 1 GiB) filled with blocks cached for another stream, then 4 launches: "
+        "the first one's request fits only once torch_npu's caching allocator has run its out-of-memory retry (the "
+        "device synchronised, the cached blocks freed), which must run on the calling thread, never on torch_npu's "
+        "queue thread; 3 rounds", mode="oom-fill", threads=1, per_thread=0, oom=True,
+        exercises=("caller-retry",)),
 }
 SCENARIOS = {name: sc.what for name, sc in SCENARIO_SETUPS.items()}
 #: capture-then-empty-cache-grow: launches captured, replays, the eager launches ``run_capture`` makes (a warm-up,
 #: one after the capture, one per growth step, one after the second empty_cache), the growth per step.
 CAPTURED, REPLAYS, CAPTURE_EAGER, GROW_BYTES = 4, 3, 5, 256 << 20
+#: two-graphs-one-stream: the graphs (a warm-up launch each). global-capture-other-stream: the other thread's eager
+#: launches before, during and after the capture, and the captured launch's warm-up.
+GRAPHS, EAGER_BEFORE, EAGER_DURING, EAGER_AFTER = 2, 2, 4, 1
+#: queue-thread-oom-retry: rounds of (device filled, launches), launches per round; the fill's requests, largest
+#: first, each until torch_npu refuses it: the scenario kernel's 8 MiB (a 20 MiB segment of torch_npu's caching
+#: allocator), then 512 KiB (its small blocks' 2 MiB segments; 1 MiB is rounded past them, into 20 MiB ones), so
+#: that less than 2 MiB is left: neither the caching allocator's segment nor the workspace allocator's block (10 MiB,
+#: the memory-in-lambda mutant's) fits.
+OOM_ROUNDS, OOM_LAUNCHES, FILL_BYTES = 3, 4, (64 << 20, 8 << 20, 512 << 10)
 #: What this tier renders for every release: the samples and the scenarios' kernel, in one rendering and build.
 RUNTIME_SAMPLES = (*SAMPLES, SCENARIO_SAMPLE)
 RUNTIME_SAMPLE_BY_KEY = {s.key: s for s in RUNTIME_SAMPLES}
@@ -440,6 +468,38 @@ def _wrong_lock_content(cpp: str) -> str:
                        "        void* sync_block_lock = npu_sync_regions.locks;")
 
 
+_MEMORY = re.compile(r"torch_npu::inductor::LaunchMemory npu_sync_memory\((?P<kernel>\"[^\"]*\"), stream_,"
+                     r"(?P<sizes>[^;]*)\);\n[^\n]*npu_sync_memory\.regions\(\);[^\n]*\n")
+
+
+_LAMBDA_OPENS = re.compile(r"auto launch_call\w* = \[=\]\(\) \{\n")  # launch_call_0 on post6
+
+
+def _memory_in_lambda(cpp: str) -> str:
+    """The helper of commit b45157f: the launch's memory taken inside the lambda, on torch_npu's queue thread, from
+    torch_npu's workspace allocator (its stream's block, as ``acquire_launch_resources`` took it outside a capture;
+    the storage's address, as the releases' own launchers read it: the tensor itself is empty)."""
+    found, opens = _MEMORY.search(cpp), _LAMBDA_OPENS.search(cpp)
+    if found is None or opens is None:
+        return cpp
+    cpp = cpp[:found.start()] + cpp[found.end():]
+    inside = (
+        f"const torch_npu::inductor::LaunchSizes npu_sync_sizes = torch_npu::inductor::launch_sizes("
+        f"{found.group('kernel')},{found.group('sizes')});\n"
+        "        at::Tensor npu_sync_block = at_npu::native::allocate_workspace(npu_sync_sizes.total_bytes, stream_);\n"
+        "        const uintptr_t npu_sync_base = (reinterpret_cast<uintptr_t>(npu_sync_block.storage().data()) + "
+        "torch_npu::inductor::kRegionAlignment - 1) & ~(torch_npu::inductor::kRegionAlignment - 1);\n"
+        "        torch_npu::inductor::LaunchRegions npu_sync_regions;\n"
+        "        npu_sync_regions.layout = npu_sync_locks;\n"
+        "        npu_sync_regions.sizes = npu_sync_sizes;\n"
+        "        if (npu_sync_sizes.lock_bytes != 0) npu_sync_regions.locks = reinterpret_cast<void*>(npu_sync_base);\n"
+        "        if (npu_sync_sizes.workspace_bytes != 0) npu_sync_regions.workspace = "
+        "reinterpret_cast<void*>(npu_sync_base + npu_sync_sizes.workspace_offset);\n")
+    cpp = _LAMBDA_OPENS.sub(lambda m: m.group(0) + "        " + inside, cpp, count=1)
+    return ("#include <torch_npu/csrc/core/npu/NPUWorkspaceAllocator.h>\n"  # at_npu::native::allocate_workspace
+            + "\n".join(ln for ln in cpp.splitlines() if _RELEASE not in ln) + "\n")
+
+
 #: The mutants the simulation catches (test_launcher_cli.py, test_cpp_runtime.py), built into every release's
 #: shared object for :data:`MUTANT_SAMPLES`. (The lambda owning the LaunchMemory is not among them: with blocks
 #: held until their kernel finished, it only moves the hand-over to wherever the lambda dies, which only a
@@ -448,7 +508,8 @@ def _wrong_lock_content(cpp: str) -> str:
 #: back to the helper's spares, where a later launch's block took it.
 MUTANTS = {"never-done": _never_done, "release-at-end": _release_at_end,
            "quarter-workspace": _quarter_workspace, "aliasing": _aliasing, "wrong-lock-content": _wrong_lock_content,
-           "release-once-ran": _release_once_ran, "release-once-queued": _release_once_queued}
+           "release-once-ran": _release_once_ran, "memory-in-lambda": _memory_in_lambda,
+           "release-once-queued": _release_once_queued}
 MUTANT_SAMPLES = ("both", "threads")
 
 
@@ -592,7 +653,9 @@ def scenario_spec(built: Built, name: str, tag: str, per_thread: int | None = No
         raise ValueError(f"unknown scenario {name!r}; valid: {', '.join(SCENARIOS)}")
     sc = SCENARIO_SETUPS[name]
     per_thread = sc.per_thread if per_thread is None else per_thread
-    launchers = [ln for ln in built.launchers if ln["tag"] == tag and ln["sample"] == SCENARIO_SAMPLE.key]
+    launchers = [ln for ln in built.launchers if ln["tag"] == tag and ln["sample"] == sc.sample]
+    if not launchers:
+        raise ValueError(f"scenario {name!r}: no {tag} launcher of sample {sc.sample!r} in the build")
     spec = {"so": str(built.shared_object), "host_library": HOST_LIBRARY, "launchers": launchers, "mode": sc.mode,
             "threads": sc.threads, "per_thread": per_thread, "empty_cache_every": sc.empty_cache_every,
             "empty_cache_thread": sc.empty_cache_thread, "operators": sc.operators, "devices": list(sc.devices),
@@ -603,6 +666,14 @@ def scenario_spec(built: Built, name: str, tag: str, per_thread: int | None = No
     if sc.mode == "capture":
         spec.update(captured=CAPTURED, replays=REPLAYS, grow_bytes=GROW_BYTES,
                     kernels=CAPTURE_EAGER + CAPTURED * REPLAYS)
+    elif sc.mode == "graphs":
+        spec.update(captured=CAPTURED, replays=REPLAYS, graphs=GRAPHS, kernels=GRAPHS * (1 + CAPTURED * REPLAYS))
+    elif sc.mode == "global-capture":
+        spec.update(captured=CAPTURED, replays=REPLAYS, eager_before=EAGER_BEFORE, eager_during=EAGER_DURING,
+                    eager_after=EAGER_AFTER, kernels=EAGER_BEFORE + 1 + EAGER_DURING + EAGER_AFTER + CAPTURED * REPLAYS)
+    elif sc.mode == "oom-fill":
+        spec.update(rounds=OOM_ROUNDS, per_round=OOM_LAUNCHES, fill_bytes=list(FILL_BYTES),
+                    kernels=OOM_ROUNDS * OOM_LAUNCHES)
     return spec
 
 
@@ -654,15 +725,15 @@ def run_scenarios(release: str, names: Sequence[str], *, as_shipped: bool = Fals
     built = built or build(release)
     tag = tag_of(as_shipped, mutant)
     specs = {n: dict(scenario_spec(built, n, tag, per_thread), name=n) for n in names}
-    expect = expect_of(built, specs[names[0]]["launchers"][0])
+    expect = {n: expect_of(built, specs[n]["launchers"][0]) for n in names}
     runs: dict[str, dict] = {n: {} for n in names}
     for q, env, group in batches(names):
+        launchers = list({ln["key"]: ln for n in group for ln in specs[n]["launchers"]}.values())  # their cubins
         spec = {"so": str(built.shared_object), "host_library": HOST_LIBRARY, "mode": "batch",
-                "launchers": specs[group[0]]["launchers"], "binary": specs[group[0]]["binary"],
-                "scenarios": [specs[n] for n in group]}
+                "launchers": launchers, "binary": specs[group[0]]["binary"], "scenarios": [specs[n] for n in group]}
         res = run_child(release, spec, queue=q, timeout=timeout, env_extra=env)
         for n, part in zip(group, scenario_results(res, group)):
-            runs[n][q] = judge_scenario(expect, specs[n], part, queue=q, exercises=SCENARIO_SETUPS[n].exercises)
+            runs[n][q] = judge_scenario(expect[n], specs[n], part, queue=q, exercises=SCENARIO_SETUPS[n].exercises)
     return {n: combine_runs({q: runs[n][q] for q in SCENARIO_SETUPS[n].queues}, scenario=n, release=release,
                             as_shipped=as_shipped, mutant=mutant, what=SCENARIOS[n]) for n in names}
 

@@ -172,11 +172,11 @@ def main() -> None:
             out = {"scenario": sp["name"], "steps": [], "done": False}
             RESULT["scenarios"].append(out)
             started = time.perf_counter()
-            (run_capture if sp["mode"] == "capture" else run_scenario)(torch, so, sp, out)
+            RUNNERS[sp["mode"]](torch, so, sp, out)
             out.update(done=True, seconds=round(time.perf_counter() - started, 2))
             save()
     else:
-        (run_capture if SPEC["mode"] == "capture" else run_scenario)(torch, so, SPEC, RESULT)
+        RUNNERS[SPEC["mode"]](torch, so, SPEC, RESULT)
     RESULT["done"] = True
     RESULT["seconds"] = round(time.perf_counter() - T0, 2)
     save()
@@ -487,6 +487,264 @@ def run_capture(torch, so: Launchers, sp: dict, out: dict) -> None:
                   memory_after=_settled(torch), host=HOST.report(), replays=replays, captured_tasks=captured_tasks,
                   thread_tids={0: threading.get_native_id()})
     step("scenario done", out)
+
+
+def _warm_graph(torch, stream=None) -> None:
+    """torch_npu's own graph state (the generator's seed and offset, its capture bookkeeping, the default capture
+    stream) made by a first, empty capture: what the judge compares at the end is the launches' memory only."""
+    warm = torch.npu.NPUGraph()
+    with torch.npu.graph(warm, stream=stream):
+        pass
+    del warm
+    torch.npu.synchronize()
+
+
+def run_graphs(torch, so: Launchers, sp: dict, out: dict) -> None:
+    """sp["graphs"] torch.npu.NPUGraph captured one after the other on torch.npu.graph's default capture stream (a
+    warm-up launch on it first, then sp["captured"] launches each), then sp["replays"] rounds in which every graph
+    is replayed on a stream of its own, all issued before any is waited for (they run at the same time)."""
+    launcher = sp["launchers"][0]
+    torch.npu.set_device(0)
+    _warm_graph(torch)
+    capture = torch.npu.graph.default_capture_stream  # one for every torch.npu.graph without stream=
+    capture_handle = capture.npu_stream
+    replay_streams = [torch.npu.Stream() for _ in range(sp["graphs"])]
+    replay_handles = [s.npu_stream for s in replay_streams]
+    HOST.reset()
+    before = _settled(torch)
+    errors, rows, graphs = [], [], []
+    bufs = [[torch.empty(launcher["xnumel"], device="npu", dtype=torch.float32) for _ in range(2)]
+            for _ in range(sp["graphs"])]
+
+    def launch(what: str, g: int) -> None:
+        threw, err = so.call(launcher, bufs[g], capture_handle)
+        rows.append({"thread": 0, "device": 0, "launch": len(rows) + 1, "what": what, "call_threw": threw,
+                     "call_error": err[:300]})
+
+    for g in range(sp["graphs"]):
+        with torch.npu.stream(capture):
+            launch(f"graph {g}: warm-up", g)
+        capture.synchronize()
+        graph = torch.npu.NPUGraph()
+        with torch.npu.graph(graph):  # the default capture stream, the graph's own memory pool
+            if torch.npu.current_stream().npu_stream != capture_handle:
+                errors.append("torch.npu.graph did not capture on its default capture stream")
+            for _ in range(sp["captured"]):
+                launch(f"graph {g}: captured", g)
+        graphs.append(graph)
+        del graph  # only ``graphs`` keeps it: deleted at the end, its pool with it
+        step(f"graph {g} captured", out)
+    captured_tasks = HOST.report()["counters"]["captured_tasks"]
+    replays = 0
+    try:
+        for _ in range(sp["replays"]):
+            for g, stream in enumerate(replay_streams):  # issued back to back: both graphs in flight at once
+                with torch.npu.stream(stream):
+                    graphs[g].replay()
+            for stream in replay_streams:
+                stream.synchronize()
+            replays += 1
+    except Exception as exc:
+        errors.append(f"replay {replays + 1}: {type(exc).__name__}: {str(exc).strip()[:300]}")
+    step("replayed", out)
+    sync_error = _synchronize_all(torch, [0])
+    graphs.clear()
+    bufs.clear()
+    so.release_done()
+    out.update(calls=rows, thread_errors=errors, sync_error=sync_error, memory_before=before,
+               memory_after=_settled(torch), host=HOST.report(), replays=replays, captured_tasks=captured_tasks,
+               replay_streams=replay_handles, thread_tids={0: threading.get_native_id()})
+    step("scenario done", out)
+
+
+def run_global_capture(torch, so: Launchers, sp: dict, out: dict) -> None:
+    """torch.npu.graph on a stream of its own, in its default capture_error_mode ("global"), captures
+    sp["captured"] launches while another thread makes sp["eager_during"] eager launches on a second stream (the
+    capture ends only once their kernels have run); that thread also launches before and after the capture; then
+    sp["replays"] replays."""
+    launcher = sp["launchers"][0]
+    kernel = launcher["kernel_name"].split()[0]
+    torch.npu.set_device(0)
+    side, eager = torch.npu.Stream(), torch.npu.Stream()
+    _warm_graph(torch, side)
+    side_handle, eager_handle = side.npu_stream, eager.npu_stream
+    HOST.reset()
+    before = _settled(torch)
+    errors, rows = [], []
+    bufs = [torch.empty(launcher["xnumel"], device="npu", dtype=torch.float32) for _ in range(2)]
+    eager_bufs = [torch.empty(launcher["xnumel"], device="npu", dtype=torch.float32) for _ in range(2)]
+    phase = {"name": "before"}
+    go = {p: threading.Event() for p in ("during", "after", "done")}
+    finished = {p: threading.Event() for p in ("before", "during", "after")}
+    tids = {0: threading.get_native_id()}
+
+    def launch(what: str, buffers, stream: int, thread: int) -> None:
+        threw, err = so.call(launcher, buffers, stream)
+        rows.append({"thread": thread, "device": 0, "launch": len(rows) + 1, "what": what, "call_threw": threw,
+                     "call_error": err[:300]})
+
+    def eager_thread() -> None:
+        try:
+            torch.npu.set_device(0)
+            tids[1] = threading.get_native_id()
+            for p, n in (("before", sp["eager_before"]), ("during", sp["eager_during"]), ("after", sp["eager_after"])):
+                if p != "before" and not go[p].wait(30):
+                    errors.append(f"eager thread: never told to launch {p} the capture")
+                    return
+                for _ in range(n):
+                    launch(f"eager, {p} the capture", eager_bufs, eager_handle, 1)
+                finished[p].set()
+        except Exception as exc:
+            errors.append(f"eager thread: {type(exc).__name__}: {str(exc).strip()[:300]}")
+        finally:
+            for e in finished.values():
+                e.set()
+
+    def kernels_run() -> int:
+        return sum(1 for r in HOST.report()["probe_records"] if r["name"] == kernel)
+
+    other = threading.Thread(target=eager_thread)
+    other.start()
+    finished["before"].wait(30)
+    torch.npu.synchronize()
+    with torch.npu.stream(side):
+        launch("warm-up of the captured launcher", bufs, side_handle, 0)
+    side.synchronize()
+    seen_before = kernels_run()
+    graph = torch.npu.NPUGraph()
+    seen_during = 0
+    try:
+        with torch.npu.graph(graph, stream=side):  # capture_error_mode: torch.npu.graph's default, "global"
+            for _ in range(sp["captured"]):
+                launch("captured", bufs, side_handle, 0)
+            phase["name"] = "during"
+            go["during"].set()
+            finished["during"].wait(30)
+            # The eager kernels run while the capture is underway: torch_npu's queue thread launches them on the
+            # eager stream, and the host library's stream runs them (10 s at most).
+            for _ in range(2000):
+                seen_during = kernels_run() - seen_before
+                if seen_during >= sp["eager_during"]:
+                    break
+                time.sleep(0.005)
+    except Exception as exc:
+        errors.append(f"capture: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}")
+    step("captured", out)
+    captured_tasks = HOST.report()["counters"]["captured_tasks"]
+    go["after"].set()
+    finished["after"].wait(30)
+    other.join(30)
+    replays = 0
+    try:
+        for _ in range(sp["replays"]):
+            graph.replay()
+            replays += 1
+        side.synchronize()
+    except Exception as exc:
+        errors.append(f"replay {replays + 1}: {type(exc).__name__}: {str(exc).strip()[:300]}")
+    step("replayed", out)
+    sync_error = _synchronize_all(torch, [0])
+    del graph
+    bufs.clear()
+    eager_bufs.clear()
+    so.release_done()
+    host = HOST.report()
+    out.update(calls=rows, thread_errors=errors, sync_error=sync_error, memory_before=before,
+               memory_after=_settled(torch), host=host, replays=replays, captured_tasks=captured_tasks,
+               eager_during_capture=seen_during, eager_stream=eager_handle, thread_tids=tids)
+    step("scenario done", out)
+
+
+_ALLOC_CALLS = ("aclrtMalloc", "aclrtMallocAlign32")
+
+
+def _call_counts(calls: dict) -> dict:
+    """What the launch phase's judge needs of the host library's call accounting: refused device allocations, and
+    per thread the device allocations and frees."""
+    def threads(names):
+        out: dict = {}
+        for n in names:
+            for tid, k in ((calls.get(n) or {}).get("threads") or {}).items():
+                out[tid] = out.get(tid, 0) + k
+        return out
+    return {"refused": sum((calls.get(n) or {}).get("failed", 0) for n in _ALLOC_CALLS),
+            "allocs": threads(_ALLOC_CALLS), "frees": threads(("aclrtFree",))}
+
+
+def _delta(a: dict, b: dict) -> dict:
+    return {"refused": b["refused"] - a["refused"],
+            **{k: {t: n - a[k].get(t, 0) for t, n in b[k].items() if n - a[k].get(t, 0)} for k in ("allocs", "frees")}}
+
+
+def run_oom_fill(torch, so: Launchers, sp: dict, out: dict) -> None:
+    """sp["rounds"] rounds, on one launching thread: the device (the host ACL library's, limited by the parent)
+    filled with tensors on another stream (requests of sp["fill_bytes"] each, largest first, until torch_npu
+    refuses them), the tensors deleted (their blocks stay cached for that stream), then sp["per_round"] launches on
+    the default stream, whose first request fits only after the caching allocator's out-of-memory retry; per
+    round, what the launches (and their lambdas) refused, allocated and freed, by thread."""
+    launcher = sp["launchers"][0]
+    torch.npu.set_device(0)
+    torch.npu.synchronize()
+    so.release_done()
+    torch.npu.empty_cache()
+    HOST.reset()
+    before = _settled(torch)
+    errors, rows, phases = [], [], []
+    tids: dict = {}
+
+    def launching() -> None:
+        try:
+            torch.npu.set_device(0)
+            tids[0] = threading.get_native_id()
+            stream = torch.npu.current_stream().npu_stream
+            other = torch.npu.Stream()
+            bufs = [torch.empty(launcher["xnumel"], device="npu", dtype=torch.float32) for _ in range(2)]
+            for r in range(sp["rounds"]):
+                so.release_done()  # the last round's blocks (their kernels finished) cached for the default stream
+                held, refusals = [], 0
+                with torch.npu.stream(other):
+                    for size in sp["fill_bytes"]:
+                        while True:
+                            try:
+                                held.append(torch.empty(size // 4, device="npu", dtype=torch.float32))
+                            except Exception:  # torch_npu's out-of-memory error, after its own retry
+                                refusals += 1
+                                break
+                held_bytes = sum(t.numel() * 4 for t in held)
+                del held  # cached for `other`: the device is full of them
+                in_use = HOST.report()["counters"]["device_memory_in_use"][0]
+                calls0, stats0 = _call_counts(HOST.report()["calls"]), _stats(torch)
+                for _ in range(sp["per_round"]):
+                    threw, what = so.call(launcher, bufs, stream)
+                    rows.append({"thread": 0, "device": 0, "launch": len(rows) + 1, "round": r + 1,
+                                 "call_threw": threw, "call_error": what[:300]})
+                try:
+                    torch.npu.synchronize()  # the queue drained: every lambda of the round has run
+                except Exception as exc:
+                    errors.append(f"round {r + 1}: torch.npu.synchronize(): {type(exc).__name__}: "
+                                  f"{' '.join(str(exc).split())[:300]}")
+                stats1 = _stats(torch)
+                phases.append({"round": r + 1, "filled_bytes": held_bytes, "fill_refusals": refusals,
+                               "device_bytes_in_use": in_use,
+                               "retries": stats1["retries"] - stats0["retries"],
+                               **_delta(calls0, _call_counts(HOST.report()["calls"]))})
+                step(f"round {r + 1} done", out)
+            del bufs
+        except Exception as exc:
+            errors.append(f"launching thread: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}")
+
+    t = threading.Thread(target=launching)
+    t.start()
+    t.join()
+    sync_error = _synchronize_all(torch, [0])
+    so.release_done()
+    out.update(calls=rows, thread_errors=errors, sync_error=sync_error, memory_before=before,
+               memory_after=_settled(torch), host=HOST.report(), thread_tids=tids, launch_phases=phases)
+    step("scenario done", out)
+
+
+RUNNERS = {"scenario": run_scenario, "capture": run_capture, "graphs": run_graphs,
+           "global-capture": run_global_capture, "oom-fill": run_oom_fill}
 
 
 if __name__ == "__main__":

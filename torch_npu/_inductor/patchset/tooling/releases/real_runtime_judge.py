@@ -278,6 +278,8 @@ def judge_scenario(expect: tuple, spec: dict, res: dict, *, queue: str, exercise
                         f"the calling threads gave done blocks back (a leak)")
     operators = host.get("operators") or []
     problems += operator_problems(operators, res, queue)
+    problems += graph_problems(records, res)
+    problems += retry_problems(res)
     exercised = not_exercised(exercises, res, spec, queue, records, operators, frees=frees, refused=refused)
     return {"queue": queue, "launches": launches, "calls_made": len(rows), "calls_threw": len(threw),
             "reached_kernel": len(records), "clean_kernels": clean, "host_error_kinds": by_kind,
@@ -288,6 +290,7 @@ def judge_scenario(expect: tuple, spec: dict, res: dict, *, queue: str, exercise
             "operator_first_phase_threads": len({o["tid_phase1"] for o in operators}),
             "operators_on_their_own_thread": sum(o["tid_phase1"] == res.get("operator_tid") for o in operators),
             "replays": res.get("replays"), "captured_tasks": res.get("captured_tasks"),
+            "eager_during_capture": res.get("eager_during_capture"), "launch_phases": res.get("launch_phases"),
             "kernel_devices": sorted({r["device"] for r in records}),
             "timed_out": bool(res.get("timed_out")), "seconds": res.get("seconds"),
             "memory_allocated": {"before": before.get("allocated"), "after": after.get("allocated")},
@@ -309,6 +312,37 @@ def operator_problems(operators: Sequence[dict], res: dict, queue: str) -> list[
             problems.append(f"device {device}: the tensor torch_npu's operators wrote does not hold the last value "
                             f"({got['want']})")
     return problems
+
+
+def _spans(records: Sequence[dict]) -> list[tuple[int, int]]:
+    return [(r[f"{w}_ptr"], r[f"{w}_ptr"] + r[f"{w}_bytes"]) for r in records for w in ("lock", "workspace")
+            if r[f"{w}_ptr"] and r[f"{w}_bytes"]]
+
+
+def graph_problems(records: Sequence[dict], res: dict) -> list[str]:
+    """Graphs replayed at the same time on streams of their own (``replay_streams``): each graph's replayed kernels
+    on memory of its own, none of it another graph's."""
+    streams = res.get("replay_streams") or []
+    per = [_spans([r for r in records if r["captured_launch_id"] and r["stream"] == s]) for s in streams]
+    shared = sum(1 for i, a in enumerate(per) for b in per[i + 1:] for x in a for y in b if x[0] < y[1] and y[0] < x[1])
+    if shared:
+        return [f"{shared} pairs of regions of two graphs replayed at the same time overlap (the graphs share memory)"]
+    return []
+
+
+def retry_problems(res: dict) -> list[str]:
+    """queue-thread-oom-retry: during each round's launches (the queue drained after them), device memory was
+    allocated and freed by the launching thread only (its caching allocator's out-of-memory retry there), never by
+    torch_npu's queue thread or any other."""
+    caller = str((res.get("thread_tids") or {}).get(0, (res.get("thread_tids") or {}).get("0", "")))
+    out = []
+    for ph in res.get("launch_phases") or []:
+        for what, key in (("device allocations", "allocs"), ("aclrtFree calls", "frees")):
+            others = {t: n for t, n in ph[key].items() if t != caller}
+            if others:
+                out.append(f"round {ph['round']}: {sum(others.values())} {what} during the launches on a thread other "
+                           f"than the launching one (torch_npu's queue thread: memory taken inside the lambda)")
+    return out
 
 
 def not_exercised(exercises: Sequence[str], res: dict, spec: dict, queue: str, records: Sequence[dict],
@@ -343,10 +377,25 @@ def not_exercised(exercises: Sequence[str], res: dict, spec: dict, queue: str, r
                        f"{spec['devices']}")
     if "replays" in exercises:
         replayed = sum(1 for r in records if r["captured_launch_id"])
-        if not res.get("captured_tasks") or res.get("replays") != spec["replays"] or \
-                replayed != spec["replays"] * spec["captured"]:
+        want = spec["replays"] * spec["captured"] * spec.get("graphs", 1)
+        if not res.get("captured_tasks") or res.get("replays") != spec["replays"] or replayed != want:
             out.append(f"{res.get('captured_tasks')} tasks captured, {res.get('replays')} of {spec['replays']} "
-                       f"replays, {replayed} replayed kernels of {spec['replays'] * spec['captured']}")
+                       f"replays, {replayed} replayed kernels of {want}")
+    if "graphs" in exercises:
+        streams = res.get("replay_streams") or []
+        per = [sum(1 for r in records if r["captured_launch_id"] and r["stream"] == s) for s in streams]
+        if len(streams) != spec["graphs"] or per != [spec["replays"] * spec["captured"]] * spec["graphs"]:
+            out.append(f"replayed kernels per replay stream {per}, {spec['replays'] * spec['captured']} on each of "
+                       f"{spec['graphs']} expected")
+    if "during-capture" in exercises and (res.get("eager_during_capture") or 0) < spec["eager_during"]:
+        out.append(f"{res.get('eager_during_capture')} of {spec['eager_during']} eager kernels ran while the other "
+                   f"stream captured")
+    if "caller-retry" in exercises:
+        phases = res.get("launch_phases") or []
+        if len(phases) != spec["rounds"] or any(p["refused"] == 0 or p["retries"] == 0 for p in phases):
+            out.append("not every round's launches had a device allocation refused and torch_npu's out-of-memory "
+                       f"retry run: {[(p['round'], p['refused'], p['retries']) for p in phases]} (round, refused, "
+                       "retries)")
     return out
 
 

@@ -3,7 +3,7 @@
 ``acl_sim/`` (C++: the ACL subset the launchers call, torch_npu's allocators and task queue as their
 source shows them, the probe kernel), ``build`` (programs and libraries against it, cached),
 ``harness`` (a launcher built into a program that launches it as torch_npu's wrapper does, the judge
-of what each launch got, the capture / thread scenarios), ``samples`` (representative kernel
+of what each launch got), ``samples`` (representative kernel
 metadata), ``host_library`` (the host ACL library: acl_sim plus ``acl_sim/host/``, built against a
 released wheel's own CANN headers into a ``libascendcl.so`` that the wheel's binaries load unchanged,
 in a test's subprocess only; a test double of CANN, never in a user's process: ``acl_sim/host/README.md``).

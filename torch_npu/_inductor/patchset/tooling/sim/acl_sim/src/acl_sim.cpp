@@ -894,7 +894,6 @@ void note_request(uintptr_t block, uint64_t size) {
 // empty_cache clears it (:453-457), from whichever thread allocates or frees.
 // Two threads inside at once are a data race on that map: reported.
 std::atomic<int> g_outer_inside{0};
-std::atomic<uint32_t> g_race_window_us{0};
 struct OuterMapEntry {
   explicit OuterMapEntry(const char *what) {
     if (g_outer_inside.fetch_add(1, std::memory_order_acq_rel) != 0) {
@@ -903,8 +902,6 @@ struct OuterMapEntry {
                            ": entered the workspace allocator's unguarded pointer map while another thread was in it "
                            "(torch_npu NPUWorkspaceAllocator.cpp: allocated_ptrs has no lock)");
     }
-    const uint32_t us = g_race_window_us.load(std::memory_order_relaxed);
-    if (us != 0) std::this_thread::sleep_for(std::chrono::microseconds(us));
   }
   ~OuterMapEntry() { g_outer_inside.fetch_sub(1, std::memory_order_acq_rel); }
   OuterMapEntry(const OuterMapEntry &) = delete;
@@ -1533,7 +1530,6 @@ void empty_cache() {
   }
   for (int dev : used) workspace_empty_cache(dev);
 }
-void set_allocator_race_window_us(uint32_t us) { g_race_window_us.store(us, std::memory_order_relaxed); }
 
 void set_device_memory_capacity(int device, uint64_t bytes) {
   if (device < 0 || device >= kMaxDevices) throw std::invalid_argument("acl_sim::set_device_memory_capacity: bad device");

@@ -290,15 +290,6 @@ void npu_synchronize_device();
 // pools stay). workspace_empty_cache(device) does it for one device.
 void empty_cache();
 void workspace_empty_cache(int device);
-// The workspace allocator's outer pointer map (allocated_ptrs,
-// NPUWorkspaceAllocator.cpp v2.7.1:549-567, one for all devices) is read and
-// written without a lock by malloc (replace_allocated_ptr), by every tensor
-// release (get_allocated_device) and by empty_cache. Two threads inside at
-// once are reported (kAllocatorRace). A window > 0 keeps each entry inside
-// that many microseconds, so that unserialised callers overlap reliably
-// (default 0).
-void set_allocator_race_window_us(uint32_t us);
-
 // torch_npu's own operator on op-plugin's V2 path (EXEC_NPU_CMD_V2 in
 // op_plugin/utils/op_api_common.h, TASK_QUEUE_ENABLE=2) or torch_npu's DVM
 // launcher: handed to OpCommand::RunOpApiV2, its lambda takes the operator's
