@@ -84,7 +84,7 @@ int acl_host_inject_fault(const char *function, uint64_t nth, int code);
 // that carving a block does not rely on its base's alignment. Back to 0 at acl_host_reset.
 void acl_host_set_device_base_offset(uint64_t bytes);
 // Device memory of `device` in bytes (0: back to ACL_HOST_DEVICE_GIB); allocations beyond it fail with
-// ACL_ERROR_BAD_ALLOC. The report's counters give what is in use ("device_memory_in_use").
+// ACL_ERROR_RT_MEMORY_ALLOCATION (207001). The report's counters give what is in use ("device_memory_in_use").
 void acl_host_set_device_memory(int device, uint64_t bytes);
 
 // Used by the generated entry points (not for tests): account one call of function `index` of the

@@ -1789,7 +1789,9 @@ aclError aclrtMalloc(void **devPtr, size_t size, aclrtMemMallocPolicy) {
   if (aclError e = fault(kApiMalloc)) return e;
   if (devPtr == nullptr || size == 0) return ACL_ERROR_INVALID_PARAM;
   uintptr_t p = dev_alloc(size, false, cur_device());
-  if (p == 0) return ACL_ERROR_BAD_ALLOC;
+  // The device is full: the runtime's code, the one torch_npu's caching allocator takes for out of memory
+  // (NPUCachingAllocator.cpp v2.7.1:1297; CANN's aclrtMalloc page names no code).
+  if (p == 0) return ACL_ERROR_RT_MEMORY_ALLOCATION;
   *devPtr = reinterpret_cast<void *>(p);
   return ACL_SUCCESS;
 }

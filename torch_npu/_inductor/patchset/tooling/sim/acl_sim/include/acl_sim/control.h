@@ -259,7 +259,7 @@ int task_queue_device_of_this_thread();
 //
 // Device memory capacity of `device` in bytes (0: unlimited, the default).
 // Every device allocation counts: aclrtMalloc, workspace blocks, caching
-// allocator blocks. aclrtMalloc beyond it returns ACL_ERROR_BAD_ALLOC, the
+// allocator blocks. aclrtMalloc beyond it returns ACL_ERROR_RT_MEMORY_ALLOCATION, the
 // workspace allocator throws OutOfMemoryError, the caching allocator retries
 // as above.
 void set_device_memory_capacity(int device, uint64_t bytes);
