@@ -46,6 +46,8 @@ thread_local uint64_t t_last_launch = 0;
 // load + store, no locked instruction; counters() sums the shards, and
 // reset_counters() records the sums as a baseline (shards are never written
 // by other threads, and never freed, so counts of exited threads remain).
+// The two lists are laid out by hand.
+// clang-format off
 #define ACL_SIM_RESET_COUNTERS(X)                                                                       \
   X(allocator_requests) X(allocator_growths) X(sync_copies) X(async_copies) X(pageable_async_copies)   \
   X(memsets) X(launches) X(host_blocking) X(pinned_allocs) X(pinned_frees) X(device_allocs)            \
@@ -55,6 +57,7 @@ thread_local uint64_t t_last_launch = 0;
   X(caching_oom_retries)
 #define ACL_SIM_LIVE_COUNTERS(X) \
   X(live_device_allocs) X(live_workspace_tensors) X(live_pinned) X(live_events) X(live_models) X(live_caching_allocations)
+// clang-format on
 struct ShardCounter {
   std::atomic<uint64_t> v{0};
   void operator++(int) noexcept { v.store(v.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed); }
