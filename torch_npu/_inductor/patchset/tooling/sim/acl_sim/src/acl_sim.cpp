@@ -52,7 +52,7 @@ thread_local uint64_t t_last_launch = 0;
   X(allocator_requests) X(allocator_growths) X(sync_copies) X(async_copies) X(pageable_async_copies)   \
   X(memsets) X(launches) X(host_blocking) X(pinned_allocs) X(pinned_frees) X(device_allocs)            \
   X(device_frees) X(events_created) X(events_recorded) X(event_queries) X(errors) X(captured_tasks) X(replays)  \
-  X(stale_replay_sources) X(captures_invalidated) X(op_tasks) X(app_logs) X(caching_requests)                    \
+  X(stale_replay_sources) X(captures_invalidated) X(app_logs) X(caching_requests)                               \
   X(device_synchronizations) X(caching_frees) X(caching_allocs_on_queue_threads) X(caching_frees_on_queue_threads) \
   X(caching_oom_retries)
 #define ACL_SIM_LIVE_COUNTERS(X) \
@@ -2277,7 +2277,6 @@ at::Tensor allocate_workspace(uint64_t workspace_size, aclrtStream stream) {
 
 void OpCommand::RunOpApiV2(const std::string &op_name, const PROC_FUNC &func, bool /*sync: unused on this path*/) {
   const int dev = cur_device();
-  C().op_tasks++;
   if (queue_on()) {
     OpQueue *q = queue_of(dev);
     uint64_t seq;

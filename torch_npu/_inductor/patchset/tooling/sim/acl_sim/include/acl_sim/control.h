@@ -104,7 +104,6 @@ struct Counters {
   uint64_t replays = 0;              // aclmdlRIExecuteAsync calls that enqueued a model
   uint64_t stale_replay_sources = 0; // replayed copies whose page-locked host source was gone
   uint64_t captures_invalidated = 0;
-  uint64_t op_tasks = 0;             // OpCommand::RunOpApiV2 calls
   uint64_t app_logs = 0;             // aclAppLog messages
   // live objects (not reset by reset_counters/reset)
   uint64_t live_device_allocs = 0;   // aclrtMalloc'd, excluding allocator blocks
