@@ -29,8 +29,8 @@
 //    is the simulation's choice where CANN's documentation is silent.
 //  * torch_npu's task queue: OpCommand::RunOpApiV2, see
 //    torch_npu/csrc/framework/OpCommand.h (stand-in) and op_tasks() below.
-//    (The torch_npu stand-ins serve the simulation harness, its benchmark and
-//    its own tests only: ../../README.md says which and why.)
+//    (The torch_npu stand-ins remain for the simulation harness, the
+//    simulation benchmark and these tests: ../../README.md says why.)
 //  * aclAppLog: every message recorded (app_logs()), nothing printed.
 //  * Device memory (aclrtMalloc / the workspace allocator): lives in an arena
 //    whose device addresses are mapped PROT_NONE, so host code that
