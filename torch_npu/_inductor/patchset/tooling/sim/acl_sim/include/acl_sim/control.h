@@ -30,7 +30,7 @@
 //  * torch_npu's task queue: OpCommand::RunOpApiV2, see
 //    torch_npu/csrc/framework/OpCommand.h (stand-in) and op_tasks() below.
 //    (The torch_npu stand-ins remain for the simulation harness, the
-//    simulation benchmark and these tests: ../../README.md says why.)
+//    simulation benchmark and test_sim.cpp: ../../README.md says why.)
 //  * aclAppLog: every message recorded (app_logs()), nothing printed.
 //  * Device memory (aclrtMalloc / the workspace allocator): lives in an arena
 //    whose device addresses are mapped PROT_NONE, so host code that
