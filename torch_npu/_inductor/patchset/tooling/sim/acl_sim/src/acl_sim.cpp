@@ -46,22 +46,22 @@ thread_local uint64_t t_last_launch = 0;
 // load + store, no locked instruction; counters() sums the shards, and
 // reset_counters() records the sums as a baseline (shards are never written
 // by other threads, and never freed, so counts of exited threads remain).
+// The two lists are laid out by hand.
+// clang-format off
 #define ACL_SIM_RESET_COUNTERS(X)                                                                       \
   X(allocator_requests) X(allocator_growths) X(sync_copies) X(async_copies) X(pageable_async_copies)   \
   X(memsets) X(launches) X(host_blocking) X(pinned_allocs) X(pinned_frees) X(device_allocs)            \
   X(device_frees) X(events_created) X(events_recorded) X(event_queries) X(errors) X(captured_tasks) X(replays)  \
-  X(stale_replay_sources) X(captures_invalidated) X(op_tasks) X(op_task_failures) X(op_tasks_dropped) X(app_logs)  \
-  X(caching_requests) X(graph_pool_requests) X(workspace_empty_caches) X(device_synchronizations)                 \
-  X(caching_frees) X(caching_allocs_on_queue_threads) X(caching_frees_on_queue_threads) X(caching_oom_retries)   \
-  X(queue_task_ns)
+  X(stale_replay_sources) X(captures_invalidated) X(app_logs) X(caching_requests)                               \
+  X(device_synchronizations) X(caching_frees) X(caching_allocs_on_queue_threads) X(caching_frees_on_queue_threads) \
+  X(caching_oom_retries)
 #define ACL_SIM_LIVE_COUNTERS(X) \
-  X(live_device_allocs) X(live_allocator_blocks) X(live_workspace_tensors) X(live_pinned) X(live_events) X(live_models) \
-  X(live_caching_allocations)
+  X(live_device_allocs) X(live_workspace_tensors) X(live_pinned) X(live_events) X(live_models) X(live_caching_allocations)
+// clang-format on
 struct ShardCounter {
   std::atomic<uint64_t> v{0};
   void operator++(int) noexcept { v.store(v.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed); }
   void operator--(int) noexcept { v.store(v.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed); }
-  void add(uint64_t n) noexcept { v.store(v.load(std::memory_order_relaxed) + n, std::memory_order_relaxed); }
   uint64_t get() const noexcept { return v.load(std::memory_order_relaxed); }
 };
 struct AtomicCounters {
@@ -242,7 +242,7 @@ uintptr_t dev_alloc(size_t size, bool block, int device) {
   allocs()[base] = std::move(al);
   g_in_use[device] += size;
   C().device_allocs++;
-  (block ? C().live_allocator_blocks : C().live_device_allocs)++;
+  if (!block) C().live_device_allocs++;
   return base;
 }
 
@@ -265,7 +265,7 @@ bool dev_free(uintptr_t p, bool block) {
   }
   std::vector<uint8_t>().swap(al.init);
   C().device_frees++;
-  (block ? C().live_allocator_blocks : C().live_device_allocs)--;
+  if (!block) C().live_device_allocs--;
   return true;
 }
 
@@ -1047,6 +1047,8 @@ void update_op_record(uint64_t seq, F &&f) {
     }
 }
 
+// NPUQueue's states: running, failed (the next RunOpApiV2 throws), then dropping silently.
+enum class QueueStatus { kRun, kErrorExit, kCanExit };
 struct QueueEntry {
   uint64_t seq;
   std::string op;
@@ -1084,9 +1086,7 @@ int run_op(uint64_t seq, const std::function<int()> &fn) {
   }
   const uint64_t ns = static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
-  if (t_queue_device >= 0) C().queue_task_ns.add(ns);
   if (threw) rc = ACL_ERROR_INVALID_PARAM;
-  if (rc != 0) C().op_task_failures++;
   update_op_record(seq, [&](OpTask &r) {
     r.run_ns = ns;
     r.ran = true;
@@ -1117,7 +1117,6 @@ void queue_worker(OpQueue *q) {
       while (!q->q.empty()) {
         const uint64_t seq = q->q.front().seq;
         q->q.pop_front();
-        C().op_tasks_dropped++;
         update_op_record(seq, [](OpTask &r) { r.dropped = true; });
       }
     }
@@ -1301,7 +1300,6 @@ Counters counters() {
 #define ACL_SIM_SUB(n) r.n -= g_counter_baseline.n;
   ACL_SIM_RESET_COUNTERS(ACL_SIM_SUB)
 #undef ACL_SIM_SUB
-  r.live_workspace_dataptrs = r.live_workspace_tensors;
   r.peak_live_caching_allocations = static_cast<uint64_t>(g_ca_peak.load(std::memory_order_relaxed));
   return r;
 }
@@ -1352,7 +1350,6 @@ void set_device_base_offset(size_t bytes) { g_base_offset = bytes; }
 
 void inject_fault(const char *api, uint64_t nth, aclError code) {
   internal::SimScope scope;
-  if (std::strcmp(api, "malloc_with_stream") == 0) api = "allocate_workspace";  // earlier name
   for (int i = 0; i < kApiCount; ++i) {
     if (std::strcmp(api, kApiNames[i]) == 0) {
       std::lock_guard<std::mutex> g(g_fault_mu);
@@ -1365,7 +1362,6 @@ void inject_fault(const char *api, uint64_t nth, aclError code) {
 }
 void on_call(const char *api, uint64_t nth, std::function<void()> fn) {
   internal::SimScope scope;
-  if (std::strcmp(api, "malloc_with_stream") == 0) api = "allocate_workspace";
   for (int i = 0; i < kApiCount; ++i) {
     if (std::strcmp(api, kApiNames[i]) == 0) {
       std::lock_guard<std::mutex> g(g_fault_mu);
@@ -1404,7 +1400,6 @@ void clear_app_logs() {
 }
 
 void set_task_queue_enabled(bool on) { g_queue_enabled = on ? 1 : 0; }
-bool task_queue_enabled() { return queue_on(); }
 std::vector<OpTask> op_tasks() {
   internal::SimScope scope;
   std::lock_guard<std::mutex> g(g_op_mu);
@@ -1415,26 +1410,12 @@ void clear_op_tasks() {
   op_records().clear();
 }
 void drain_task_queues() {
-  for (int d = 0; d < kMaxDevices; ++d) drain_task_queue(d);
-}
-QueueStatus task_queue_status(int device) {
-  if (device < 0 || device >= kMaxDevices) return QueueStatus::kRun;
-  OpQueue *q = queue_of(device);
-  std::lock_guard<std::mutex> l(q->mu);
-  return q->status;
-}
-std::string task_queue_error(int device) {
-  if (device < 0 || device >= kMaxDevices) return "";
-  OpQueue *q = queue_of(device);
-  std::lock_guard<std::mutex> l(q->mu);
-  return q->repo_error;
-}
-void drain_task_queue(int device) {
-  if (device < 0 || device >= kMaxDevices) return;
-  OpQueue *q = existing_queue(device);
-  if (q == nullptr) return;
-  std::unique_lock<std::mutex> l(q->mu);
-  q->idle_cv.wait(l, [&] { return q->q.empty() && !q->busy; });
+  for (int d = 0; d < kMaxDevices; ++d) {
+    OpQueue *q = existing_queue(d);
+    if (q == nullptr) continue;
+    std::unique_lock<std::mutex> l(q->mu);
+    q->idle_cv.wait(l, [&] { return q->q.empty() && !q->busy; });
+  }
 }
 void set_task_queues_paused(bool paused) {
   g_queues_paused.store(paused);
@@ -1444,17 +1425,6 @@ void set_task_queues_paused(bool paused) {
     if (q == nullptr) continue;
     std::lock_guard<std::mutex> l(q->mu);
     q->cv.notify_all();
-  }
-}
-int task_queue_device_of_this_thread() { return t_queue_device; }
-void reset_task_queues() {
-  drain_task_queues();
-  std::lock_guard<std::mutex> g(g_queues_mu);
-  for (OpQueue *q : g_queues) {
-    if (q == nullptr) continue;
-    std::lock_guard<std::mutex> l(q->mu);
-    q->status = QueueStatus::kRun;
-    q->repo_error.clear();
   }
 }
 
@@ -1508,18 +1478,7 @@ bool allocation_extent(const void *ptr, Extent *out, uint64_t request_seq) {
   *out = e;
   return true;
 }
-uint64_t last_request_seq() { return g_req_seq.load(); }
 
-void workspace_empty_cache(int device) {
-  internal::SimScope scope;
-  if (device < 0 || device >= kMaxDevices) throw std::invalid_argument("acl_sim::workspace_empty_cache: bad device");
-  npu_sync_device(device, "torch.npu.empty_cache()");  // first (NPUCachingAllocator.cpp v2.7.1:1669); throws in capture
-  C().workspace_empty_caches++;
-  CaDevice &d = g_ca[device];
-  std::lock_guard<std::recursive_mutex> g(d.mu);
-  ws_free_all_blocks(device, "empty_cache");
-  ca_release_cached_locked(d);
-}
 void empty_cache() {
   // emptyCacheImpl: every used device (NPUCachingAllocator.cpp v2.7.1:3382-3404).
   std::set<int> used;
@@ -1528,7 +1487,16 @@ void empty_cache() {
     for (Stream *st : streams())
       if (!st->destroyed) used.insert(st->device);
   }
-  for (int dev : used) workspace_empty_cache(dev);
+  for (int dev : used) {
+    internal::SimScope scope;
+    // DeviceCachingAllocator::emptyCache: npuSynchronizeDevice first (:1669; throws in capture), then under the
+    // device lock the workspace allocator's empty_cache and the free cached blocks.
+    npu_sync_device(dev, "torch.npu.empty_cache()");
+    CaDevice &d = g_ca[dev];
+    std::lock_guard<std::recursive_mutex> g(d.mu);
+    ws_free_all_blocks(dev, "empty_cache");
+    ca_release_cached_locked(d);
+  }
 }
 
 void set_device_memory_capacity(int device, uint64_t bytes) {
@@ -1540,18 +1508,6 @@ uint64_t device_memory_in_use(int device) {
   if (device < 0 || device >= kMaxDevices) return 0;
   std::lock_guard<std::mutex> g(g_mem_mu);
   return g_in_use[device];
-}
-size_t caching_blocks(int device) {
-  if (device < 0 || device >= kMaxDevices) return 0;
-  std::lock_guard<std::recursive_mutex> g(g_ca[device].mu);
-  return g_ca[device].blocks.size();
-}
-size_t caching_cached_blocks(int device) {
-  if (device < 0 || device >= kMaxDevices) return 0;
-  std::lock_guard<std::recursive_mutex> g(g_ca[device].mu);
-  size_t n = 0;
-  for (const auto &kv : g_ca[device].blocks) n += !kv.second.held;
-  return n;
 }
 void npu_synchronize_device() {
   internal::SimScope scope;
@@ -1578,7 +1534,6 @@ void *caching_raw_alloc_with_stream(size_t nbytes, aclrtStream stream) {
     std::lock_guard<std::mutex> l(s->mu);
     if (s->capture != nullptr && s->capture->status == ACL_MODEL_RI_CAPTURE_STATUS_ACTIVE) pool = s->capture->model->id;
   }
-  if (pool != 0) C().graph_pool_requests++;
   std::unique_lock<std::recursive_mutex> lock(d.mu);  // malloc's device lock (:1192)
   auto take_cached = [&]() -> uintptr_t {              // get_free_block: same pool, same stream (:2555-2567)
     CaBlock *best = nullptr;
@@ -2244,8 +2199,6 @@ void *tensor_data(const TensorImpl *impl) noexcept { return impl->data; }
 }  // namespace acl_sim
 
 namespace {
-// run_torch_npu_op's hook, while its request is inside the pointer map.
-thread_local const std::function<void()> *t_ws_hook = nullptr;
 at::Tensor workspace_tensor(void *data) {
   auto *impl = new acl_sim::detail::TensorImpl();
   impl->data = data;
@@ -2263,7 +2216,6 @@ at::Tensor allocate_workspace(uint64_t workspace_size, aclrtStream stream) {
   char buf[240];
   std::function<void()> hook;
   if (aclError e = fault(kApiAllocator, &hook)) {
-    if (e == kAllocReturnsNull) return workspace_tensor(nullptr);
     std::snprintf(buf, sizeof buf,
                   "NPU out of memory. NPUWorkspaceAllocator tried to allocate %llu bytes (acl_sim: injected fault, "
                   "code %d)",
@@ -2274,7 +2226,6 @@ at::Tensor allocate_workspace(uint64_t workspace_size, aclrtStream stream) {
   if (s == nullptr) throw std::runtime_error("acl_sim: allocate_workspace on an invalid stream");
   OuterMapEntry outer("allocate_workspace");
   if (hook) hook();
-  if (t_ws_hook != nullptr && *t_ws_hook) (*t_ws_hook)();
   if (workspace_size == 0) return workspace_tensor(nullptr);  // defined, no memory (as torch_npu)
   const int dev = cur_device();
   constexpr uint64_t k2M = uint64_t(2) << 20;
@@ -2326,7 +2277,6 @@ at::Tensor allocate_workspace(uint64_t workspace_size, aclrtStream stream) {
 
 void OpCommand::RunOpApiV2(const std::string &op_name, const PROC_FUNC &func, bool /*sync: unused on this path*/) {
   const int dev = cur_device();
-  C().op_tasks++;
   if (queue_on()) {
     OpQueue *q = queue_of(dev);
     uint64_t seq;
@@ -2344,7 +2294,6 @@ void OpCommand::RunOpApiV2(const std::string &op_name, const PROC_FUNC &func, bo
         msg = poisoned_message(q->repo_error);
       }
       l.unlock();
-      C().op_tasks_dropped++;
       update_op_record(seq, [&](OpTask &r) {
         r.dropped = true;
         r.threw_at_call = first;
@@ -2369,7 +2318,6 @@ void OpCommand::RunOpApiV2(const std::string &op_name, const PROC_FUNC &func, bo
   try {
     rc = func();
   } catch (const std::exception &e) {
-    C().op_task_failures++;
     internal::SimScope scope;
     update_op_record(seq, [&](OpTask &r) {
       r.ran = true;
@@ -2385,7 +2333,6 @@ void OpCommand::RunOpApiV2(const std::string &op_name, const PROC_FUNC &func, bo
     r.rc = rc;
   });
   if (rc != 0) {
-    C().op_task_failures++;
     update_op_record(seq, [&](OpTask &r) { r.threw_at_call = true; });
     throw std::runtime_error(op_name + ": the launch returned ACL error " + std::to_string(rc) +
                              " (acl_sim: torch_npu's ACL_REQUIRE_OK_OP with the task queue off)");
@@ -2394,59 +2341,6 @@ void OpCommand::RunOpApiV2(const std::string &op_name, const PROC_FUNC &func, bo
 
 }  // namespace native
 }  // namespace at_npu
-
-// ================================================================ torch_npu's own operators
-namespace acl_sim {
-namespace {
-struct OpKernelArgs {
-  void *workspace;
-  uint64_t bytes;
-  uint32_t run_us;
-};
-// The operator's kernel: holds and writes its whole workspace (checked: a
-// freed or foreign block is reported), then runs `run_us`.
-void torch_npu_op_kernel(const KernelCall &call) {
-  if (call.block_idx != 0) return;
-  OpKernelArgs a;
-  std::memcpy(&a, call.args, sizeof a);
-  if (a.workspace == nullptr || a.bytes == 0) {
-    if (a.run_us) std::this_thread::sleep_for(std::chrono::microseconds(a.run_us));
-    return;
-  }
-  const auto *k = static_cast<const Kernel *>(call.user);
-  internal::hold_region(call.launch_id, k->name, call.stream, reinterpret_cast<uintptr_t>(a.workspace), a.bytes,
-                        "workspace");
-  std::vector<uint8_t> bytes(a.bytes, 0x6f);
-  device_write(a.workspace, bytes.data(), bytes.size(), "torch_npu operator kernel (workspace)");
-  if (a.run_us) std::this_thread::sleep_for(std::chrono::microseconds(a.run_us));
-  internal::release_regions(call.launch_id);
-}
-}  // namespace
-
-void run_torch_npu_op(const TorchNpuOp &op) {
-  static aclrtFuncHandle kernel = [] {
-    aclrtFuncHandle h = register_kernel("torch_npu_op", &torch_npu_op_kernel, nullptr);
-    static_cast<Kernel *>(h)->user = h;  // the kernel reads its own name
-    return h;
-  }();
-  TorchNpuOp copy = op;
-  at_npu::native::OpCommand::RunOpApiV2(op.name, [copy]() -> int {
-    at::Tensor workspace;  // OpPreparation::unsafe_empty_workspace, inside the queued lambda
-    if (copy.workspace_bytes != 0) {
-      t_ws_hook = &copy.inside_workspace_allocator;
-      try {
-        workspace = at_npu::native::allocate_workspace(copy.workspace_bytes, copy.stream);
-      } catch (...) {
-        t_ws_hook = nullptr;
-        throw;  // NPU_CHECK_ERROR / TORCH_CHECK: the exception leaves the lambda
-      }
-      t_ws_hook = nullptr;
-    }
-    OpKernelArgs args{workspace.data_ptr(), copy.workspace_bytes, copy.run_us};
-    return aclrtLaunchKernelWithHostArgs(kernel, 1, copy.stream, nullptr, &args, sizeof args, nullptr, 0);
-  });  // the tensor is dropped when the lambda returns
-}
-}  // namespace acl_sim
 
 // ================================================================ host library hooks
 // What the host ACL library (acl_sim/host/, a test double of CANN's shared libraries) needs of the

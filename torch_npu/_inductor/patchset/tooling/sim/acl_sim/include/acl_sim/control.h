@@ -29,6 +29,8 @@
 //    is the simulation's choice where CANN's documentation is silent.
 //  * torch_npu's task queue: OpCommand::RunOpApiV2, see
 //    torch_npu/csrc/framework/OpCommand.h (stand-in) and op_tasks() below.
+//    (The torch_npu stand-ins remain for the simulation harness, the
+//    simulation benchmark and test_sim.cpp: ../../README.md says why.)
 //  * aclAppLog: every message recorded (app_logs()), nothing printed.
 //  * Device memory (aclrtMalloc / the workspace allocator): lives in an arena
 //    whose device addresses are mapped PROT_NONE, so host code that
@@ -56,7 +58,6 @@
 //    aclmdlRIDestroy), empty_cache of free blocks only, a settable device
 //    memory capacity and the out-of-memory retry, which synchronises the
 //    device (draining the task queue: from a queue thread a self-wait).
-//  * torch_npu's own operators on the V2 path / DVM: run_torch_npu_op().
 //  * Global-mode capture (torch.npu.graph's default, graphs.py v2.7.1:607):
 //    aclrtQueryEventStatus (torch_npu: "npuEventQueries, illegal during NPU
 //    graph capture", NPUCachingAllocator.cpp v2.7.1:1199-1210) and
@@ -103,22 +104,15 @@ struct Counters {
   uint64_t replays = 0;              // aclmdlRIExecuteAsync calls that enqueued a model
   uint64_t stale_replay_sources = 0; // replayed copies whose page-locked host source was gone
   uint64_t captures_invalidated = 0;
-  uint64_t op_tasks = 0;             // OpCommand::RunOpApiV2 calls
-  uint64_t op_task_failures = 0;     // tasks that returned non-zero or threw
-  uint64_t op_tasks_dropped = 0;     // tasks a poisoned queue dropped
   uint64_t app_logs = 0;             // aclAppLog messages
   // live objects (not reset by reset_counters/reset)
   uint64_t live_device_allocs = 0;   // aclrtMalloc'd, excluding allocator blocks
-  uint64_t live_allocator_blocks = 0;
   uint64_t live_workspace_tensors = 0;  // at::Tensor from allocate_workspace still referenced
-  uint64_t live_workspace_dataptrs = 0;  // same value (the name of earlier versions)
   uint64_t live_pinned = 0;
   uint64_t live_events = 0;
   uint64_t live_models = 0;          // captured models not destroyed
   uint64_t caching_requests = 0;     // NPUCachingAllocator::raw_alloc_with_stream calls (reset by reset_counters)
-  uint64_t graph_pool_requests = 0;  // of which served from a capture's private pool
   uint64_t live_caching_allocations = 0;  // raw_alloc'd and not raw_delete'd (live: not reset)
-  uint64_t workspace_empty_caches = 0;    // empty_cache() / workspace_empty_cache() per device
   // Device synchronisations: npuSynchronizeDevice (npu_synchronize_device(),
   // the out-of-memory retry, empty_cache), aclrtSynchronizeDevice and the
   // workspace allocator's growth. Each is also a host-blocking call.
@@ -127,7 +121,6 @@ struct Counters {
   uint64_t caching_allocs_on_queue_threads = 0; // raw_alloc_with_stream calls made by a task-queue thread
   uint64_t caching_frees_on_queue_threads = 0;  // raw_delete calls made by a task-queue thread
   uint64_t caching_oom_retries = 0;             // out-of-memory retries (sync, free cached blocks, retry)
-  uint64_t queue_task_ns = 0;                   // host time inside queued functions, on the queue threads
   // Most caching-allocator blocks held at once (raw_alloc'd, not yet
   // raw_delete'd) since the last reset_counters() (which starts it at the
   // number held then).
@@ -169,14 +162,10 @@ void set_memcpy_model(MemcpyModel m);
 void set_device_base_offset(size_t bytes);
 
 // Fault injection: the nth call (1-based, counted from now) of `api` fails
-// with `code`. `api` is an ACL function name, "allocate_workspace" (the old
-// name "malloc_with_stream" is accepted for it) or "raw_alloc_with_stream".
-// For allocate_workspace, code kAllocReturnsNull makes it return a defined
-// tensor with a null data_ptr() (torch_npu never does; for defensive tests);
-// any other code makes an allocator throw OutOfMemoryError (a
-// std::runtime_error, as torch_npu's allocators throw on failure) with
-// torch_npu's text and the code.
-constexpr aclError kAllocReturnsNull = -1;
+// with `code`. `api` is an ACL function name, "allocate_workspace" or
+// "raw_alloc_with_stream"; for an allocator, the code makes it throw
+// OutOfMemoryError (a std::runtime_error, as torch_npu's allocators throw on
+// failure) with torch_npu's text and the code.
 void inject_fault(const char *api, uint64_t nth, aclError code);
 // Test hook: the nth call (1-based, counted from now, by any thread) of `api`
 // (a name inject_fault takes) first runs `fn` on the calling thread, before
@@ -205,7 +194,6 @@ void clear_app_logs();
 // ---- torch_npu task queue (OpCommand::RunOpApiV2) ---------------------------
 // Default: on unless TASK_QUEUE_ENABLE=0 or ASCEND_LAUNCH_BLOCKING=1 (read once).
 void set_task_queue_enabled(bool on);
-bool task_queue_enabled();
 struct OpTask {
   uint64_t seq = 0;                // 1-based, per process, in call order
   std::string op;                  // op_name passed to RunOpApiV2
@@ -224,18 +212,9 @@ void clear_op_tasks();
 // Waits until every queue thread has run or dropped all it was given (does not
 // throw; torch_npu's synchronize would throw for a poisoned queue).
 void drain_task_queues();
-enum class QueueStatus { kRun, kErrorExit, kCanExit };
-QueueStatus task_queue_status(int device);
-std::string task_queue_error(int device);  // torch_npu's "repo_error" text, empty if none
-// Back to kRun on every device (a real process cannot do this).
-void reset_task_queues();
-// Waits until `device`'s queue thread has run or dropped all it was given.
-void drain_task_queue(int device);
 // Test control: while paused, queue threads take no new task (queued ones
 // wait; RunOpApiV2 still queues). Unpausing lets them run in order.
 void set_task_queues_paused(bool paused);
-// Whether the calling thread is a task-queue thread (and of which device), -1 if not.
-int task_queue_device_of_this_thread();
 
 // ---- torch_npu's allocators ---------------------------------------------------------
 // Caching allocator (the stand-in NPUCachingAllocator.h's raw_alloc_with_stream
@@ -264,10 +243,6 @@ int task_queue_device_of_this_thread();
 // as above.
 void set_device_memory_capacity(int device, uint64_t bytes);
 uint64_t device_memory_in_use(int device);  // live device allocations of `device`, in bytes
-// Blocks the caching allocator holds for `device` (handed out or cached), and
-// of those the ones cached (free).
-size_t caching_blocks(int device);
-size_t caching_cached_blocks(int device);
 
 // c10_npu::npuSynchronizeDevice (NPUStream.cpp v2.7.1:641-668): with the task
 // queue on, MakeSureQueueEmpty on every device's queue (emptyAllNPUStream
@@ -287,26 +262,8 @@ void npu_synchronize_device();
 // block, whether or not a tensor still points into it; :453-457 clears the
 // unguarded pointer map), then the caching allocator's free cached blocks
 // (release_cached_blocks :2832-2840; blocks handed out and live graphs'
-// pools stay). workspace_empty_cache(device) does it for one device.
+// pools stay).
 void empty_cache();
-void workspace_empty_cache(int device);
-// torch_npu's own operator on op-plugin's V2 path (EXEC_NPU_CMD_V2 in
-// op_plugin/utils/op_api_common.h, TASK_QUEUE_ENABLE=2) or torch_npu's DVM
-// launcher: handed to OpCommand::RunOpApiV2, its lambda takes the operator's
-// workspace with allocate_workspace(size, stream)
-// (OpPreparation::unsafe_empty_workspace) on whichever thread runs it (the
-// queue thread when the queue is on), launches a kernel on `stream` that
-// writes the whole workspace and runs `run_us`, then drops the tensor.
-struct TorchNpuOp {
-  std::string name = "torch_npu_op";
-  aclrtStream stream = nullptr;
-  uint64_t workspace_bytes = 0;
-  uint32_t run_us = 0;
-  // Test hook: runs on the op's thread while its workspace request is inside
-  // the allocator's unguarded pointer map (what any unlucky timing could do).
-  std::function<void()> inside_workspace_allocator;
-};
-void run_torch_npu_op(const TorchNpuOp &op);
 
 // ---- graph capture ------------------------------------------------------------
 // Ids of the probe-visible launches a replay produced are found through
@@ -329,8 +286,6 @@ const char *extent_kind_name(ExtentKind k);
 // The allocation `p` lies in. For a workspace block: the latest request on
 // that block made no later than `request_seq` (0 = the latest of all).
 bool allocation_extent(const void *p, Extent *out, uint64_t request_seq = 0);
-// Sequence number of the latest allocate_workspace request (0 if none).
-uint64_t last_request_seq();
 // Counters, errors, faults, hooks, probe records, memcpy model, device
 // capacities and the queues' pause back to defaults. Streams, memory and
 // allocator blocks are kept.

@@ -11,7 +11,7 @@
 // tensor lives; a larger request synchronises the device (invalidating any
 // capture on it, then throwing), frees the old block and allocates
 // round_up(request + 32, 2 MiB) (:75-130); releasing a tensor only updates
-// statistics (:530-539); acl_sim::workspace_empty_cache() frees every block
+// statistics (:530-539); acl_sim::empty_cache() frees every block
 // (:226-240); the request and every release go through the unguarded pointer
 // map (:549-567), where two threads at once are reported as a race; a request
 // of 0 bytes gives a defined tensor with a null data_ptr(); failure throws (an
