@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "check.h"
+#include "probe_launch.h"
 
 namespace t {
 
@@ -93,27 +94,6 @@ inline aclrtFuncHandle probe(const std::string &name, uint64_t lock_bytes, uint6
   c.has_ffts = ffts;
   c.own_args_bytes = 12;  // one pointer + one int32 of the kernel's own
   return acl_sim::register_probe_kernel(c);
-}
-// Launches with the argument struct a generated launcher builds; returns the ACL code.
-inline aclError launch_rc(aclrtFuncHandle h, aclrtStream s, void *locks, void *ws, uint32_t block_num,
-                          const int32_t grid[3], bool ffts = false) {
-  std::vector<uint8_t> a;
-  auto put = [&](const void *p, size_t n) {
-    a.insert(a.end(), static_cast<const uint8_t *>(p), static_cast<const uint8_t *>(p) + n);
-  };
-  if (ffts) {
-    void *f = nullptr;
-    if (aclrtGetHardwareSyncAddr(&f) != ACL_SUCCESS) throw std::runtime_error("aclrtGetHardwareSyncAddr failed");
-    put(&f, 8);
-  }
-  put(&locks, 8);
-  put(&ws, 8);
-  void *own_ptr = nullptr;
-  int32_t own_int = 42;
-  put(&own_ptr, 8);
-  put(&own_int, 4);
-  put(grid, 12);
-  return aclrtLaunchKernelWithHostArgs(h, block_num, s, nullptr, a.data(), a.size(), nullptr, 0);
 }
 inline uint64_t launch(aclrtFuncHandle h, aclrtStream s, void *locks, void *ws, uint32_t block_num,
                        const int32_t grid[3], bool ffts = false) {
