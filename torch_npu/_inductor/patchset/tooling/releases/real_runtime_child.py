@@ -425,6 +425,20 @@ def _synchronize_all(torch, devices) -> str:
     return ""
 
 
+def _replay(graph, stream, times: int, errors: list) -> int:
+    """Replays ``graph`` ``times`` times, then waits for ``stream``; how many replays were made (a failure is
+    appended to ``errors``)."""
+    replays = 0
+    try:
+        for _ in range(times):
+            graph.replay()
+            replays += 1
+        stream.synchronize()
+    except Exception as exc:
+        errors.append(f"replay {replays + 1}: {type(exc).__name__}: {str(exc).strip()[:300]}")
+    return replays
+
+
 def run_capture(torch, so: Launchers, sp: dict, out: dict) -> None:
     """torch.npu.NPUGraph on a stream of its own: a warm-up launch, sp["captured"] launches captured, then
     eager launches with torch.npu.empty_cache() and growth (sp["grow_bytes"] allocated on the stream, and a
@@ -470,14 +484,7 @@ def run_capture(torch, so: Launchers, sp: dict, out: dict) -> None:
         torch.npu.empty_cache()
         launch("eager, after a second empty_cache")
     step("eager launches, empty_cache and growth done", out)
-    replays = 0
-    try:
-        for _ in range(sp["replays"]):
-            graph.replay()
-            replays += 1
-        side.synchronize()
-    except Exception as exc:
-        errors.append(f"replay {replays + 1}: {type(exc).__name__}: {str(exc).strip()[:300]}")
+    replays = _replay(graph, side, sp["replays"], errors)
     step("replayed", out)
     sync_error = _synchronize_all(torch, [0])
     del graph
@@ -634,14 +641,7 @@ def run_global_capture(torch, so: Launchers, sp: dict, out: dict) -> None:
     go["after"].set()
     finished["after"].wait(30)
     other.join(30)
-    replays = 0
-    try:
-        for _ in range(sp["replays"]):
-            graph.replay()
-            replays += 1
-        side.synchronize()
-    except Exception as exc:
-        errors.append(f"replay {replays + 1}: {type(exc).__name__}: {str(exc).strip()[:300]}")
+    replays = _replay(graph, side, sp["replays"], errors)
     step("replayed", out)
     sync_error = _synchronize_all(torch, [0])
     del graph
