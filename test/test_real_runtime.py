@@ -194,8 +194,10 @@ CLI_SCENARIOS = ("threads-empty-cache",)
 #: allocator's hasCapturesUnderway(device) answered false on the eager thread while the other stream captured (it
 #: asked CANN once, aclmdlRICaptureGetInfo, apparently for that thread's current stream): the eager launch's
 #: LaunchMemory then queried an earlier block's event, which ends a global-mode capture (capture_end: 507903).
-KNOWN_FAILING = {"2.14.1": {"global-capture-other-stream": "2.13.0's hasCapturesUnderway says no capture on another "
-                            "thread's stream: the helper's event query ends the global-mode capture"}}.get(LEG, {})
+KNOWN_FAILING = {"2.14.1": {"global-capture-other-stream": "2.13.0's hasCapturesUnderway answers for the calling "
+                            "thread's stream only: the helper, like that allocator, then queries an event during "
+                            "another thread's global-mode capture, which the host double takes as ending it (CANN "
+                            "does not say; docs/facts.md)"}}.get(LEG, {})
 
 
 def _scenario_params() -> list:
