@@ -186,8 +186,14 @@ def main() -> None:
         os._exit(0)
 
 
-def _one_line(text: str) -> str:
-    return ' '.join(text.split())[:400]
+def _one_line(text: str, limit: int = 400) -> str:
+    """``text`` with its whitespace runs folded into single spaces, cut to ``limit`` characters."""
+    return ' '.join(text.split())[:limit]
+
+
+def _failure(exc: BaseException, limit: int = 400) -> str:
+    """An exception as one line: its type, then its text (:func:`_one_line`)."""
+    return f"{type(exc).__name__}: {_one_line(str(exc), limit)}"
 
 
 def _stats(torch) -> dict:
@@ -246,7 +252,7 @@ def run_samples(torch, so: Launchers) -> None:
             try:
                 torch.npu.synchronize()
             except Exception as exc:
-                sync_error += f"{type(exc).__name__}: {_one_line(str(exc))}"
+                sync_error += _failure(exc)
             after_sync = _stats(torch)
             given_back = so.release_done()  # the calling thread's next hand-over
             after = _settled(torch)
@@ -317,7 +323,7 @@ def run_scenario(torch, so: Launchers, sp: dict, out: dict) -> None:
                     x = torch.empty(sp["oom_bytes"] // 4, device="npu", dtype=torch.float32)
                     del x
             except Exception as exc:  # still too big after the retry: torch_npu says so, and the thread goes on
-                what = f"{type(exc).__name__}: {' '.join(str(exc).split())[:160]}"
+                what = _failure(exc, 160)
                 failed[what] = failed.get(what, 0) + 1
             n += 1
             time.sleep(0.001)
@@ -635,7 +641,7 @@ def run_global_capture(torch, so: Launchers, sp: dict, out: dict) -> None:
                     break
                 time.sleep(0.005)
     except Exception as exc:
-        errors.append(f"capture: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}")
+        errors.append(f"capture: {_failure(exc, 300)}")
     step("captured", out)
     captured_tasks = HOST.report()["counters"]["captured_tasks"]
     go["after"].set()
@@ -721,8 +727,7 @@ def run_oom_fill(torch, so: Launchers, sp: dict, out: dict) -> None:
                 try:
                     torch.npu.synchronize()  # the queue drained: every lambda of the round has run
                 except Exception as exc:
-                    errors.append(f"round {r + 1}: torch.npu.synchronize(): {type(exc).__name__}: "
-                                  f"{' '.join(str(exc).split())[:300]}")
+                    errors.append(f"round {r + 1}: torch.npu.synchronize(): {_failure(exc, 300)}")
                 stats1 = _stats(torch)
                 phases.append({"round": r + 1, "filled_bytes": held_bytes, "fill_refusals": refusals,
                                "device_bytes_in_use": in_use,
@@ -731,7 +736,7 @@ def run_oom_fill(torch, so: Launchers, sp: dict, out: dict) -> None:
                 step(f"round {r + 1} done", out)
             del bufs
         except Exception as exc:
-            errors.append(f"launching thread: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}")
+            errors.append(f"launching thread: {_failure(exc, 300)}")
 
     t = threading.Thread(target=launching)
     t.start()
