@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
+import math
 import subprocess
 import sys
 import time
@@ -36,6 +37,7 @@ import time
 import pytest
 import release_wheels
 
+from torch_npu._inductor.patchset.launch_plan import plan_from_metadata
 from torch_npu._inductor.patchset.tooling.releases import real_runtime as rr
 from torch_npu._inductor.patchset.tooling.sim import harness as sim_harness
 from torch_npu._inductor.patchset.tooling.sim.samples import SAMPLES
@@ -170,6 +172,27 @@ def test_as_shipped_own_allocation_aliases_copies_and_grows_on_the_queue_thread(
     assert huge["sync_error"].count("The Inner error is reported as above") == 1, huge["sync_error"]
     assert any("ran 0 times" in p for p in huge["problems"]), huge["problems"]
     assert rows["none"]["ok"] and rows["simt-only"]["ok"]
+
+
+WITH_LOCKS = [s.key for s in SAMPLES if plan_from_metadata(s.metadata, kernel=s.kernel).needs_locks
+              and s.metadata.get("lock_num", 0) < (1 << 32)]  # upstream asks for 32 GiB there
+
+
+@pytest.mark.parametrize("release", [r for r in RELEASES if r in OWN_ALLOCATION])
+def test_lock_content_equals_the_releases_own_fix(release):
+    """Every lock layout: the lock slots each kernel found at start with the patch set equal those torch_npu's own
+    fix wrote (its host vector, copied with aclrtMemcpy), both on the release's own runtime, and the rule
+    launch_plan states (docs/design.md). The reference is torch_npu's generated code, not a table typed in here."""
+    patched = {r["sample"]: r for r in runs(release)["patched"]["samples"]}
+    upstream = {r["sample"]: r for r in runs(release)["upstream"]["samples"]}
+    for key in WITH_LOCKS:
+        ours = [x["lock_content"] for x in patched[key]["runs"]["1"]["launches"]]
+        theirs = [x["lock_content"] for x in upstream[key]["runs"]["1"]["launches"]]
+        assert len(ours) == rr.LAUNCHES and ours == theirs, (key, ours, theirs)
+        s = next(x for x in SAMPLES if x.key == key)
+        plan = plan_from_metadata(s.metadata, kernel=s.kernel)
+        blocks = min(math.prod(s.grid), s.block_clamp or math.prod(s.grid))
+        assert ours[0] == sim_harness.rle(plan.lock_content(blocks)), key
 
 
 # ---- mutants of the generated launcher ---------------------------------------------------------------

@@ -161,7 +161,9 @@ def test_patched_params_and_cpp(version, s, tmp_path_factory):
     assert f'#include "{Path(sim_build.CSRC, lc.HELPER_HEADER)}"' in entry["include"]
 
 
-@pytest.mark.parametrize("version", [NO_FIX, FIXED, NEWEST, LEGACY])
+# 2.7.1.post6, post10 and post11 run their patched launchers on their own runtime (test_real_runtime.py); 2.14.0
+# cannot run here (no CPU build of its torch; the CUDA build aborts torch_npu's import), so it runs in the simulation.
+@pytest.mark.parametrize("version", [NEWEST])
 @pytest.mark.parametrize("s", SAMPLES, ids=[s.key for s in SAMPLES])
 def test_patched_launcher_runs_in_simulation(version, s, tmp_path_factory):
     data = harness(version, tmp_path_factory)
