@@ -362,18 +362,21 @@ class Built:
 
 
 def build(release: str, *, helper: Path | None = None, python: str | None = None,
-          libraries: dict[str, Path] | None = None) -> Built:
+          libraries: dict[str, Path] | None = None, renderings: dict | None = None) -> Built:
     """Every launcher of ``release`` in one shared object for the child: :data:`RUNTIME_SAMPLES` rendered by the
     wheel's own codegen after ``patchset.apply()`` ("patched") and as shipped ("upstream"), and each of
     :data:`MUTANTS` of the patched :data:`MUTANT_SAMPLES` (tagged with the mutant's name); ``libraries``: what
-    stands for CANN at link time (default: the host ACL library for ``release``)."""
+    stands for CANN at link time (default: the host ACL library for ``release``). ``renderings``: launchers
+    rendered elsewhere (a harness JSON whose "patched" ones an upstream patch's code rendered), built as they
+    are, with the wheel's own header, instead of the wheel's renderings and the mutants."""
     python = python or line_python(release)
-    rendered_json = ra.harness_json(release, python, samples=RUNTIME_SAMPLES, triton_shim=True)
+    rendered_json = renderings or ra.harness_json(release, python, samples=RUNTIME_SAMPLES, triton_shim=True)
     if "patched" not in rendered_json:
         raise RealRuntimeError(f"torch_npu {release}: the wheel harness rendered no launchers: "
                                f"{first_line(str(rendered_json.get('error') or rendered_json.get('layout')))}")
-    harness = with_mutants(rendered_json)
-    flavour = ra.Flavour(name="launchers", tags=("patched", *MUTANTS, "upstream"), entries=entries_source,
+    harness = rendered_json if renderings else with_mutants(rendered_json)
+    tags = tuple(t for t in ("patched", *MUTANTS, "upstream") if t in harness)
+    flavour = ra.Flavour(name="launchers", tags=tags, entries=entries_source,
                          acl_libraries=libraries if libraries is not None else host_libraries(release), harness=harness,
                          triton_shim=True)
     try:
@@ -384,7 +387,7 @@ def build(release: str, *, helper: Path | None = None, python: str | None = None
         raise RealRuntimeError(result.message)
     launchers = []
     for i, key in enumerate(result.info["launchers"]):
-        tag, sample_key = key.split("/", 1)
+        tag, sample_key = key.split("/", 1) if len(tags) > 1 else (tags[0], key)  # one rendering: bare keys
         found = _LOAD_KERNEL.search(harness[tag][sample_key]["cpp"])
         if not found:
             raise RealRuntimeError(f"torch_npu {release}: no loadKernel(...) in the rendered {key} launcher")
@@ -584,11 +587,12 @@ def run_samples(release: str, *, as_shipped: bool = False, queues: Sequence[str]
 
 
 def run_tags(release: str, plan: dict[str, Sequence[str]], *, samples: Sequence[str] | None = None,
-             timeout: float = 300) -> dict[str, dict]:
+             timeout: float = 300, built: Built | None = None) -> dict[str, dict]:
     """:func:`run_samples` for several renderings at once (``plan``: {"patched" | "upstream" | a mutant: queue
     values}): one child per queue value runs the launchers of every rendering that wants it, patched first and
-    as shipped last (a fresh child takes over after a launcher that left torch_npu's runtime failed)."""
-    built = build(release)
+    as shipped last (a fresh child takes over after a launcher that left torch_npu's runtime failed).
+    ``built``: launchers already built for ``release`` (default: :func:`build`)."""
+    built = built or build(release)
     wanted = list(samples) if samples is not None else [s.key for s in SAMPLES]
     tag_keys = {tag: [k for k in wanted if k in built.harness[tag]] for tag in plan}
     spec = {"so": str(built.shared_object), "host_library": HOST_LIBRARY, "launches": LAUNCHES, "mode": "samples",

@@ -141,11 +141,13 @@ def render_markdown(rows: list[dict], command: str) -> str:
         "off) equals, line for line, what the runtime patch set renders on the unpatched head (include and "
         "versioning lines aside); **compiles / links**: those launchers against the headers of the line's torch_npu "
         "wheel with the patch's `torch_npu/csrc/inductor/` headers where `setup.py` installs them, linked "
-        "`-Wl,--no-undefined` against its `libtorch_npu.so`; **simulation**: the same launchers in the host ACL "
-        "simulation with the lock content each kernel needs; **status after**: `status --against-source` on the "
-        "patched head.",
+        "`-Wl,--no-undefined` against its `libtorch_npu.so`; **runs**: the same launchers, with the helper the patch "
+        "installs, on that wheel's own `libtorch_npu.so` (task queue, caching allocator, `OpCommand`) over the host "
+        "ACL library (a test double of CANN, in a subprocess) with `TASK_QUEUE_ENABLE` 1, 0 and 2, or, where the "
+        "wheel cannot run here (why, in the cell), in the host ACL simulation; **status after**: "
+        "`status --against-source` on the patched head.",
         "",
-        "| branch / release | layout | applies | changes | torch / wheel | renders | compiles, links | simulation | "
+        "| branch / release | layout | applies | changes | torch / wheel | renders | compiles, links | runs | "
         "status after |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
@@ -163,13 +165,23 @@ def render_markdown(rows: list[dict], command: str) -> str:
                    _cell(f"{r['rendered']}/{r['samples']}: {r.get('render_errors') or r.get('render_diffs')}"))
         b = r.get("build", {})
         build = "yes" if b.get("ok") else _cell(f"no ({b.get('stage')}): {b.get('message', '')[:400]}")
-        sim = r.get("simulation", "not run")
-        if r.get("simulation_problems"):
-            sim += ": " + "; ".join(r["simulation_problems"][:3])
+        sim = runs_cell(r)
         out.append(f"| `{r['name']}` | {r['layout']} | {applies} | {changes} | torch {r['torch_line']}, "
                    f"{r.get('wheel')} | {renders} | {build} | {_cell(sim)} | {_status_cell(r['status_after'], r.get('status_before'))} |")
     out.append("")
     return scrub("\n".join(out))
+
+
+def runs_cell(r: dict) -> str:
+    """Where the patched launchers ran and what they got: the wheel's own runtime, else the simulation and why."""
+    runtime = r.get("runtime") or {}
+    if "summary" in runtime:
+        problems = "; ".join(runtime.get("problems", [])[:3])
+        return f"on torch_npu {runtime['release']}'s runtime: {runtime['summary']}" + (f": {problems}" if problems else "")
+    sim = r.get("simulation", "not run")
+    if r.get("simulation_problems"):
+        sim += ": " + "; ".join(r["simulation_problems"][:3])
+    return f"simulation: {sim}" + (f" (its runtime cannot run here: {runtime['cannot_run']})" if runtime else "")
 
 
 def _write(args, previous: list, rows: list) -> list:
@@ -206,7 +218,7 @@ def main(argv=None) -> int:
         row = check(args.repo, b, pythons, reasons)
         rows.append(row)
         print(f"   {row.get('result')}: renders_same={row.get('renders_same')} build={row.get('build', {}).get('ok')} "
-              f"simulation={row.get('simulation')} status_after={row.get('status_after')}", flush=True)
+              f"runs={runs_cell(row)} status_after={row.get('status_after')}", flush=True)
         _write(args, previous, rows)  # after every branch: a long run that is stopped keeps what it found
     rows = _write(args, previous, rows)
     good = all(r.get("renders_same") and r.get("build", {}).get("ok") for r in rows)

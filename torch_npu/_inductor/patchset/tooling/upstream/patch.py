@@ -261,9 +261,11 @@ def _message(layout: str, changes: list[str], base: str) -> str:
         "the runtime patch set renders on the unpatched code (include and versioning",
         "lines aside); compiled against the torch_npu wheel's headers of this line with",
         "the new header where setup.py installs it, linked -Wl,--no-undefined against",
-        "its libtorch_npu.so, and run in a host simulation of ACL, the task queue and",
-        "the caching allocator (another thread's empty_cache while a launch waits in",
-        "the queue). test/_inductor/test_npu_launch_resources.py runs on an NPU too.",
+        "its libtorch_npu.so, and run on that libtorch_npu.so (its task queue, caching",
+        "allocator and OpCommand) over a host test double of ACL, with TASK_QUEUE_ENABLE",
+        "1, 0 and 2 (in a host simulation of ACL where the line's torch cannot be",
+        "installed without an NPU). test/_inductor/test_npu_launch_resources.py runs on",
+        "an NPU too.",
     ]
     return "\n".join(body) + "\n"
 

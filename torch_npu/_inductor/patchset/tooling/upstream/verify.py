@@ -13,8 +13,11 @@ For one torch_npu checkout (a branch head, or a release's source) and its patch:
    out as ``setup.py`` installs them (so the generated ``#include <torch_npu/csrc/...>`` finds
    them), and **links** with ``-Wl,--no-undefined`` against that wheel's ``libtorch_npu.so``
    (:mod:`.real_artifacts`' compile / link / accounting);
-5. **simulates** them in the host ACL simulation with the lock content each kernel needs
-   (:func:`.rendered.simulate`);
+5. **runs** them, with the helper the patch installs, on the line wheel's own runtime (its
+   ``libtorch_npu.so``: task queue, caching allocator, ``OpCommand``) over the host ACL library, with
+   ``TASK_QUEUE_ENABLE`` 1, 0 and 2 (:func:`on_runtime`, ``releases/real_runtime.py``); where that
+   wheel cannot run here (no build of its torch that torch_npu imports on), in the host ACL
+   simulation instead (:func:`simulate`), and the row says why;
 6. ``status --against-source`` on the patched code: the launch fixes read ``upstream-has-fix``.
 """
 from __future__ import annotations
@@ -201,6 +204,36 @@ def build(name: str, wheel: str, python: str, patched_root: Path, patched_code: 
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+_HELPER_ANGLE_INCLUDE = re.compile(r"#include\s*<torch_npu/csrc/inductor/npu_launch_resources\.h>")
+
+
+def on_runtime(name: str, wheel: str | None, patched_root: Path, patched_code: dict) -> dict:
+    """The patched code's launchers, with the helper the patch installs, on ``wheel``'s own runtime
+    (``real_runtime.run_tags``, every TASK_QUEUE_ENABLE value): {"release", "summary", "problems"}, or
+    {"cannot_run": why, in one line} where the wheel cannot run here."""
+    from ..releases import real_runtime as rr
+    from ..releases import runtime_column
+
+    if not wheel:
+        return {"cannot_run": f"{name}: no torch_npu wheel of its line to run on"}
+    entries = {k: dict(e, cpp=e["cpp"].replace("_upstream", "_patched"),
+                       include=_HELPER_ANGLE_INCLUDE.sub('#include "npu_launch_resources.h"', e.get("include", "")))
+               for k, e in patched_code["upstream"].items() if "cpp" in e}
+    renderings = {"loaded": True, "layout": patched_code.get("layout"), "patched": entries,
+                  "launch_api": "rtKernelLaunch" if patched_code.get("layout") == "legacy"
+                  else "aclrtLaunchKernelWithHostArgs"}
+    helper = patched_root / up.HEADER_DEST / launch_codegen.HELPER_HEADER
+    try:
+        built = rr.build(wheel, helper=helper, renderings=renderings)
+        outs = rr.run_tags(wheel, {"patched": rr.QUEUE_MODES}, built=built)
+    except rr.RealRuntimeError as exc:
+        return {"cannot_run": rr.first_line(str(exc))}
+    kept = runtime_column.compact(outs["patched"])
+    problems = [f"{s['sample']}: {'; '.join(s['problems'])[:300]}" for s in kept["samples"] if not s["ok"]]
+    return {"release": wheel, "summary": runtime_column.patched_summary(kept), "problems": problems,
+            "clean": len(kept["samples"]) == len(entries) and not problems}
+
+
 def simulate(name: str, patched_code: dict) -> tuple[str, list]:
     """The patched code's launchers in the host simulation (as the release matrix runs them); a
     launcher that does not build says the compiler's first error, not only that it failed."""
@@ -280,8 +313,10 @@ def verify(root: str | os.PathLike, ref: str | None, python: str, name: str | No
                 row["build"] = {"ok": r.ok, "stage": r.stage, "message": r.message}
             except ra.TierError as exc:
                 row["build"] = {"ok": False, "stage": "setup", "message": str(exc)}
-        if simulation:
-            row["simulation"], row["simulation_problems"] = simulate(name, patched_code)
+        if simulation:  # on the wheel's own runtime; in the simulation only where that cannot run here
+            row["runtime"] = on_runtime(name, row["wheel"], patched, patched_code)
+            if "cannot_run" in row["runtime"]:
+                row["simulation"], row["simulation_problems"] = simulate(name, patched_code)
         st = status_after(python, label, patched)
         row["status_after"] = {p["id"]: p["state"] for p in st.get("patches", [])} or {"error": st.get("error")}
         return row
