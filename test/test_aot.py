@@ -5,14 +5,18 @@
   wheel's real AOT header, compiled against its headers and linked with ``-Wl,--no-undefined``.
 * The AOT header carries the helper's text: no include path of this machine; a package laid out
   as torch's ``package_cpp_only`` lays it out builds after being moved elsewhere.
-* The aot_mode launchers, built into a shared library, run in a C++ host that never imported the
-  patch set (host ACL simulation): clean, and the same lock content, sizes and error codes as the
-  JIT launchers; two libraries built from different helper texts keep apart in one process.
+* The aot_mode launchers run on the release's own runtime (``real_runtime.build(aot=True)``: its
+  libtorch_npu.so, task queue and caching allocator, over the host ACL library) in processes that never
+  imported the patch set, with every TASK_QUEUE_ENABLE value: clean, and each launch gets what the JIT
+  launcher gets. Where a release cannot run here (2.14.0), and for what only the simulation can do (an
+  injected fault; two libraries from different helper texts in one C++ host), they are built into a
+  shared library and run in a C++ host in the host ACL simulation.
 
 Each CI leg covers the wheels of its torch line (rendering needs the wheel's own torch).
 """
 from __future__ import annotations
 
+import importlib.metadata
 import re
 import shutil
 import subprocess
@@ -20,11 +24,13 @@ import sys
 from pathlib import Path
 
 import pytest
+import release_wheels
 from test_real_artifacts import MALLOC_WITH_STREAM, needs_matching_torch, scratch_helper, tier
 
 from torch_npu._inductor.patchset import launch_codegen as lc
 from torch_npu._inductor.patchset.tooling.releases import aot_artifacts, aot_sim, release_matrix, rendered
 from torch_npu._inductor.patchset.tooling.releases import real_artifacts as ra
+from torch_npu._inductor.patchset.tooling.releases import real_runtime as rr
 from torch_npu._inductor.patchset.tooling.sim.samples import SAMPLES
 
 #: 2.7.1.post6: the older codegen/cpp_wrapper.py layout; post10: NULL pointers; post11: upstream's
@@ -203,6 +209,37 @@ def test_package_cpp_only_sources_build_after_being_moved(tmp_path):
     assert (build / "libaoti_model.so").exists()
 
 
+# ---- the aot_mode launchers on torch_npu's own runtime ------------------------------------------------
+#: The releases whose own runtime runs here, per leg (as in test_real_runtime.py). 2.14.0 cannot (no CPU build of
+#: torch 2.14.0 here, and the CUDA build aborts torch_npu's import): its library runs in the simulation below.
+RUN_HERE = {"2.7.1": ("2.7.1.post6", "2.7.1.post10", "2.7.1.post11"), "2.14.1": ("2.13.0",)}
+ON_RUNTIME = RUN_HERE.get(".".join(importlib.metadata.version("torch").split("+")[0].split(".")[:3]), ())
+RUN_HERE = {r for rs in RUN_HERE.values() for r in rs}
+#: What each launch got, compared between the aot_mode and the JIT launcher of a sample.
+LAUNCH_FACTS = ("lock_content", "lock_bytes", "workspace_bytes", "block_num", "caching_allocator_calls", "thread",
+                "regions_overlap", "call_threw")
+
+
+@pytest.mark.parametrize("release", ON_RUNTIME)
+def test_aot_launchers_run_on_the_releases_own_runtime_like_jit(release):
+    """The aot_mode launchers, rendered by the wheel's own classes and compiled under its real AOT header (its own
+    ``loadKernel`` and ``launchKernel``, the helper's text inlined), each with a kernels struct as a model holds
+    one, on the release's own libtorch_npu.so in processes that never imported the patch set, with every
+    TASK_QUEUE_ENABLE value: every sample clean, and each launch got what the JIT launcher gets there."""
+    release = release_wheels.fetched(release)
+    built = rr.build(release, aot=True)
+    assert built.info["aot_mode"] and set(SAMPLE) <= {ln["sample"] for ln in built.launchers}
+    aot = rr.run_tags(release, {"patched": rr.QUEUE_MODES}, built=built,
+                      env_extra={"TORCH_NPU_PATCHSET_DISABLE": "1"})["patched"]
+    jit = rr.run_tags(release, {"patched": ("1",)})["patched"]
+    assert not any(run["patchset_imported"] for run in aot["runs"].values())  # the AOT host: switched off
+    assert [r["sample"] for r in aot["samples"]] == [r["sample"] for r in jit["samples"]] == list(SAMPLE)
+    for row, twin in zip(aot["samples"], jit["samples"]):
+        assert row["ok"], (row["sample"], [x["problems"] for run in row["runs"].values() for x in run["launches"]])
+        got = [{k: x[k] for k in LAUNCH_FACTS} for x in row["runs"]["1"]["launches"]]
+        assert got == [{k: x[k] for k in LAUNCH_FACTS} for x in twin["runs"]["1"]["launches"]], row["sample"]
+
+
 # ---- the library runs without the patch set ---------------------------------------------------------
 def _launch_facts(verdict: dict) -> list:
     return [(x["acl_code"], x["call_threw"], x["lock_content"], x["lock_bytes"], x["workspace_bytes"], x["block_num"],
@@ -215,8 +252,10 @@ COMPARED = {"2.7.1.post10": tuple(SAMPLE), "2.7.1.post11": ("locks", "packed-mix
             "2.14.0": ("both", "packed-mix", "ordered-only", "unordered-only", "simt-only")}
 
 
-@pytest.mark.parametrize("version", AOT_WHEELS)
+@pytest.mark.parametrize("version", [v for v in AOT_WHEELS if v not in RUN_HERE])
 def test_aot_library_runs_without_the_patch_set_like_jit(version):
+    """Where a release cannot run here: its aot_mode library, run by a C++ host in the simulation, gets what its
+    JIT launchers get there."""
     aot, jit = harness(version, aot=True), harness(version, aot=False)
     lib = aot_sim.library(version, aot)
     undefined = subprocess.run(["nm", "-D", "-u", "-C", str(lib)], capture_output=True, text=True, check=True).stdout

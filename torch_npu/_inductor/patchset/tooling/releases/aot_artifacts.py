@@ -172,14 +172,17 @@ def portable_header(head: str, version: str, helper_dir: Path) -> str:
     return _INLINED.sub(lambda m: "\n".join(lc.helper_inline_lines(helper_dir)), head, count=1)
 
 
+#: The kernels struct an aot_mode launcher takes (``kernels_``): the model's, one handle per kernel.
+KERNELS_TYPE = "torch::aot_inductor::AOTInductorModelKernels"
 #: What torch's lazy-compile launch writes (torch 2.14's ``generate_lazy``), never torch_npu's lambda.
 LAZY_LAUNCH = re.compile(r"\bLazyKernelCompileResult\b|\brunTritonKernelWithAutotune\(")
 
 
 def translation_unit(version: str, harness: dict, helper: Path, include_dirs: Sequence[Path],
-                     tag: str = "patched") -> tuple[str, dict]:
+                     tag: str = "patched", entries=None) -> tuple[str, dict]:
     """The AOT TU and a description of how it was made. ``tag`` "upstream": the launchers as the release
-    ships them (to show what they are), else patched."""
+    ships them (to show what they are), else patched. ``entries(calls, keys)``: the exported functions
+    instead of one ``launchers.entry_point`` per launcher (the real-runtime tier calls them from Python)."""
     if not harness.get("aot_mode"):
         raise AotError(f"torch_npu {version}: the harness did not render in aot_mode")
     head = portable_header(header_of(harness, version), version, helper.parent)
@@ -202,8 +205,11 @@ def translation_unit(version: str, harness: dict, helper: Path, include_dirs: Se
     if len(calls) != len(keys):
         raise AotError(f"torch_npu {version}: found {len(calls)} call_* functions for {len(keys)} launchers")
     parts.append("\n// ---- exported entry points: instantiate every launcher ----\n")
-    kernels_type = {"kernels_type_": "torch::aot_inductor::AOTInductorModelKernels"}
-    parts.extend(launchers.entry_point(fn, i, kernels_type) for i, fn in enumerate(calls))
+    if entries is None:
+        kernels_type = {"kernels_type_": KERNELS_TYPE}
+        parts.extend(launchers.entry_point(fn, i, kernels_type) for i, fn in enumerate(calls))
+    else:
+        parts.append(entries(calls, keys))
     info = {"aot_mode": True, "launchers": keys, "calls": [fn.group("name") for fn in calls],
             "header_from": "CppWrapperNpu.write_header() in aot_mode (real, after apply), as tooling/releases/wheel_harness.py "
                            "--aot rendered it; helper inlined, no absolute include",

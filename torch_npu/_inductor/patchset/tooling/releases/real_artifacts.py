@@ -747,11 +747,9 @@ def build(version: str, *, python: str | None = None, helper: Path | None = None
     """Run the tier for torch_npu ``version``; renders with ``python`` (default: this interpreter).
     ``aot``: render in aot_mode and build the AOT translation unit (``tooling/releases/aot_artifacts.py``);
     with ``upstream``, of the launchers as the release ships them (what a user gets without the patch set).
-    ``flavour``: the real-runtime tier's build of the JIT launchers (``info["shared_object"]``)."""
+    ``flavour``: the real-runtime tier's build of the launchers (``info["shared_object"]``), JIT or aot_mode."""
     if upstream and not aot:
         raise ValueError("real_artifacts.build: upstream=True builds the aot_mode launchers only")
-    if flavour is not None and aot:
-        raise ValueError("real_artifacts.build: the real-runtime flavour builds JIT launchers only")
     python = python or sys.executable
     helper = Path(helper or DEFAULT_HELPER).resolve()
     chain = toolchain(version, python)
@@ -769,7 +767,8 @@ def build(version: str, *, python: str | None = None, helper: Path | None = None
 
         try:
             tu, info = aot_artifacts.translation_unit(version, harness, helper, inc_dirs,
-                                                      "upstream" if upstream else "patched")
+                                                      "upstream" if upstream else "patched",
+                                                      flavour.entries if flavour is not None else None)
         except aot_artifacts.AotError as exc:
             raise TierError(str(exc)) from exc
     else:

@@ -50,8 +50,8 @@ from typing import Sequence
 from ... import launch_codegen as lc
 from ..sim import harness as sim_harness
 from ..sim.samples import SAMPLES, Sample
+from . import aot_artifacts, rendered
 from . import real_artifacts as ra
-from . import rendered
 from .real_runtime_judge import (
     child_failure,
     combine_runs,
@@ -297,6 +297,8 @@ def _call_arguments(fn: re.Match) -> str:
         name = re.findall(r"\w+", raw.split("=")[0])[-1]
         if "=" in raw:
             args.append("std::optional<std::string>(cubin_dir)")  # cubin_dir_: the probe binaries written here
+        elif name == "kernels_":  # aot_mode: the model's kernels struct, loaded on first use and kept
+            args.append("kernels")
         elif any(re.search(rf"\b{t}\b", raw) for t in tparams):
             args.append(f"npu_patchset_real_runtime::Tensor{{{'in_ptr' if 'in_ptr' in name else 'out_ptr'}}}")
         elif name.endswith("numel"):
@@ -320,6 +322,8 @@ def entries_source(calls: Sequence[re.Match], keys: Sequence[str]) -> str:
             f'extern "C" __attribute__((visibility("default"))) int {ENTRY}{i}(void* in_ptr, void* out_ptr, '
             f"int64_t numel, int32_t device, void* stream, const char* cubin_dir, char* error, size_t error_size) {{\n"
             f"  (void)device;\n"
+            + (f"  static {aot_artifacts.KERNELS_TYPE} kernels;  // the model's: one per launcher here\n"
+               if re.search(r"\bkernels_\b", fn.group("params")) else "") +
             f"  try {{\n    {fn.group('name')}({_call_arguments(fn)});\n    return 0;\n"
             f"  }} catch (const std::exception& e) {{\n    std::snprintf(error, error_size, \"%s\", e.what());\n"
             f"  }} catch (...) {{\n    std::snprintf(error, error_size, \"a non-standard exception\");\n  }}\n"
@@ -362,25 +366,27 @@ class Built:
 
 
 def build(release: str, *, helper: Path | None = None, python: str | None = None,
-          libraries: dict[str, Path] | None = None, renderings: dict | None = None) -> Built:
+          libraries: dict[str, Path] | None = None, renderings: dict | None = None, aot: bool = False) -> Built:
     """Every launcher of ``release`` in one shared object for the child: :data:`RUNTIME_SAMPLES` rendered by the
     wheel's own codegen after ``patchset.apply()`` ("patched") and as shipped ("upstream"), and each of
     :data:`MUTANTS` of the patched :data:`MUTANT_SAMPLES` (tagged with the mutant's name); ``libraries``: what
     stands for CANN at link time (default: the host ACL library for ``release``). ``renderings``: launchers
     rendered elsewhere (a harness JSON whose "patched" ones an upstream patch's code rendered), built as they
-    are, with the wheel's own header, instead of the wheel's renderings and the mutants."""
+    are, with the wheel's own header, instead of the wheel's renderings and the mutants. ``aot``: the patched
+    launchers rendered in aot_mode instead, under the wheel's real AOT header (its own ``loadKernel`` and
+    ``launchKernel``, the helper's text inlined), each with a kernels struct of its own as a model holds one."""
     python = python or line_python(release)
-    rendered_json = renderings or ra.harness_json(release, python, samples=RUNTIME_SAMPLES, triton_shim=True)
+    rendered_json = renderings or ra.harness_json(release, python, samples=RUNTIME_SAMPLES, triton_shim=True, aot=aot)
     if "patched" not in rendered_json:
         raise RealRuntimeError(f"torch_npu {release}: the wheel harness rendered no launchers: "
                                f"{first_line(str(rendered_json.get('error') or rendered_json.get('layout')))}")
-    harness = rendered_json if renderings else with_mutants(rendered_json)
-    tags = tuple(t for t in ("patched", *MUTANTS, "upstream") if t in harness)
-    flavour = ra.Flavour(name="launchers", tags=tags, entries=entries_source,
+    harness = rendered_json if renderings or aot else with_mutants(rendered_json)
+    tags = ("patched",) if aot else tuple(t for t in ("patched", *MUTANTS, "upstream") if t in harness)
+    flavour = ra.Flavour(name="aot-launchers" if aot else "launchers", tags=tags, entries=entries_source,
                          acl_libraries=libraries if libraries is not None else host_libraries(release), harness=harness,
                          triton_shim=True)
     try:
-        result = ra.build(release, python=python, helper=helper, flavour=flavour)
+        result = ra.build(release, python=python, helper=helper, flavour=flavour, aot=aot)
     except ra.TierError as exc:
         raise RealRuntimeError(str(exc)) from exc
     if not result.ok:
@@ -587,11 +593,12 @@ def run_samples(release: str, *, as_shipped: bool = False, queues: Sequence[str]
 
 
 def run_tags(release: str, plan: dict[str, Sequence[str]], *, samples: Sequence[str] | None = None,
-             timeout: float = 300, built: Built | None = None) -> dict[str, dict]:
+             timeout: float = 300, built: Built | None = None, env_extra: dict | None = None) -> dict[str, dict]:
     """:func:`run_samples` for several renderings at once (``plan``: {"patched" | "upstream" | a mutant: queue
     values}): one child per queue value runs the launchers of every rendering that wants it, patched first and
     as shipped last (a fresh child takes over after a launcher that left torch_npu's runtime failed).
-    ``built``: launchers already built for ``release`` (default: :func:`build`)."""
+    ``built``: launchers already built for ``release`` (default: :func:`build`); ``env_extra``: the children's
+    environment beyond the host runtime's."""
     built = built or build(release)
     wanted = list(samples) if samples is not None else [s.key for s in SAMPLES]
     tag_keys = {tag: [k for k in wanted if k in built.harness[tag]] for tag in plan}
@@ -610,7 +617,7 @@ def run_tags(release: str, plan: dict[str, Sequence[str]], *, samples: Sequence[
                 rows[(t, k)]["runs"][q] = {"launches": [], "ok": False}
         pending, children = list(launchers), []
         while pending:
-            res = run_child(release, dict(spec, launchers=pending), queue=q, timeout=timeout)
+            res = run_child(release, dict(spec, launchers=pending), queue=q, timeout=timeout, env_extra=env_extra)
             children.append(res)
             for rec in res.get("launches", []):
                 ln = next(x for x in launchers if x["key"] == rec["key"])
@@ -632,6 +639,7 @@ def run_tags(release: str, plan: dict[str, Sequence[str]], *, samples: Sequence[
         for t in tags:
             outs[t]["runs"][q] = {"torch": first.get("torch"), "torch_npu": first.get("torch_npu"),
                                   "import_s": first.get("import_s"), "processes": len(children),
+                                  "patchset_imported": any(c.get("patchset_imported") for c in children),
                                   "failure": next((f for f in map(child_failure, children) if f), None)}
             for k in tag_keys[t]:
                 run = rows[(t, k)]["runs"][q]

@@ -153,7 +153,8 @@ def main() -> None:
     import torch_npu  # noqa: F401  (the wheel's own, on its own torch)
 
     RESULT.update(torch=torch.__version__, torch_npu=torch_npu.__version__,
-                  torch_npu_file=torch_npu.__file__, task_queue_enable=os.environ.get("TASK_QUEUE_ENABLE"))
+                  torch_npu_file=torch_npu.__file__, task_queue_enable=os.environ.get("TASK_QUEUE_ENABLE"),
+                  patchset_imported=any(m.startswith("torch_npu._inductor.patchset") for m in sys.modules))
     torch.npu.set_device(0)
     RESULT["import_s"] = round(time.perf_counter() - T0, 2)
     step("imported torch_npu, device 0 set")
