@@ -226,8 +226,8 @@ def build(release: str, jobs: Sequence[Job]) -> Path:
 # ---- 2. run, 3. judge ---------------------------------------------------------------------------------
 def run(release: str, jobs: Sequence[Job], queues: Sequence[str] = ("1",), *, timeout: float = 300) -> dict:
     """Every job on ``release``'s own runtime, one child per TASK_QUEUE_ENABLE value of ``queues``:
-    ``{key: {queue: result}}``, each result in ``simulate()``'s fields (``launches``, ``errors``, ``app_logs``,
-    ``notes``, ``live_allocations_end``, ``ok``) plus ``torch_npu`` and ``queue``."""
+    ``{key: {queue: result}}``, each result in ``simulate()``'s fields (``launches``, ``errors``, ``app_logs``: a
+    count here, ``notes``, ``live_allocations_end``: bytes, ``ok``) plus ``torch_npu`` and ``queue``."""
     if len({jb.key for jb in jobs}) != len(jobs):
         raise ValueError("real_sources.run: job keys must differ")
     so = build(release, jobs)
@@ -274,25 +274,29 @@ def judge(jb: Job, ln: dict, recs: list, queue: str, failure: str | None, releas
         x["acl_code"] = o.get("rc") if o.get("ran") else None
         x["exception_escaped"] = bool(o.get("escaped"))
         x["ran"] = bool(o.get("ran"))
+        x["app_logs"] = (rec["host"].get("counters") or {}).get("app_logs", 0)
         if jb.fault and n == 0:
             x["problems"] = ([] if x["acl_code"] == FAULT_CODE else
                              [f"the injected {jb.fault} fault did not make the lambda return {FAULT_CODE} "
                               f"(it returned {x['acl_code']})"])
             x["problems"] += ["an exception escaped the launch lambda"] if x["exception_escaped"] else []
+        elif jb.fault:  # torch_npu's queue stopped after the failed lambda: it runs nothing more (not judged)
+            x["not_judged"] = "torch_npu's task queue stopped after the failed lambda: " + "; ".join(x["problems"])
+            x["problems"] = []
         elif x["exception_escaped"]:
             x["problems"].append(f"an exception escaped the launch lambda (on {x['thread']})")
         elif x["acl_code"] not in (0, None):
             x["problems"].append(f"the launch lambda returned ACL error {x['acl_code']}")
         x["ok"] = not x["problems"]
         launches.append(x)
-    host = recs[-1][0]["host"] if recs else {}
     errors = sorted({e for x in launches for e in x.get("host_errors", [])})
     notes = failure or ""
     if not jb.fault and len(launches) != rr.LAUNCHES:
         notes += f"{len(launches)} of {rr.LAUNCHES} launches made; "
     last = launches[-1]["memory_allocated"] if launches else {}
     ok = bool(launches) and all(x["ok"] for x in launches) and not (notes if not jb.fault else failure)
-    return {"launches": launches, "errors": errors, "app_logs": [m for m in host.get("app_logs", [])],
+    # aclAppLog: the host ACL library counts the messages (its report does not carry them)
+    return {"launches": launches, "errors": errors, "app_logs": sum(x["app_logs"] for x in launches),
             "notes": notes, "live_allocations_end": (last.get("after", 0) - last.get("before", 0)) if last else None,
             "ok": ok, "queue": queue, "release": release, "torch_npu": version}
 
