@@ -1,29 +1,33 @@
 """``launcher``: inspect and dry-run one kernel's sync plan; ``launcher --samples`` for a table.
 
     python -m torch_npu._inductor.patchset launcher --metadata JSON --grid X,Y,Z
-        [--signature '*fp32,i32'] [--vector-cores N] [--ffts] [--emit-cpp] [--simulate] [--json]
-    python -m torch_npu._inductor.patchset launcher --samples [--json]
+        [--signature '*fp32,i32'] [--vector-cores N] [--ffts] [--emit-cpp]
+        [--simulate [--real-runtime RELEASE] [--queue on|off] [--inject-fault fill|launch]] [--json]
+    python -m torch_npu._inductor.patchset launcher --samples --no-simulate [--json]
     python -m torch_npu._inductor.patchset launcher --scenario list [--json]
-    python -m torch_npu._inductor.patchset launcher --samples|--scenario NAME --real-runtime RELEASE
-        [--as-shipped] [--json]
+    python -m torch_npu._inductor.patchset launcher --samples [--real-runtime RELEASE] [--as-shipped] [--json]
+    python -m torch_npu._inductor.patchset launcher --scenario NAME --real-runtime RELEASE [--as-shipped] [--json]
 
 ``--metadata`` takes a JSON object (or ``@file``) with triton-ascend's kernel
 metadata fields this patch set reads (an unknown key is an error naming the
-valid ones). ``--simulate`` compiles the launcher this patch set generates,
-with the simulation's probe kernel, against the host ACL simulation (a test
-double; no NPU): the launch memory is taken on the calling thread, the lambda
-goes through torch_npu's task queue; it runs twice back to back on one stream
-and reports per launch what the kernel saw and what the launch cost. Bad
-input exits 2 with one line on stderr.
+valid ones). ``--simulate`` compiles the launcher this patch set generates
+against a torch_npu release's headers and runs it on that release's own task
+queue and caching allocator, with the host ACL library's probe kernel, in a
+subprocess over the host ACL library (a test double of CANN that never enters
+this process; ``tooling/releases/real_sources.py``): twice back to back on
+one stream, reporting per launch what the kernel saw and what the launch
+cost. The release: ``--real-runtime RELEASE``, else the installed torch_npu;
+with neither, exit 2 naming the flag. Bad input exits 2 with one line on
+stderr.
 
-``--real-runtime RELEASE`` runs the sample launchers on that torch_npu release's own binaries instead: in a
-subprocess over the host ACL library, a test double of CANN that never enters this process
-(``tooling/releases/real_runtime.py``); ``--as-shipped`` runs the release's own launchers, without the patch set.
+``--samples`` runs the sample launchers, rendered by the release's own codegen, on its own binaries the same way
+(``tooling/releases/real_runtime.py``; the release as for ``--simulate``); ``--as-shipped`` runs the release's own launchers, without the patch set;
+``--no-simulate`` prints the plans only (no release needed).
 
 ``--scenario NAME --real-runtime RELEASE`` runs one of the graph-capture / thread / memory-pressure scenarios
 (``--scenario list`` names them) there, on the release's own task queue, caching allocator and NPUGraph
-(docs/real-runtime-scenarios.md); they have no simulated version, so a scenario without ``--real-runtime`` is a
-usage error (exit 2) naming the flag.
+(docs/real-runtime-scenarios.md); a scenario without ``--real-runtime`` is a usage error (exit 2) naming the flag.
+The retired simulation's ``--capture`` and ``--devices`` are refused, naming the scenario that does the same.
 """
 from __future__ import annotations
 
