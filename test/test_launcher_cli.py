@@ -183,26 +183,6 @@ def test_negative_grid_says_the_grid_is_wrong():
     assert "expected one argument" not in proc.stderr
 
 
-def test_lock_description_and_content_agree_and_every_counter_is_explained(release):
-    proc = run_command("--metadata", '{"name": "k", "lock_num": 4, "workspace_size": 64}', "--grid", "2,1,1",
-                       "--simulate", "--real-runtime", release)
-    assert proc.returncode == 0, proc.stderr
-    assert "4 int64 lock slots, each = 0" in proc.stdout
-    assert "lock content      4 int64 slots: 0 x 4" in proc.stdout
-    assert "kernel saw lock content 4 int64 slots: 0 x 4" in proc.stdout
-    assert "lock values" not in proc.stdout  # a set of values beside a count of slots read as a contradiction
-    assert f"torch_npu {release} patched, on its own runtime" in proc.stdout
-    costs = [ln for ln in proc.stdout.splitlines() if ln.strip().startswith("costs:")]
-    assert len(costs) == 2
-    for ln in costs:  # in words; each launch's block goes back through the calling thread once its kernel finished
-        assert ("1 allocator call, 0 device synchronisations, 0 host-blocking calls, 0 page-locked allocations; "
-                "launch blocks freed on: calling thread, once its kernel had finished") in ln
-    legend = next(ln for ln in proc.stdout.splitlines() if ln.strip().startswith("(allocator calls:"))
-    for term in ("host-blocking calls:", "page-locked allocations:", "Launch block:"):
-        assert term in legend
-    assert "host_blocking_calls=" not in proc.stdout
-
-
 # ---- samples -------------------------------------------------------------------------------
 def test_samples_plans_through_python_m():
     proc = run_command("--samples", "--no-simulate")
@@ -243,6 +223,26 @@ def test_mixed_layout_reference_lock_content(queue, release, capsys):
         assert launch["workspace_bytes"] >= launch["promised_workspace_bytes"] == 256
         assert launch["workspace_region"]["overrun"] == 0 and launch["acl_code"] == 0
         assert launch["thread"] == ("calling thread" if queue == "off" else "torch_npu's task-queue thread")
+
+
+def test_lock_description_and_content_agree_and_every_counter_is_explained(release):
+    # MIXED on grid 4,1,1: the build test_mixed_layout_reference_lock_content makes (one build, cached)
+    proc = run_command("--metadata", json.dumps(MIXED), "--grid", "4,1,1", "--simulate", "--real-runtime", release)
+    assert proc.returncode == 0, proc.stderr
+    content = "160 int64 slots: 0 x 16, 4, 0 x 71, 4, 0 x 71"  # the plan's, and what each kernel saw
+    assert f"lock content      {content}" in proc.stdout
+    assert proc.stdout.count(f"kernel saw lock content {content}, ") == 2
+    assert "lock values" not in proc.stdout  # a set of values beside a count of slots read as a contradiction
+    assert f"torch_npu {release} patched, on its own runtime" in proc.stdout
+    costs = [ln for ln in proc.stdout.splitlines() if ln.strip().startswith("costs:")]
+    assert len(costs) == 2
+    for ln in costs:  # in words; each launch's block goes back through the calling thread once its kernel finished
+        assert ("1 allocator call, 0 device synchronisations, 0 host-blocking calls, 0 page-locked allocations; "
+                "launch blocks freed on: calling thread, once its kernel had finished") in ln
+    legend = next(ln for ln in proc.stdout.splitlines() if ln.strip().startswith("(allocator calls:"))
+    for term in ("host-blocking calls:", "page-locked allocations:", "Launch block:"):
+        assert term in legend
+    assert "host_blocking_calls=" not in proc.stdout
 
 
 def test_inject_fault_in_the_lambda_returns_code_no_exception(release, capsys):
