@@ -17,7 +17,8 @@ What ``sim/harness.simulate()`` did over the project's own stand-ins of torch_np
 3. **Judge**: ``real_runtime_judge.judge_launch`` (the probe's record by ``sim.harness.kernel_problems``, the
    calls, torch_npu's ``memory_allocated``), plus the lambda's own result: ``launchKernel`` here passes the
    launcher's lambda to ``OpCommand::RunOpApiV2`` unchanged, wrapped only to record what it returned and whether
-   an exception left it (``acl_code``, ``exception_escaped``).
+   an exception left it (``acl_code``, ``exception_escaped``). A job's ``fault`` (``--inject-fault``) is set for
+   the child (:data:`FAULT_ENV`), not built in: its first launch's call of that ACL function fails.
 
 API: :class:`Job`, :func:`run` (a batch), :func:`simulate` (one job, ``simulate()``'s fields).
 """
@@ -327,10 +328,12 @@ def installed_release() -> str | None:
     """The torch_npu release installed beside this interpreter (its distribution's version), or None."""
     import importlib.metadata
 
-    try:
-        return importlib.metadata.version("torch_npu")
-    except importlib.metadata.PackageNotFoundError:
-        return None
+    for dist in ("torch-npu", "torch_npu"):
+        try:
+            return importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    return None
 
 
 __all__ = ["Job", "job", "run", "simulate", "build", "installed_release", "FAULTS", "FAULT_CODE", "first_line"]
