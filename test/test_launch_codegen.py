@@ -1,17 +1,20 @@
-"""launch_codegen: plan -> C++ of a launcher. Golden text, and every golden run in the simulation.
+"""launch_codegen: plan -> C++ of a launcher. Golden text, and every golden run on torch_npu's own runtime.
 
 Regenerate the goldens after an intended change with
 ``EXPECTTEST_ACCEPT=1 python -m pytest test/test_launch_codegen.py``.
 """
 from __future__ import annotations
 
+import importlib.metadata
 import re
 
 import pytest
+import release_wheels
 from expecttest import TestCase
 
 from torch_npu._inductor.patchset import launch_codegen as lc
 from torch_npu._inductor.patchset.launch_plan import plan_from_metadata
+from torch_npu._inductor.patchset.tooling.releases import real_sources
 from torch_npu._inductor.patchset.tooling.sim import harness as sim_harness
 from torch_npu._inductor.patchset.tooling.sim.samples import BY_KEY
 
@@ -515,11 +518,34 @@ def test_int64_min_and_odd_kernel_names_are_valid_cpp():
     assert "INT64_MIN" in text and r'"we\"ird\\n\303\244me"' in text
 
 
+#: The release whose own runtime runs the goldens on each CI leg (test_real_runtime.py's reference).
+LEG = ".".join(importlib.metadata.version("torch").split("+")[0].split(".")[:3])
+RELEASE = {"2.7.1": "2.7.1.post10", "2.14.1": "2.13.0"}.get(LEG)
+
+
+def _wrong_plan_job():
+    """The plan claims lock_init_val 8; the launcher (the right plan's, under the wrong plan's name) fills 7."""
+    s, plan, site, args = case("locks")
+    wrong = plan_from_metadata(dict(s.metadata, lock_init_val=8), kernel=s.kernel)
+    cpp = lc.launcher_source(plan, site, args).replace(lc.launcher_function_name(plan), lc.launcher_function_name(wrong))
+    return real_sources.job("wrong-plan", wrong, site, args, s.grid, launcher_cpp=cpp)
+
+
+@pytest.fixture(scope="module")
+def on_real_runtime():
+    """Every golden and the wrong plan in one build and one child (TASK_QUEUE_ENABLE=1) on the leg's release."""
+    if RELEASE is None:
+        pytest.fail(f"no reference release for the torch {LEG} leg")
+    jobs = [real_sources.job(key, *case(key)[1:], case(key)[0].grid) for key in GOLDEN] + [_wrong_plan_job()]
+    return {k: v["1"] for k, v in real_sources.run(release_wheels.fetched(RELEASE), jobs).items()}
+
+
 @pytest.mark.parametrize("key", GOLDEN)
-def test_golden_runs_in_simulation(key):
-    """Compile the full launcher of each golden with the probe kernel; run it twice on one stream."""
+def test_golden_runs_on_torch_npus_own_runtime(key, on_real_runtime):
+    """The full launcher of each golden with the probe kernel, on the release's own task queue and caching
+    allocator (over the host ACL library): twice on one stream."""
     s, plan, site, args = case(key)
-    result = sim_harness.simulate(plan, site, args, s.grid, tag="golden")
+    result = on_real_runtime[key]
     assert result["ok"], result
     assert not result["errors"]
     exp = sim_harness.expected(plan, site, s.grid)
@@ -532,21 +558,14 @@ def test_golden_runs_in_simulation(key):
         assert launch["regions_overlap"] is False
         assert launch["acl_code"] == 0 and not launch["exception_escaped"]
         assert launch["sync_copies"] == 0
-        assert launch["allocator_calls"] == (1 if plan.needs_resources else 0)
-    # steady state: nothing blocks the host
-    assert result["launches"][1]["host_blocking_calls"] == 0
+        assert launch["allocator_calls"] == (1 if plan.needs_resources and not plan.simt_only else 0)
+        # nothing blocks the host; the lambda ran on torch_npu's queue thread
+        assert launch["host_blocking_calls"] == 0 and launch["thread"] == "torch_npu's task-queue thread"
 
 
-def test_simulation_catches_a_wrong_plan():
-    """The harness is able to fail: claim more lock bytes than the launcher allocates."""
-    s, plan, site, args = case("locks")
-    wrong = plan_from_metadata(dict(s.metadata, lock_init_val=8), kernel=s.kernel)
-    src = sim_harness.harness_source(wrong, site, args, s.grid, launcher_cpp=lc.launcher_source(plan, site, args).replace(
-        lc.launcher_function_name(plan), lc.launcher_function_name(wrong)))
-    from torch_npu._inductor.patchset.tooling.sim import build as sim_build
-
-    raw = sim_harness.run_program(sim_build.compile_program(src, "golden-wrong-init"))
-    judged = sim_harness.judge(wrong, site, s.grid, raw)
+def test_real_runtime_catches_a_wrong_plan(on_real_runtime):
+    """The judge is able to fail: the kernel finds the launcher's 7s where the plan says 8."""
+    judged = on_real_runtime["wrong-plan"]
     assert not judged["ok"]
     assert any("lock content at start [[7, 16]] != [[8, 16]]" in p for p in judged["launches"][0]["problems"])
 

@@ -444,6 +444,9 @@ def test_default_run_here_checks_do_their_own_work(cpu_run):
     assert combined[2].startswith("the workspace-and-locks program matches eager at 3 sizes, 1 graph")
     assert combined[1] >= 0.5, combined  # compiled and ran its own program, not a re-count of earlier checks
     assert checks["flex-backward"][0] == checks["aot-package"][0] == st.SKIPPED
+    # the launchers run on a torch_npu release's own runtime: without one, skipped, saying what runs them
+    assert checks["simulation"][0] == st.SKIPPED and checks["simulation"][2].startswith(
+        "torch_npu is not installed: the sample launchers run on a torch_npu release's own runtime"), checks["simulation"]
     failed = [name for name, c in checks.items() if c[0] == st.FAILED]
     assert proc.returncode == (1 if failed else 0), (failed, proc.stderr[-2000:])
     assert proc.stdout.rstrip().splitlines()[-2].startswith(f"{sum(c[0] == st.PASSED for c in checks.values())} passed")
@@ -486,6 +489,9 @@ def test_torch_npu_without_a_usable_npu_is_a_failure_never_a_cpu_run(tmp_path):
     assert not any(c["status"] == st.PASSED and c["name"] in ("flex-backward", "aot-package") or
                    c["name"].startswith("kernels-") and c["status"] == st.PASSED for c in result["checks"])
     assert result["environment"]["torch_npu"] == "2.7.1"
+    # nothing of torch_npu's own to run the launchers on: skipped, never the double in this process
+    assert checks["simulation"]["status"] == st.SKIPPED
+    assert checks["simulation"]["detail"] == "the installed torch_npu 2.7.1 has no lib/libtorch_npu.so to run the launchers on"
     assert result["environment"]["device_problem"].startswith("torch.npu.is_available() is False")
 
 

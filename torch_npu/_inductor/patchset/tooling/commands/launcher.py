@@ -1,29 +1,33 @@
 """``launcher``: inspect and dry-run one kernel's sync plan; ``launcher --samples`` for a table.
 
     python -m torch_npu._inductor.patchset launcher --metadata JSON --grid X,Y,Z
-        [--signature '*fp32,i32'] [--vector-cores N] [--ffts] [--emit-cpp] [--simulate] [--json]
-    python -m torch_npu._inductor.patchset launcher --samples [--json]
+        [--signature '*fp32,i32'] [--vector-cores N] [--ffts] [--emit-cpp]
+        [--simulate [--real-runtime RELEASE] [--queue on|off] [--inject-fault fill|launch]] [--json]
+    python -m torch_npu._inductor.patchset launcher --samples --no-simulate [--json]
     python -m torch_npu._inductor.patchset launcher --scenario list [--json]
-    python -m torch_npu._inductor.patchset launcher --samples|--scenario NAME --real-runtime RELEASE
-        [--as-shipped] [--json]
+    python -m torch_npu._inductor.patchset launcher --samples [--real-runtime RELEASE] [--as-shipped] [--json]
+    python -m torch_npu._inductor.patchset launcher --scenario NAME --real-runtime RELEASE [--as-shipped] [--json]
 
 ``--metadata`` takes a JSON object (or ``@file``) with triton-ascend's kernel
 metadata fields this patch set reads (an unknown key is an error naming the
-valid ones). ``--simulate`` compiles the launcher this patch set generates,
-with the simulation's probe kernel, against the host ACL simulation (a test
-double; no NPU): the launch memory is taken on the calling thread, the lambda
-goes through torch_npu's task queue; it runs twice back to back on one stream
-and reports per launch what the kernel saw and what the launch cost. Bad
-input exits 2 with one line on stderr.
+valid ones). ``--simulate`` compiles the launcher this patch set generates
+against a torch_npu release's headers and runs it on that release's own task
+queue and caching allocator, with the host ACL library's probe kernel, in a
+subprocess over the host ACL library (a test double of CANN that never enters
+this process; ``tooling/releases/real_sources.py``): twice back to back on
+one stream, reporting per launch what the kernel saw and what the launch
+cost. The release: ``--real-runtime RELEASE``, else the installed torch_npu;
+with neither, exit 2 naming the flag. Bad input exits 2 with one line on
+stderr.
 
-``--real-runtime RELEASE`` runs the sample launchers on that torch_npu release's own binaries instead: in a
-subprocess over the host ACL library, a test double of CANN that never enters this process
-(``tooling/releases/real_runtime.py``); ``--as-shipped`` runs the release's own launchers, without the patch set.
+``--samples`` runs the sample launchers, rendered by the release's own codegen, on its own binaries the same way
+(``tooling/releases/real_runtime.py``; the release as for ``--simulate``); ``--as-shipped`` runs the release's own launchers, without the patch set;
+``--no-simulate`` prints the plans only (no release needed).
 
 ``--scenario NAME --real-runtime RELEASE`` runs one of the graph-capture / thread / memory-pressure scenarios
 (``--scenario list`` names them) there, on the release's own task queue, caching allocator and NPUGraph
-(docs/real-runtime-scenarios.md); they have no simulated version, so a scenario without ``--real-runtime`` is a
-usage error (exit 2) naming the flag.
+(docs/real-runtime-scenarios.md); a scenario without ``--real-runtime`` is a usage error (exit 2) naming the flag.
+The retired simulation's ``--capture`` and ``--devices`` are refused, naming the scenario that does the same.
 """
 from __future__ import annotations
 
@@ -37,8 +41,8 @@ from pathlib import Path
 
 from ... import launch_codegen as lc
 from ...launch_plan import SIMT_FLAGS, SyncPlan, plan_from_metadata
+from ..releases.real_runtime_judge import first_line
 from ..sim.harness import (
-    DEVICE_MEMORY,
     FAULT_APIS,
     MAX_SIMULATED_BLOCKS,
     block_count,
@@ -46,7 +50,6 @@ from ..sim.harness import (
     expected,
     expected_lock_content,
     rle,
-    simulate,
 )
 
 #: The launcher computes the block count in 32 bits (``uint32_t block_num = grid_0 * grid_1 * grid_2``).
@@ -115,11 +118,11 @@ def _costs_text(x: dict) -> str:
             f"{x['page_locked_allocations']} page-locked allocations; launch blocks freed on: {x['block_freed_on']}")
 
 
-COUNTERS_LEGEND = ("allocator calls: requests to torch_npu's caching or workspace allocator; host-blocking calls: "
-                   "synchronous copies, stream or device synchronisations, the workspace allocator growing its block; "
-                   "page-locked allocations: aclrtMallocHost. Launch block: the memory a launch takes for its locks "
-                   "and workspace; it is held until its lambda is done, so an earlier launch's goes back during a "
-                   "later one (freed on: which thread gave blocks back during this launch, - for none).")
+COUNTERS_LEGEND = ("allocator calls: requests to torch_npu's caching allocator (its memory_stats); host-blocking "
+                   "calls: synchronous copies, stream or device synchronisations (the host ACL library's call "
+                   "records); page-locked allocations: aclrtMallocHost. Launch block: the memory a launch takes for "
+                   "its locks and workspace; it is held until its kernel has finished, then the calling thread's "
+                   "next launch gives it back (freed on: who gave it back, - for none).")
 
 
 def _one(args) -> int:
@@ -138,6 +141,8 @@ def _one(args) -> int:
             raise UsageError(f"--vector-cores {args.vector_cores}: must be 0 (no clamp) or a positive count")
         site = lc.LaunchSite(block_clamp=args.vector_cores or None, has_ffts=args.ffts)
         _check_grid(args.grid, site, args.simulate)
+        if args.simulate:
+            args.real_runtime = _release_for(args, "--simulate")
     except UsageError as exc:
         print(f"launcher: {exc}", file=sys.stderr)
         return 2
@@ -146,16 +151,21 @@ def _one(args) -> int:
         out["cpp"] = lc.launcher_source(plan, site, kernel_args)
     ok = True
     if args.simulate:
+        from ..releases import real_runtime as rr
+        from ..releases import real_sources, wheels
+
         try:
-            sim = simulate(plan, site, kernel_args, args.grid, devices=args.devices, capture=args.capture,
-                           queue=args.queue == "on", inject_fault=args.inject_fault)
-        except (RuntimeError, subprocess.TimeoutExpired) as exc:
+            sim = real_sources.simulate(args.real_runtime, plan, site, kernel_args, args.grid,
+                                        queue=QUEUES[args.queue], fault=args.inject_fault, timeout=SIMULATE_TIMEOUT_S)
+        except (rr.RealRuntimeError, wheels.WheelUnavailable, RuntimeError, subprocess.TimeoutExpired) as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            print(f"launcher: the simulation could not run: {first}", file=sys.stderr)
+            print(f"launcher: torch_npu {args.real_runtime} could not run the launcher on its own runtime: {first}",
+                  file=sys.stderr)
             return 1
         out["launches"], out["errors"] = sim["launches"], sim["errors"]
         out["app_logs"], out["notes"] = sim["app_logs"], sim["notes"]
         out["live_allocations_end"] = sim["live_allocations_end"]
+        out["release"], out["torch_npu"], out["queue"] = args.real_runtime, sim["torch_npu"], sim["queue"]
         ok = sim["ok"]
     out["ok"] = ok
     if args.json:
@@ -165,7 +175,7 @@ def _one(args) -> int:
         threw = [x for x in out["launches"] if x["phase"] != "replay" and x["call_threw"]]
         if threw and len(threw) == len([x for x in out["launches"] if x["phase"] != "replay"]):
             print(f"launcher: kernel {plan.kernel!r}: every launch fails on the calling thread, before anything is "
-                  f"queued: {threw[0]['call_error']}", file=sys.stderr)
+                  f"queued: {first_line(threw[0]['call_error'], 600)}", file=sys.stderr)
             return 1
     p = out["plan"]
     content = rle(expected_lock_content(plan, p["block_num"])) if not site.simt(plan) else []
@@ -180,9 +190,9 @@ def _one(args) -> int:
     if args.emit_cpp:
         lines += ["", out["cpp"].rstrip()]
     if args.simulate:
-        lines += ["", "simulation (HOST ACL SIMULATION, a test double: probe kernel, launches through torch_npu's "
-                      f"task queue {args.queue}, {args.devices} device(s){', capture + replays' if args.capture else ''}"
-                      f"{', fault ' + args.inject_fault if args.inject_fault else ''}):"]
+        lines += ["", REAL_RUNTIME_HEAD.format(release=args.real_runtime, how="patched") +
+                  f"; probe kernel, TASK_QUEUE_ENABLE={out['queue']}"
+                  f"{', fault ' + args.inject_fault if args.inject_fault else ''}:"]
         for i, launch in enumerate(out["launches"], 1):
             head = f"  launch {i} ({launch['phase']}, device {launch['device']}): {'ok' if launch['ok'] else 'NOT OK'}"
             if args.inject_fault and i == 1:
@@ -192,8 +202,8 @@ def _one(args) -> int:
                 lines.append(f"{head}; threw on the calling thread: {error}")
             elif launch["acl_code"]:
                 lines.append(f"{head}; the lambda returned ACL error {launch['acl_code']}")
-            elif launch["phase"] == "capture":
-                lines.append(f"{head}; recorded into the graph (its kernel runs in the replays)")
+            elif launch["acl_code"] is None:
+                lines.append(f"{head}; the lambda did not run")
             else:
                 lines.append(f"{head}; kernel saw lock content {content_text(launch['lock_content'])}, "
                              f"{launch['workspace_bytes']} workspace bytes reachable, "
@@ -203,64 +213,41 @@ def _one(args) -> int:
             for prob in launch["problems"]:
                 lines.append(f"    problem: {prob}")
         for err in out["errors"]:
-            lines.append(f"  simulation error: {err}")
+            lines.append(f"  host ACL library: {err}")
         lines.append(f"  ({COUNTERS_LEGEND})")
         lines.append(f"  ok: {ok}")
     print("\n".join(lines))
     return 0 if ok else 1
 
 
-def run_samples(simulate_them: bool = True) -> list[dict]:
+def run_samples() -> list[dict]:
+    """The bundled samples' plans (``launcher --samples --no-simulate``)."""
     from ..sim.samples import SAMPLES
 
     rows = []
     for s in SAMPLES:
         plan = plan_from_metadata(s.metadata, kernel=s.kernel)
         site = lc.LaunchSite(block_clamp=s.block_clamp, has_ffts=s.has_ffts)
-        row = {"sample": s.key, "title": s.title, "plan": plan_summary(plan, site, s.grid)}
-        if simulate_them:
-            sim = simulate(plan, site, lc.args_from_signature(s.signature), s.grid, tag="sample")
-            row.update(launches=sim["launches"], errors=sim["errors"], ok=sim["ok"])
-        rows.append(row)
+        rows.append({"sample": s.key, "title": s.title, "plan": plan_summary(plan, site, s.grid)})
     return rows
 
 
 def _samples(args) -> int:
-    rows = run_samples(simulate_them=not args.no_simulate)
-    ok = all(r.get("ok", True) for r in rows)
+    rows = run_samples()
     if args.json:
-        print(json.dumps({"samples": rows, "ok": ok}, indent=2))
-        return 0 if ok else 1
-    head = (f"{'sample':<16}{'grid':<9}{'blocks':>6}{'lock B':>8}{'workspace B':>12}  {'lock values at start':<22}"
-            f"{'alloc':>6}{'sync':>6}{'block':>6}{'pinned':>7}  ok")
+        print(json.dumps({"samples": rows, "ok": True}, indent=2))
+        return 0
+    head = f"{'sample':<16}{'grid':<9}{'blocks':>6}{'lock B':>8}{'workspace B':>12}  {'lock values at start':<22}"
     out = [head, "-" * len(head)]
     for r in rows:
         p = r["plan"]
         grid = "x".join(map(str, p["grid"]))
-        if "launches" in r:
-            last = r["launches"][-1]
-            vals = ",".join(map(str, last["lock_values_at_start"])) or "-"
-            tail = (f"{vals:<22}{last['allocator_calls']:>6}{last['device_synchronizations']:>6}"
-                    f"{last['host_blocking_calls']:>6}{last['page_locked_allocations']:>7}  {'yes' if r['ok'] else 'NO'}")
-        else:
-            tail = f"{','.join(map(str, p['lock_values_at_start'])) or '-':<22}"
-        out.append(f"{r['sample']:<16}{grid:<9}{p['block_num']:>6}{p['lock_bytes']:>8}{p['workspace_bytes']:>12}  {tail}")
+        vals = ",".join(map(str, p["lock_values_at_start"])) or "-"
+        out.append(f"{r['sample']:<16}{grid:<9}{p['block_num']:>6}{p['lock_bytes']:>8}{p['workspace_bytes']:>12}  {vals}")
     out.append("")
     out += [f"  {r['sample']}: {r['plan']['description']}" for r in rows]
-    if any("launches" in r for r in rows):
-        out.append("")
-        out.append("Each kernel ran twice back to back on one stream in the host ACL simulation (probe kernel); the")
-        out.append("columns show launch 2, per launch: alloc = allocator calls, sync = device synchronisations,")
-        out.append("block = host-blocking calls, pinned = page-locked allocations.")
-        for r in rows:
-            for i, launch in enumerate(r.get("launches", []), 1):
-                for prob in launch["problems"]:
-                    out.append(f"  {r['sample']} launch {i}: {prob}")
-            for err in r.get("errors", []):
-                out.append(f"  {r['sample']}: simulation error: {err}")
-    out.append(f"all ok: {ok}")
     print("\n".join(out))
-    return 0 if ok else 1
+    return 0
 
 
 # ---- torch_npu's own runtime (releases/real_runtime.py) -----------------------------------------------
@@ -279,13 +266,15 @@ def _real_runtime_usage(args) -> str | None:
                 f"(e.g. --real-runtime {EXAMPLE_RELEASE})")
     if args.real_runtime is None and args.as_shipped:
         return "--as-shipped goes with --real-runtime RELEASE"
-    for flag, given in (("--metadata", args.metadata is not None), ("--simulate", args.simulate),
-                        ("--capture", args.capture), ("--devices", args.devices != 1),
-                        ("--inject-fault", args.inject_fault),
+    for flag, given in (("--capture", args.capture), ("--devices", args.devices != 1)):
+        if given:
+            return (f"{flag} ran on the retired simulation of torch_npu: --scenario {SIM_ONLY[flag]} "
+                    f"--real-runtime RELEASE does it on torch_npu's own runtime")
+    for flag, given in (("--inject-fault", args.inject_fault), ("--queue", args.queue != "on"),
                         ("--emit-cpp", args.emit_cpp), ("--no-simulate", args.no_simulate)):
         if given:
-            return (f"{flag} goes with the simulation, not with "
-                    f"{'--real-runtime' if args.real_runtime is not None else '--scenario'} (torch_npu's own runtime)")
+            return (f"{flag} goes with --metadata ... --simulate, not with "
+                    f"{'--samples' if args.samples else '--scenario'}")
     if args.scenario == "list" and args.real_runtime is None:
         return None  # the names need no release
     if not args.samples and args.scenario is None:
@@ -411,15 +400,72 @@ def _real_runtime(args) -> int:
     return 0 if out["ok"] else 1
 
 
+#: The --simulate child's limit. A launch is made with torch_npu's queue held (real_runtime_child): a launch whose
+#: caching-allocator request runs out of memory waits there, in the allocator's retry (it drains the queue), until
+#: this ends it; with --queue off it fails at once, as torch_npu's own out-of-memory error.
+SIMULATE_TIMEOUT_S = 120
+#: --queue: the TASK_QUEUE_ENABLE value a --simulate run's child gets.
+QUEUES = {"on": "1", "off": "0"}
+#: What the retired simulation's own options became: the scenario that does it on torch_npu's own runtime.
+SIM_ONLY = {"--capture": "capture-then-empty-cache-grow", "--devices": "devices-threads-queue-off"}
+
+
+def _release_for(args, what: str) -> str:
+    """``--real-runtime`` or the installed torch_npu's release; :class:`UsageError` (one line: what to pass)."""
+    from ..releases import real_sources
+
+    release = args.real_runtime or real_sources.installed_release()
+    if release is None:
+        raise UsageError(f"{what} runs on a torch_npu release's own runtime and no torch_npu is installed here: add "
+                         f"--real-runtime RELEASE (e.g. --real-runtime {EXAMPLE_RELEASE})")
+    why = _release_name_problem(release)
+    if why is not None:
+        raise UsageError(why)
+    return release
+
+
+def _simulate_usage(args) -> str | None:
+    """Why ``--metadata`` / ``--simulate`` do not go with the other options given (one line), or None."""
+    for flag, given in (("--samples", args.samples), ("--scenario", args.scenario is not None),
+                        ("--as-shipped", args.as_shipped)):
+        if given:
+            return f"{flag} does not go with --metadata / --simulate (one kernel of this patch set)"
+    for flag, given in (("--capture", args.capture), ("--devices", args.devices != 1)):
+        if given:
+            return (f"{flag} ran on the retired simulation of torch_npu; on torch_npu's own runtime it is a scenario: "
+                    f"--scenario {SIM_ONLY[flag]} --real-runtime RELEASE (--scenario list names them all)")
+    if args.inject_fault == "alloc":
+        return ("--inject-fault alloc: torch_npu's own caching allocator retries a failed device allocation; its "
+                "out-of-memory path is --scenario queue-thread-oom-retry --real-runtime RELEASE")
+    if not args.simulate:
+        for flag, given in (("--inject-fault", args.inject_fault), ("--queue", args.queue != "on"),
+                            ("--real-runtime", args.real_runtime is not None)):
+            if given:
+                return f"{flag} goes with --simulate"
+    return None
+
+
 def run(args) -> int:
-    if args.real_runtime is not None or args.as_shipped or args.scenario is not None:
+    if args.metadata is not None or args.simulate:  # one kernel: its plan, its C++, a run of its launcher
+        why = _simulate_usage(args) or (None if args.metadata is not None else
+                                        "--simulate needs --metadata (or use --samples or --scenario)")
+        if why is not None:
+            print(f"launcher: {why}", file=sys.stderr)
+            return 2
+        return _one(args)
+    if args.samples and args.no_simulate and args.real_runtime is None and args.scenario is None:
+        return _samples(args)  # the plans only: no release needed
+    if args.samples and args.real_runtime is None and not args.as_shipped and args.scenario is None:
+        if _real_runtime_usage(args) is None:
+            try:
+                args.real_runtime = _release_for(args, "--samples")
+            except UsageError as exc:
+                print(f"launcher: {exc}", file=sys.stderr)
+                return 2
+    if args.real_runtime is not None or args.as_shipped or args.scenario is not None or args.samples:
         return _real_runtime(args)
-    if args.samples:
-        return _samples(args)
-    if args.metadata is None:
-        print("launcher: --metadata is required (or use --samples or --scenario)", file=sys.stderr)
-        return 2
-    return _one(args)
+    print("launcher: --metadata is required (or use --samples or --scenario)", file=sys.stderr)
+    return 2
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -445,24 +491,27 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--ffts", action="store_true", help="the target has FFTS (ffts_addr field)")
     p.add_argument("--emit-cpp", action="store_true", help="print the generated launcher C++")
     p.add_argument("--simulate", action="store_true",
-                   help=f"compile and run it twice in the host ACL simulation ({DEVICE_MEMORY >> 30} GiB per device)")
+                   help="compile the launcher against a torch_npu release's headers and run it twice on that "
+                        "release's own runtime over the host ACL library, a test double of CANN, in a subprocess "
+                        "(--real-runtime RELEASE, or the installed torch_npu)")
     p.add_argument("--json", action="store_true", help="one JSON object")
     p.add_argument("--devices", type=int, default=1, choices=range(1, 9), metavar="N",
-                   help="with --simulate: launch on each of N simulated devices (default 1)")
+                   help="retired with the simulation: use --scenario devices-threads-queue-off --real-runtime RELEASE")
     p.add_argument("--capture", action="store_true",
-                   help="with --simulate: warm up, capture one launch, replay it 3 times with an eager launch and "
-                        "torch.npu.empty_cache() between replays")
+                   help="retired with the simulation: use --scenario capture-then-empty-cache-grow --real-runtime "
+                        "RELEASE")
     p.add_argument("--queue", choices=("on", "off"), default="on",
-                   help="with --simulate: torch_npu's task queue on (default) or off")
+                   help="with --simulate: torch_npu's task queue on (TASK_QUEUE_ENABLE=1, default) or off (0)")
     p.add_argument("--inject-fault", choices=sorted(FAULT_APIS), default=None,
-                   help="with --simulate: make the first launch's allocator request, lock fill or kernel launch fail")
+                   help="with --simulate: make the first launch's lock fill or kernel launch fail (alloc: see "
+                        "--scenario queue-thread-oom-retry)")
     p.add_argument("--samples", action="store_true", help="run the bundled sample kernels and print a table")
-    p.add_argument("--no-simulate", action="store_true", help="with --samples: plans only")
+    p.add_argument("--no-simulate", action="store_true", help="with --samples: plans only (no release needed)")
     p.add_argument("--scenario", metavar="NAME",
                    help="with --real-runtime RELEASE: run a graph-capture / thread / memory scenario on that "
                         "release's own runtime ('list' names them)")
     p.add_argument("--real-runtime", metavar="RELEASE", default=None,
-                   help="with --samples or --scenario NAME: run the launchers on torch_npu RELEASE's own binaries "
+                   help="with --simulate, --samples or --scenario NAME (default: the installed torch_npu): run the launchers on torch_npu RELEASE's own binaries "
                         "(its libtorch_npu.so, task queue and caching allocator) over the host ACL library, a test "
                         "double of CANN, in a subprocess; each sample with TASK_QUEUE_ENABLE=1, 0 and 2")
     p.add_argument("--as-shipped", action="store_true",

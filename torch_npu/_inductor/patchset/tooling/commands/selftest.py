@@ -14,8 +14,10 @@ any work).
   launch fix must be in force).
 * ``codegen``: every sample kernel's launcher, as this patch set writes it,
   read back like a generated wrapper (see ``flex-backward``).
-* ``simulation``: those launchers, dry-run in the host ACL simulation (a test
-  double with a probe kernel; needs a C++ compiler).
+* ``simulation``: those launchers, run on the installed torch_npu release's
+  own task queue and caching allocator (its released wheel over the host ACL
+  library, a test double of CANN with a probe kernel, in a child process;
+  needs a C++ compiler); skipped, saying why, without torch_npu.
 * ``flex-backward``: ``torch.compile(..., options={"cpp_wrapper": True},
   dynamic=True)`` of Flex Attention forward + backward with a block mask
   that masks whole query rows out, over several sequence lengths, against
@@ -379,18 +381,53 @@ def check_codegen() -> tuple[str, dict]:
             "allocated inside a lambda, the others take none", {})
 
 
-def check_simulation() -> tuple[str, dict]:
-    cxx = os.environ.get("CXX") or "g++"
-    if shutil.which(cxx) is None:
-        raise CheckSkipped(f"no C++ compiler ({cxx}) to build the host ACL simulation")
-    from .launcher import run_samples
+def installed_runtime_library() -> Path | None:
+    """The installed torch_npu's ``lib/libtorch_npu.so``, found without importing torch_npu; None without one."""
+    import importlib.util
 
-    rows = run_samples(simulate_them=True)
-    bad = {r["sample"]: [p for la in r["launches"] for p in la["problems"]] + r["errors"] for r in rows if not r["ok"]}
+    try:
+        spec = importlib.util.find_spec("torch_npu")
+    except (ImportError, ValueError):
+        return None
+    for where in (spec.submodule_search_locations or []) if spec is not None else []:
+        if (Path(where) / "lib" / "libtorch_npu.so").is_file():
+            return Path(where) / "lib" / "libtorch_npu.so"
+    return None
+
+
+def check_simulation() -> tuple[str, dict]:
+    """The sample launchers, as this patch set writes them, on the installed torch_npu release's own runtime (its
+    task queue and caching allocator) over the host ACL library, a test double of CANN loaded only into the child
+    process ``releases/real_sources.py`` starts: never into this one."""
+    version = torch_npu_installed()
+    if version is None:
+        raise CheckSkipped("torch_npu is not installed: the sample launchers run on a torch_npu release's own runtime "
+                           "(launcher --samples --real-runtime RELEASE runs them on a released wheel)")
+    library = installed_runtime_library()
+    if library is None:
+        raise CheckSkipped(f"the installed torch_npu {version} has no lib/libtorch_npu.so to run the launchers on")
+    from ... import launch_codegen as lc
+    from ...launch_plan import plan_from_metadata
+    from ..releases import real_sources
+    from ..sim.samples import SAMPLES
+
+    jobs = []
+    for s in SAMPLES:
+        plan = plan_from_metadata(s.metadata, kernel=s.kernel)
+        site = lc.LaunchSite(block_clamp=s.block_clamp, has_ffts=s.has_ffts)
+        jobs.append(real_sources.job(s.key, plan, site, lc.args_from_signature(s.signature), s.grid))
+    try:
+        runs = real_sources.run(version, jobs)
+    except Exception as exc:  # said in one line: the release could not run here
+        raise CheckSkipped(f"torch_npu {version}'s own runtime could not run here: "
+                           f"{real_sources.first_line(str(exc)) or type(exc).__name__}") from exc
+    bad = {k: [p for la in r["1"]["launches"] for p in la["problems"]] + r["1"]["errors"] + [r["1"]["notes"]]
+           for k, r in runs.items() if not r["1"]["ok"]}
     if bad:
-        raise CheckFailed(f"simulated launches went wrong: {bad}")
-    return (f"{len(rows)} sample kernels, each launched twice in the host ACL simulation (a test double): "
-            "every kernel got disjoint, sized, initialised memory", {})
+        raise CheckFailed(f"launches on torch_npu {version}'s own runtime went wrong: {bad}")
+    return (f"{len(jobs)} sample kernels, each launched twice on torch_npu {version}'s own task queue and caching "
+            "allocator (its released wheel, over the host ACL library: a test double of CANN, in a child process): "
+            "every kernel got disjoint, sized, initialised memory", {"installed_library": str(library)})
 
 
 # ---- end to end: helpers ------------------------------------------------------------------------------------

@@ -144,6 +144,14 @@ class Launchers:
     def queue_tid(self) -> int:
         return self.lib.npu_patchset_real_runtime_queue_tid()
 
+    def outcome(self, launcher: dict) -> dict | None:
+        """What the launch's lambda returned, where the build notes it (real_sources.py's): ran, rc, escaped."""
+        if "outcome" not in launcher:
+            return None
+        vals = [ctypes.c_int(0) for _ in range(3)]
+        self.lib.npu_patchset_real_runtime_outcome(launcher["outcome"], *map(ctypes.byref, vals))
+        return dict(zip(("ran", "rc", "escaped"), (v.value for v in vals)))
+
 
 def main() -> None:
     global HOST
@@ -262,7 +270,8 @@ def run_samples(torch, so: Launchers) -> None:
                 "key": launcher["key"], "kernel": launcher["kernel"], "launch": i + 1, "gate": gate,
                 "queue_tid": so.queue_tid(), "call_threw": threw, "call_error": what, "sync_error": sync_error,
                 "kept_to_wrapper_end": kept, "given_back_before_wrapper_end": early, "memory_before": before, "memory_held_while_queued": held, "memory_at_wrapper_end": at_end, "memory_after_sync": after_sync, "given_back": given_back, "memory_peak": peak,
-                "memory_after": after, "calls_before_sync": calls, "host": HOST.report()})
+                "memory_after": after, "calls_before_sync": calls, "host": HOST.report(),
+                "outcome": so.outcome(launcher)})
             save()
         del bufs
         mine = [x for x in RESULT["launches"] if x["key"] == launcher["key"]]

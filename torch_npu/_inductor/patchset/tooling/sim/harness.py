@@ -1,11 +1,15 @@
-"""The host ACL simulation's launch harness: a launcher (``launch_codegen.launcher_source`` or a release's
-rendered one) built with the probe kernel into one program that launches it as torch_npu's wrapper would
-(memory on the calling thread, the lambda through the simulated task queue), and the judge of what each
-launch got. (The capture / thread / memory-pressure scenarios run on torch_npu's own runtime:
-``releases/real_runtime.py``.)
+"""The host ACL simulation's launch harness and the judge's pure parts.
 
-A TEST DOUBLE and dry-run tool, not an NPU runtime. Used by the ``launcher`` command, the golden tests,
-the release matrix, the demo and the selftest.
+* :func:`expected`, :func:`expected_lock_content`, :func:`rle`, :func:`content_text`, :func:`kernel_problems`:
+  what a launch needs and the rules a kernel's memory is judged by; the real-runtime tier judges torch_npu's own
+  runs with them (``releases/real_runtime_judge.py``).
+* :func:`harness_source`, :func:`run_program`, :func:`judge`: a launcher built with the probe kernel into one
+  program over the simulation's stand-ins of torch_npu (memory on the calling thread, the lambda through the
+  simulated task queue), still used by the release matrix's simulation columns (``releases/rendered.py``,
+  ``releases/aot_sim.py``) and ``upstream/verify.py``. The launcher command, the goldens and the selftest run
+  launchers on torch_npu's own runtime instead (``releases/real_sources.py``; issue 30 item 4).
+
+A TEST DOUBLE and dry-run tool, not an NPU runtime.
 """
 from __future__ import annotations
 
@@ -17,7 +21,6 @@ from typing import Sequence
 
 from ... import launch_codegen as lc
 from ...launch_plan import SyncPlan
-from . import build as sim_build
 
 LAUNCHES = 2
 PROBE_TIME_US = 3000  # each simulated kernel runs this long: launch 2 is issued while launch 1 runs
@@ -492,18 +495,6 @@ def run_program(exe: Path, timeout: float = 120) -> dict:
     if proc.returncode != 0:
         raise RuntimeError(f"{exe.name} exited {proc.returncode}: {proc.stderr.strip()[-2000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
-def program_name(plan: SyncPlan, tag: str = "launcher") -> str:
-    return f"{tag}-" + "".join(c if c.isalnum() or c in "_.-" else "_" for c in plan.kernel)[:60]
-
-
-def simulate(plan: SyncPlan, site: lc.LaunchSite, kernel_args, grid, launcher_cpp=None, call=None, tag="launcher",
-             devices: int = 1, capture: bool = False, queue: bool = True, inject_fault: str | None = None) -> dict:
-    src = harness_source(plan, site, kernel_args, grid, launcher_cpp=launcher_cpp, call=call, devices=devices,
-                         capture=capture, queue=queue, inject_fault=inject_fault)
-    exe = sim_build.compile_program(src, program_name(plan, tag))
-    return judge(plan, site, grid, run_program(exe), inject_fault=inject_fault)
 
 
 def helper_has_launch_memory(helper_dir: Path) -> bool:
