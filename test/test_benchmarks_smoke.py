@@ -173,6 +173,14 @@ def test_real_runtime_tiny_run_counts_per_launch(tmp_path, cells):
             patch["page_locked_allocations"]) == (1, 0, 0, 0), patch
     assert 1 <= patch["peak_live_blocks"] <= 40, patch  # blocks held until their lambdas ran, at most the batch
     assert (own["caching_allocator_calls"], own["workspace_allocator_calls"], own["sync_copies"]) == (0, 2, 1), own
+    # Host heap allocations on the calling thread (heap_count.py's counting malloc, preloaded into the child; each
+    # child first checks it on allocations of a known number, and a miscount turns every verdict). The launchers' own
+    # code makes one per launch, the patch set's as the own fix's: the std::function its lambda goes to torch_npu's
+    # queue in (the helper's LaunchMemory adds none once warm). The rest is counted too: 3 in all for the own fix,
+    # and on top for the patch set torch_npu's caching allocator's request and free on the calling thread.
+    assert all(c["heap_known"]["counted"] == c["heap_known"]["made"] for c in doc["children"]), doc["children"]
+    assert patch["heap_in_launchers"] == own["heap_in_launchers"] == 1, (patch, own)
+    assert own["heap_allocations"] == 3 and patch["heap_allocations"] > own["heap_allocations"], (patch, own)
     assert own["host_blocking_calls"] == 1 and own["peak_live_blocks"] == 0, own
     assert any("regions overlap" in p for p in own["problems"]), own["problems"]  # its two requests alias
     assert patch["total_vs_own_fix"] == patch["total_ns"] / own["total_ns"]
@@ -201,6 +209,15 @@ def test_real_runtime_children_alternate_and_rotate():
     firsts = [plan[i][1:] for i in range(0, len(plan), 3)]  # who goes first, per repeat and kernel time
     assert len(set(firsts)) == 3  # no child always first
     assert cells.cells_of("2.7.1.post11", "waits") == [("own-fix", "upstream"), ("patch-post11", "patched")]
+
+
+def test_real_runtime_heap_counter_that_miscounts_fails_the_verdict():
+    from torch_npu._inductor.patchset.tooling.releases import real_runtime_bench_report as report
+
+    assert report.heap_counter_problems({"heap_known": {"made": 9, "counted": 9}}) == []
+    missed = report.heap_counter_problems({"heap_known": {"made": 9, "counted": 1}})
+    assert missed == ["the heap counter counted 1 of 9 known allocations"]
+    assert report.short_verdict(missed) == "heap-counter"
 
 
 def test_real_runtime_goals_say_not_met():
