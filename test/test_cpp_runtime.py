@@ -53,6 +53,7 @@ REQUIRED_REAL_CASES = {
     "test_ordering.paused_queue_n_launches_held_until_their_lambdas_ran": "1",
     "test_ordering.a_block_is_held_until_its_kernel_has_finished": "1",
     "test_ordering.out_of_memory_gives_done_blocks_back_and_asks_again": "1",
+    "test_ordering.no_out_of_memory_retry_while_a_capture_is_underway": "1",
     # errors: on the calling thread (sizes, the allocator), or in the lambda (a fill)
     "test_errors.workspace_size_overflow_throws_on_calling_thread_naming_the_kernel": "1",
     "test_errors.lock_size_overflow_throws_on_calling_thread_naming_the_kernel": "1",
@@ -93,10 +94,7 @@ REQUIRED_CTESTS = {
     "test_sim.capture_records_and_replay_runs",
     "test_sim.event_record_or_device_sync_invalidates_capture",
     "test_sim.fault_injection_hits_the_nth_call",
-    # the torch_npu stand-ins the simulation harness still uses, where the real runtime does not check them
-    "test_sim.synchronise_from_a_queue_thread_is_a_self_wait",
-    "test_sim.no_out_of_memory_retry_while_a_capture_is_underway",
-    "test_sim.device_capacity_bounds_every_allocator",
+    "test_sim.device_capacity_bounds_device_allocations",
     "test_sim.on_call_hook_runs_before_the_nth_call",
 }
 

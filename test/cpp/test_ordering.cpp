@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <string>
 #include <thread>
+#include <utility>
 
 #include "real_support.h"
 
@@ -207,5 +209,45 @@ TEST_CASE(out_of_memory_gives_done_blocks_back_and_asks_again) {
     auto r = record(L.id->load());
     CHECK(r.locks_unchanged && r.workspace_written && r.access_errors == 0);
   }
+  CHECK_NO_SIM_ERRORS();
+}
+
+// torch_npu's own caching allocator, asked by the calling thread (what the helper's LaunchMemory does) while a graph
+// capture is underway on another stream (beginAllocateToPool: what NPUGraph::capture_begin tells it): a refused
+// device allocation is not followed by freeing every cached block and asking again (that would synchronise the
+// device in the middle of the capture); the request fails with torch_npu's out-of-memory error. Without the capture
+// the same refusal is retried once the cached blocks went back, and served.
+TEST_CASE(no_out_of_memory_retry_while_a_capture_is_underway) {
+  namespace ca = c10_npu::NPUCachingAllocator;
+  aclrtStream s = stream(0), other = stream(1), capturing = stream(2);
+  settle_held();
+  ca::emptyCache();
+  void *cached = ca::raw_alloc_with_stream(uint64_t(12) << 20, other);  // a block cached for another stream
+  ca::raw_delete(cached);
+  const std::pair<unsigned long long, unsigned long long> pool{0, 424242};  // a pool id (MempoolId_t)
+  auto ask = [&](bool capture) {
+    ca::resetAccumulatedStats(0);
+    if (capture) ca::beginAllocateToPool(0, pool, [capturing](aclrtStream st) { return st == capturing; });
+    CHECK_EQ(acl_host_inject_fault("aclrtMalloc", 1, 207001), 0);  // the next device allocation is refused
+    std::string what;
+    try {
+      ca::raw_delete(ca::raw_alloc_with_stream(uint64_t(8) << 20, s));
+    } catch (const std::exception &e) {
+      what = e.what();
+    }
+    if (capture) {
+      ca::endAllocateToPool(0, pool);
+      ca::releasePool(0, pool);
+    }
+    return std::make_pair(blocks(), what);
+  };
+  const auto [during, failed] = ask(true);
+  CHECK_MSG(failed.find("out of memory") != std::string::npos, failed);
+  CHECK_EQ(during.retries, 0);
+  CHECK_EQ(during.ooms, 1);
+  const auto [after, none] = ask(false);  // the cached block is still there: the retry frees it and asks again
+  CHECK_MSG(none.empty(), none);
+  CHECK_EQ(after.retries, 1);
+  CHECK_EQ(after.ooms, 0);
   CHECK_NO_SIM_ERRORS();
 }
