@@ -53,7 +53,7 @@ REQUIRED_REAL_CASES = {
     "test_ordering.paused_queue_n_launches_held_until_their_lambdas_ran": "1",
     "test_ordering.a_block_is_held_until_its_kernel_has_finished": "1",
     "test_ordering.out_of_memory_gives_done_blocks_back_and_asks_again": "1",
-    "test_ordering.no_out_of_memory_retry_while_a_capture_is_underway": "1",
+    "test_ordering.out_of_memory_retry_while_another_stream_captures": "1",
     # errors: on the calling thread (sizes, the allocator), or in the lambda (a fill)
     "test_errors.workspace_size_overflow_throws_on_calling_thread_naming_the_kernel": "1",
     "test_errors.lock_size_overflow_throws_on_calling_thread_naming_the_kernel": "1",
