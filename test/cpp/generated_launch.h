@@ -1,8 +1,8 @@
 // The launch the generated launcher makes (launch_codegen.launcher_source written by hand in the same
 // shape): LaunchMemory on the calling thread, only the LaunchRegions copied into the lambda handed to
 // OpCommand::RunOpApiV2 (LaunchDone first in it), release_when_finished() right after that call returns.
-// Shared by real_support.h (torch_npu's own runtime) and test_support.h (the simulation's stand-ins), which
-// define first, in namespace t: last_launch_id(), tid(), drain() (the queue run empty) and sync_all().
+// Included by real_support.h (torch_npu's own runtime), which defines first, in namespace t: last_launch_id(),
+// tid(), drain() (the queue run empty) and sync_all().
 #pragma once
 #include <npu_launch_resources.h>
 #include <torch_npu/csrc/framework/OpCommand.h>

@@ -1,7 +1,7 @@
 // Test support for the C++ tests against the HOST ACL SIMULATION (a test double
 // and dry-run tool; not CANN): the TEST_CASE / CHECK framework, streams and
-// probe-kernel helpers. The simulation's own tests use it alone, so they build
-// without the launch helper; test_support.h adds the helper on top.
+// probe-kernel helpers. The simulation's own tests use it: they build without
+// the launch helper.
 #pragma once
 #include <acl/acl.h>
 #include <acl_sim/control.h>

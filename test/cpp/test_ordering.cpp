@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <string>
 #include <thread>
+#include <utility>
 
 #include "real_support.h"
 
@@ -207,5 +209,73 @@ TEST_CASE(out_of_memory_gives_done_blocks_back_and_asks_again) {
     auto r = record(L.id->load());
     CHECK(r.locks_unchanged && r.workspace_written && r.access_errors == 0);
   }
+  CHECK_NO_SIM_ERRORS();
+}
+
+// What NPUGraph::capture_begin / capture_end tell torch_npu's allocator beyond beginAllocateToPool, on releases
+// that have it (2.13.0: markCaptureBegin / markCaptureEnd; before, the pool's registration was all of it).
+template <class A>
+auto mark_capture(A *allocator, bool begin, int) -> decltype(allocator->markCaptureBegin(c10::DeviceIndex(0)), void()) {
+  if (begin)
+    allocator->markCaptureBegin(0);
+  else
+    allocator->markCaptureEnd(0);
+}
+template <class A>
+void mark_capture(A *, bool, long) {}
+template <class A>
+auto marks_captures(A *allocator, int) -> decltype(allocator->markCaptureBegin(c10::DeviceIndex(0)), true) {
+  return true;
+}
+template <class A>
+bool marks_captures(A *, long) {
+  return false;
+}
+
+// torch_npu's own caching allocator, asked by the calling thread (what the helper's LaunchMemory does) while a graph
+// capture is underway on another stream (what NPUGraph::capture_begin tells it: beginAllocateToPool, mark_capture),
+// one device allocation refused. 2.7.1.post10 does not free every cached block and ask again then (that synchronises
+// the device in the middle of the capture): the request fails with its out-of-memory error. 2.13.0 retries all the
+// same and serves it. Without the capture both retry once the cached blocks went back, and serve it.
+TEST_CASE(out_of_memory_retry_while_another_stream_captures) {
+  namespace ca = c10_npu::NPUCachingAllocator;
+  aclrtStream s = stream(0), other = stream(1), capturing = stream(2);
+  settle_held();
+  const std::pair<unsigned long long, unsigned long long> pool{0, 424242};  // a pool id (MempoolId_t)
+  auto ask = [&](bool capture) {
+    ca::emptyCache();  // nothing cached but a block of another stream's: the request below asks the device
+    ca::raw_delete(ca::raw_alloc_with_stream(uint64_t(12) << 20, other));
+    ca::resetAccumulatedStats(0);
+    if (capture) {
+      ca::beginAllocateToPool(0, pool, [capturing](aclrtStream st) { return st == capturing; });
+      mark_capture(ca::get(), true, 0);
+    }
+    CHECK_EQ(acl_host_inject_fault("aclrtMalloc", 1, 207001), 0);  // the next device allocation is refused
+    std::string what;
+    try {
+      ca::raw_delete(ca::raw_alloc_with_stream(uint64_t(8) << 20, s));
+    } catch (const std::exception &e) {
+      what = e.what();
+    }
+    if (capture) {
+      mark_capture(ca::get(), false, 0);
+      ca::endAllocateToPool(0, pool);
+      ca::releasePool(0, pool);
+    }
+    return std::make_pair(blocks(), what);
+  };
+  const auto [during, failed] = ask(true);
+  const std::string said = "retries " + std::to_string(during.retries) + ", ooms " + std::to_string(during.ooms) +
+                           (failed.empty() ? ", served" : ": " + failed.substr(0, 200));
+  if (!marks_captures(ca::get(), 0)) {  // 2.7.1.post10: no retry while the pool's capture is registered
+    CHECK_MSG(failed.find("out of memory") != std::string::npos, said);
+    CHECK_MSG(during.retries == 0 && during.ooms == 1, said);
+  } else {  // 2.13.0: its retry runs all the same, and serves the request
+    CHECK_MSG(failed.empty() && during.retries == 1 && during.ooms == 0, said);
+  }
+  const auto [after, none] = ask(false);  // the retry frees the other stream's block and asks again
+  CHECK_MSG(none.empty(), none);
+  CHECK_EQ(after.retries, 1);
+  CHECK_EQ(after.ooms, 0);
   CHECK_NO_SIM_ERRORS();
 }

@@ -2,16 +2,13 @@
 // CANN): it must catch what it claims to. Built without the launch helper.
 #include <signal.h>
 #include <sys/wait.h>
+#include <torch_npu/csrc/core/npu/NPUWorkspaceAllocator.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <mutex>
 #include <thread>
-
-#include <torch_npu/csrc/core/npu/NPUCachingAllocator.h>
-#include <torch_npu/csrc/core/npu/NPUWorkspaceAllocator.h>
-#include <torch_npu/csrc/framework/OpCommand.h>
 
 #include "sim_support.h"
 
@@ -396,78 +393,23 @@ TEST_CASE(app_log_records_messages) {
   CHECK_EQ(acl_sim::app_logs().size(), 0u);
 }
 
-// ---------------------------------------------------------------- torch_npu's stand-ins the real runtime does not check
-// (its allocators, queue and operators run on a wheel's own runtime now: test/cpp/test_*.cpp on
-// real_support.h and test/test_real_runtime.py; these stay for the simulation harness that still uses them)
-using at_npu::native::OpCommand;
-namespace ca = c10_npu::NPUCachingAllocator;
-
-TEST_CASE(synchronise_from_a_queue_thread_is_a_self_wait) {
-  acl_sim::set_task_queue_enabled(true);
-  aclrtStream s = stream(0), other = stream(1);
-  // npuSynchronizeDevice itself, from a task the queue runs
-  OpCommand::RunOpApiV2("syncs", []() -> int {
-    acl_sim::npu_synchronize_device();
-    return 0;
-  });
-  acl_sim::drain_task_queues();
-  CHECK_EQ(acl_sim::error_count(acl_sim::ErrorKind::kSelfWait), 1u);
-  // the out-of-memory retry of an allocation made on the queue thread (b45157f's capture path did)
-  acl_sim::set_device_memory_capacity(0, acl_sim::device_memory_in_use(0) + (uint64_t(16) << 20));
-  void *x = ca::raw_alloc_with_stream(uint64_t(12) << 20, other);
-  ca::raw_delete(x);
-  OpCommand::RunOpApiV2("allocates", [s]() -> int {
-    void *p = ca::raw_alloc_with_stream(uint64_t(8) << 20, s);
-    ca::raw_delete(p);
-    return 0;
-  });
-  acl_sim::drain_task_queues();
-  CHECK_EQ(acl_sim::error_count(acl_sim::ErrorKind::kSelfWait), 2u);
-  bool named = false;
-  for (const auto &e : acl_sim::errors())
-    named = named || e.message.find("out-of-memory retry") != std::string::npos;
-  CHECK(named);
-  const auto c = acl_sim::counters();
-  CHECK_EQ(c.caching_allocs_on_queue_threads, 1u);
-  CHECK_EQ(c.caching_frees_on_queue_threads, 1u);
-  // from the calling thread the same retry is fine
-  acl_sim::clear_errors();
-  void *z = ca::raw_alloc_with_stream(uint64_t(12) << 20, other);
-  void *w = ca::raw_alloc_with_stream(uint64_t(1) << 20, s);
-  ca::raw_delete(z);
-  ca::raw_delete(w);
-  void *v = ca::raw_alloc_with_stream(uint64_t(8) << 20, s);
-  ca::raw_delete(v);
-  CHECK_EQ(acl_sim::error_count(acl_sim::ErrorKind::kSelfWait), 0u);
-}
-
-TEST_CASE(no_out_of_memory_retry_while_a_capture_is_underway) {
-  aclrtStream s = stream(0), other = stream(1), cs = stream(2);
-  acl_sim::set_device_memory_capacity(0, acl_sim::device_memory_in_use(0) + (uint64_t(16) << 20));
-  void *x = ca::raw_alloc_with_stream(uint64_t(12) << 20, other);  // cached for another stream
-  ca::raw_delete(x);
-  CHECK_EQ(aclmdlRICaptureBegin(cs, ACL_MODEL_RI_CAPTURE_MODE_GLOBAL), ACL_SUCCESS);
-  acl_sim::reset_counters();
-  CHECK_THROWS(ca::raw_alloc_with_stream(uint64_t(8) << 20, s), acl_sim::OutOfMemoryError, "NPU out of memory");
-  CHECK_EQ(acl_sim::counters().caching_oom_retries, 0u);
-  CHECK_EQ(acl_sim::counters().captures_invalidated, 0u);
-  aclmdlRI m = nullptr;
-  CHECK_EQ(aclmdlRICaptureEnd(cs, &m), ACL_SUCCESS);
-  CHECK_EQ(aclmdlRIDestroy(m), ACL_SUCCESS);
-}
-
-TEST_CASE(device_capacity_bounds_every_allocator) {
+// ---------------------------------------------------------------- device capacity
+// A settable device memory per device bounds aclrtMalloc (torch_npu's own allocators, which allocate through it, on
+// the real runtime: test/test_real_runtime.py's threads-oom-retry and queue-thread-oom-retry).
+TEST_CASE(device_capacity_bounds_device_allocations) {
   acl_sim::set_device_memory_capacity(1, uint64_t(4) << 20);
   CHECK_EQ(aclrtSetDevice(1), ACL_SUCCESS);
-  aclrtStream s = nullptr;
-  CHECK_EQ(aclrtCreateStream(&s), ACL_SUCCESS);
   void *p = nullptr;
   CHECK_EQ(aclrtMalloc(&p, uint64_t(8) << 20, ACL_MEM_MALLOC_HUGE_FIRST), ACL_ERROR_RT_MEMORY_ALLOCATION);
-  CHECK_THROWS(at_npu::native::allocate_workspace(uint64_t(6) << 20, s), acl_sim::OutOfMemoryError,
-               "NPUWorkspaceAllocator tried to allocate");
   CHECK_EQ(aclrtMalloc(&p, uint64_t(1) << 20, ACL_MEM_MALLOC_HUGE_FIRST), ACL_SUCCESS);
   CHECK_EQ(acl_sim::device_memory_in_use(1), uint64_t(1) << 20);
+  void *q = nullptr;
+  CHECK_EQ(aclrtMalloc(&q, uint64_t(3) << 20, ACL_MEM_MALLOC_HUGE_FIRST), ACL_SUCCESS);  // up to the capacity
+  void *r = nullptr;
+  CHECK_EQ(aclrtMalloc(&r, 1, ACL_MEM_MALLOC_HUGE_FIRST), ACL_ERROR_RT_MEMORY_ALLOCATION);
+  CHECK_EQ(aclrtFree(q), ACL_SUCCESS);
   CHECK_EQ(aclrtFree(p), ACL_SUCCESS);
+  CHECK_EQ(acl_sim::device_memory_in_use(1), 0u);
   CHECK_EQ(aclrtSetDevice(0), ACL_SUCCESS);
 }
 

@@ -164,8 +164,8 @@ TEST_CASE_QUEUES(devices_and_threads_queue_on_and_off, "10") {
 }
 
 // Steady state, per launch: one request of torch_npu's caching allocator, no device synchronisation, no
-// host-blocking call, no page-locked allocation, one event recorded and one asked about. (Heap allocations by
-// the helper are counted in the simulation only: acl_sim_counters.)
+// host-blocking call, no page-locked allocation, one event recorded and one asked about. (Heap allocations on
+// the calling thread, torch_npu's own included: the real-runtime benchmark, test_benchmarks_smoke.py.)
 TEST_CASE(steady_state_one_allocator_call_no_sync_no_blocking_no_pinned) {
   aclrtStream s = stream(0);
   const LockLayout zero = legacy(16, 0), mixed = packed(2, 1, 1, 7), seven = legacy(16, 7);

@@ -25,12 +25,12 @@ from pathlib import Path
 
 from ..sim import build as sim_build
 from ..sim import host_library
-from . import host_runtime
+from . import host_runtime, wrapper_shape
 from . import real_artifacts as ra
 
 #: The C++ test files that run here (test/cpp/); each case names its TASK_QUEUE_ENABLE values (check.h).
 TEST_FILES = ("test_regions", "test_ordering", "test_errors", "test_launch_path", "test_stress",
-              "test_contrast_upstream")
+              "test_contrast_upstream", "test_wrapper_shape")
 TEST_DIR = ra.REPO_ROOT / "test" / "cpp"
 SCENARIOS_DIR = sim_build.SIM_ROOT / "scenarios"  # lock_layouts.h: the lock content, computed independently
 RECIPE = "helper C++ tests on the real runtime 1"
@@ -57,11 +57,15 @@ def build(release: str, *, test_dir: Path = TEST_DIR) -> Built:
     python = host_runtime.python_for(release)
     chain = ra.toolchain(release, python)
     host = host_runtime.runtime_dir(release) / host_library.LIBRARY
-    inc_dirs = [*chain.include_dirs, ra.DEFAULT_HELPER.parent, test_dir, host_library.HOST_DIR, SCENARIOS_DIR]
+    # test_wrapper_shape.cpp's wrapper, written from launch_codegen here (not in the source tree)
+    generated = wrapper_shape.write(ra.build_cache() / f"wrapper-shape-{wrapper_shape.digest()}")
+    inc_dirs = [*chain.include_dirs, ra.DEFAULT_HELPER.parent, test_dir, host_library.HOST_DIR, SCENARIOS_DIR,
+                generated.parent]
     libs = {**chain.libraries, host_library.LIBRARY: host}
     tu = translation_unit(test_dir)
     inputs = [*ra._tree_digest(test_dir, (".h", ".cpp")), *ra._tree_digest(ra.DEFAULT_HELPER.parent, (".h",)),
-              (host_library.HOST_DIR / "host_acl.h").read_bytes(), (SCENARIOS_DIR / "lock_layouts.h").read_bytes()]
+              (host_library.HOST_DIR / "host_acl.h").read_bytes(), (SCENARIOS_DIR / "lock_layouts.h").read_bytes(),
+              generated.read_bytes()]
     key = ra._digest([ra._compiler_id(), RECIPE, tu, " ".join(chain.cflags), *map(str, inc_dirs), *inputs,
                       *[f"{k}={p}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for k, p in libs.items()]])
     info = {"std": chain.std, "torch": chain.torch.source, "include_dirs": [str(d) for d in inc_dirs],

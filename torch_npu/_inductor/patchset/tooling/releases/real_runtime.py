@@ -512,7 +512,7 @@ def _memory_in_lambda(cpp: str) -> str:
 #: The mutants the simulation catches (test_launcher_cli.py, test_cpp_runtime.py), built into every release's
 #: shared object for :data:`MUTANT_SAMPLES`. (The lambda owning the LaunchMemory is not among them: with blocks
 #: held until their kernel finished, it only moves the hand-over to wherever the lambda dies, which only a
-#: wrapper keeping its lambdas to its end shows: test_cpp_runtime.py.)
+#: wrapper keeping its lambdas to its end shows: test/cpp/test_wrapper_shape.cpp, on the real runtime too.)
 #: In this order in a child: release-once-queued last, since its lambdas mark a record done after the record went
 #: back to the helper's spares, where a later launch's block took it.
 MUTANTS = {"never-done": _never_done, "release-at-end": _release_at_end,

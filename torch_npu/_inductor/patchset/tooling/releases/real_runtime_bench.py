@@ -32,6 +32,7 @@ import time
 from pathlib import Path
 from typing import Sequence
 
+from . import heap_count
 from . import real_artifacts as ra
 from . import real_runtime as rr
 from .real_runtime_bench_cells import (  # noqa: F401  (OWN_FIX_RELEASE, FLOOR_RELEASE: for callers)
@@ -58,7 +59,8 @@ class BenchError(rr.RealRuntimeError):
 
 
 # ---- build ----------------------------------------------------------------------------------------------
-#: The benchmark's own helper: a timed loop over a launcher's C entry, and a counting pass-through of torch_npu's
+#: The benchmark's own helper: a timed loop over a launcher's C entry (with the calling thread's heap allocations in
+#: it, where ``heap_count``'s shim is preloaded), and a counting pass-through of torch_npu's
 #: exported workspace allocator (``at_npu::native::allocate_workspace``: the one symbol torch_npu's own fix calls;
 #: the child loads this first, so that its definition comes first in the global scope and calls reach it; it
 #: forwards to libtorch_npu.so's own). The caching allocator counts its own requests (``memory_stats``).
@@ -70,19 +72,66 @@ HELPER_SOURCE = r"""
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 using Entry = int (*)(void*, void*, int64_t, int32_t, void*, const char*, char*, size_t);
+// The heap-counting shim's calls (heap_count.py; preloaded into the child), or null where it is not.
+using HeapBegin = void (*)();
+using HeapEnd = uint64_t (*)();
+static HeapBegin heap_begin() { return reinterpret_cast<HeapBegin>(dlsym(RTLD_DEFAULT, "npu_heap_count_begin")); }
+static HeapEnd heap_end() { return reinterpret_cast<HeapEnd>(dlsym(RTLD_DEFAULT, "npu_heap_count_end")); }
+// n calls of a launcher's entry, each timed; *heap: the host heap allocations the calling thread made in them
+// (torch_npu's own included), -1 without the shim.
 extern "C" __attribute__((visibility("default"))) int bench_calls(void* fn, int n, void* in, void* out, int64_t numel,
-    int32_t device, void* stream, const char* cubin_dir, int64_t* ns, char* error, size_t error_size) {
+    int32_t device, void* stream, const char* cubin_dir, int64_t* ns, char* error, size_t error_size, int64_t* heap) {
   const Entry entry = reinterpret_cast<Entry>(fn);
+  const HeapBegin begin = heap_begin();
+  const HeapEnd end = heap_end();
   int failed = 0;
   char scratch[4096];
+  if (begin != nullptr && end != nullptr) begin();
   for (int i = 0; i < n; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
     const int rc = entry(in, out, numel, device, stream, cubin_dir, failed ? scratch : error, failed ? sizeof scratch : error_size);
     ns[i] = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
     failed += rc != 0;
   }
+  *heap = begin != nullptr && end != nullptr ? static_cast<int64_t>(end()) : -1;
   return failed;
+}
+// The last bench_calls' count by shared object of the calling code (heap_count.py); "" without the shim.
+extern "C" __attribute__((visibility("default"))) void bench_heap_by_object(char* out, size_t size) {
+  using ByObject = void (*)(char*, size_t);
+  const auto by = reinterpret_cast<ByObject>(dlsym(RTLD_DEFAULT, "npu_heap_count_by_object"));
+  out[0] = 0;
+  if (by != nullptr) by(out, size);
+}
+// The counter on allocations of a known number: n mallocs and one operator new on this thread, while another thread
+// makes n of its own (not this thread's: not counted). n + 1 where the counter is right; -1 without the shim.
+extern "C" __attribute__((visibility("default"))) int64_t bench_heap_known(int n) {
+  const HeapBegin begin = heap_begin();
+  const HeapEnd end = heap_end();
+  if (begin == nullptr || end == nullptr) return -1;
+  std::atomic<int> phase{0};
+  std::thread other([&] {
+    while (phase.load() != 1) std::this_thread::yield();
+    for (int i = 0; i < n; ++i) {
+      void* volatile p = std::malloc(48);
+      std::free(p);
+    }
+    phase.store(2);
+  });
+  begin();
+  phase.store(1);
+  for (int i = 0; i < n; ++i) {
+    void* volatile p = std::malloc(48);  // volatile: the call is made, not folded away
+    std::free(p);
+  }
+  char* volatile q = new char[64];
+  delete[] q;
+  while (phase.load() != 2) std::this_thread::yield();
+  const uint64_t counted = end();
+  other.join();
+  return static_cast<int64_t>(counted);
 }
 std::atomic<uint64_t> g_workspace_calls{0};
 extern "C" __attribute__((visibility("default"))) uint64_t bench_workspace_calls() { return g_workspace_calls.load(); }
@@ -121,7 +170,7 @@ def helper_library() -> Path:
         src.write_text(HELPER_SOURCE)
         tmp = out.parent / f".libbench_helper.{os.getpid()}.so"
         cxx = os.environ.get("CXX") or "g++"
-        proc = subprocess.run([cxx, "-std=c++17", "-O2", "-shared", "-fPIC", "-o", str(tmp), str(src), "-ldl"],
+        proc = subprocess.run([cxx, "-std=c++17", "-O2", "-shared", "-fPIC", "-o", str(tmp), str(src), "-ldl", "-pthread"],
                               capture_output=True, text=True)
         src.unlink(missing_ok=True)
         if proc.returncode != 0:
@@ -179,7 +228,8 @@ def run_child(release: str, spec: dict, memcpy: str, timeout: float) -> dict:
             (cubins / name).write_text(spec["binary"])
         spec = dict(spec, out=str(out), cubin_dir=str(cubins), deadline_s=max(5.0, timeout - 10))
         (Path(tmp) / "spec.json").write_text(json.dumps(spec))
-        env = host_runtime.subprocess_env(release, {"TASK_QUEUE_ENABLE": "1", "ACL_HOST_MEMCPY": memcpy})
+        env = heap_count.preload_env(host_runtime.subprocess_env(release, {"TASK_QUEUE_ENABLE": "1",
+                                                                           "ACL_HOST_MEMCPY": memcpy}))
         try:
             proc = subprocess.run([rr.line_python(release), "-P", str(CHILD), str(Path(tmp) / "spec.json")], env=env,
                                   capture_output=True, text=True, timeout=timeout, cwd=tmp)
@@ -221,7 +271,7 @@ def run(settings: dict, layouts: Sequence[str], kernel_us: Sequence[int], cells:
         launchers = [ln for ln in built[rel].launchers if ln["tag"] in tags and ln["layout"] in layouts]
         spec = {"so": str(built[rel].shared_object), "helper_so": str(helper), "host_library": rr.HOST_LIBRARY,
                 "launchers": launchers, "binary": rr.probe_binary(built[rel], k, SAMPLE_BY_KEY),
-                **{x: settings[x] for x in ("launches", "gated", "rounds", "warmup")}}
+                "in_flight_max": GATED_MAX, **{x: settings[x] for x in ("launches", "gated", "rounds", "warmup")}}
         t0 = time.perf_counter()
         res = run_child(rel, spec, mem, timeout)
         res.update(release=rel, kernel_us=k, memcpy=mem, cells=list(cells))

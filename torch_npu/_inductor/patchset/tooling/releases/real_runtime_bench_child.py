@@ -13,7 +13,8 @@ Per launcher and round (launchers in a rotating order, so that every cell is mea
 * free run: ``launches`` calls back to back on the default stream (the task queue running, as in a compiled
   graph), then ``torch.npu.synchronize()``: host ns of each call on the calling thread, launches per second
   (first call to the device's end), torch_npu's caching-allocator requests (``allocation.all.allocated``) and
-  live-allocation peak, the workspace allocator's calls (the pass-through), the host ACL library's call counts
+  live-allocation peak, the workspace allocator's calls (the pass-through), the host heap allocations the calling
+  thread made in the calls (``heap_count.py``'s shim; torch_npu's own included), the host ACL library's call counts
   (which function, which thread), its error reports and a digest of the probe kernel's records;
 * gated run: torch_npu's queue held by a task of the gate, ``gated`` calls queued behind it, the gate opened and
   the time until the queue thread reaches the next gate: the queue thread's time per lambda, back to back.
@@ -91,7 +92,11 @@ def main() -> None:
     helper = ctypes.CDLL(SPEC["helper_so"], mode=os.RTLD_GLOBAL)  # first in the global scope (see the docstring)
     helper.bench_calls.restype = ctypes.c_int
     helper.bench_calls.argtypes = [ctypes.c_void_p, ctypes.c_int, *ENTRY_ARGS[:-2], ctypes.POINTER(ctypes.c_int64),
-                                   ctypes.c_char_p, ctypes.c_size_t]
+                                   ctypes.c_char_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_int64)]
+    helper.bench_heap_known.restype = ctypes.c_int64
+    helper.bench_heap_known.argtypes = [ctypes.c_int]
+    helper.bench_heap_by_object.restype = None
+    helper.bench_heap_by_object.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
     helper.bench_workspace_calls.restype = ctypes.c_uint64
     t0 = time.perf_counter()
     import torch
@@ -122,13 +127,19 @@ def main() -> None:
     fns = {ln["key"]: ctypes.cast(getattr(so, ln["entry"]), ctypes.c_void_p).value for ln in launchers}
     bufs = {ln["key"]: [torch.empty(ln["xnumel"], device="npu", dtype=torch.float32) for _ in range(2)]
             for ln in launchers}
-    most = max(SPEC["launches"], SPEC["gated"], SPEC["warmup"], 1)
+    in_flight = min(2 * max(SPEC["launches"], SPEC["gated"]), SPEC.get("in_flight_max", 4000))  # warm-up (below)
+    most = max(SPEC["launches"], SPEC["gated"], SPEC["warmup"], in_flight, 1)
     ns = (ctypes.c_int64 * most)()
+    heap = ctypes.c_int64(-1)
 
     def calls(ln: dict, n: int) -> int:
         b = bufs[ln["key"]]
         return helper.bench_calls(fns[ln["key"]], n, b[0].data_ptr(), b[1].data_ptr(), ln["xnumel"], 0, stream, cubin,
-                                  ns, err, len(err))
+                                  ns, err, len(err), ctypes.byref(heap))
+
+    # The heap counter on allocations of a known number (heap_count.py): 8 mallocs and one operator new counted,
+    # another thread's 8 not.
+    RESULT["heap_known"] = {"made": 9, "counted": helper.bench_heap_known(8)}
 
     # What a bare synchronize calls (subtracted from each free run's counts).
     torch.npu.synchronize()
@@ -144,6 +155,17 @@ def main() -> None:
         raise RuntimeError("torch_npu's task queue could not be held (TASK_QUEUE_ENABLE must be 1)")
     so.npu_patchset_real_runtime_gate_open()
     queue_tid = so.npu_patchset_real_runtime_queue_tid()
+    # More launches in flight at once than a run will have (queued behind a held gate), then a free run as measured:
+    # what a launcher keeps per launch in flight (the helper's records of held blocks) is made here, not counted in
+    # the first batch.
+    for ln in (x for x in launchers if x["key"] not in failed):
+        torch.npu.synchronize()
+        if so.npu_patchset_real_runtime_gate_close(10000) == 1:
+            calls(ln, in_flight)
+            so.npu_patchset_real_runtime_gate_open()
+        torch.npu.synchronize()
+        calls(ln, SPEC["launches"])
+        torch.npu.synchronize()
     RESULT.update(caller_tid=caller, queue_tid=queue_tid, warmup_failed=failed)
     step("warmed up")
 
@@ -154,6 +176,8 @@ def main() -> None:
                 continue
             n, m = SPEC["launches"], SPEC["gated"]
             torch.npu.synchronize()
+            # the blocks an earlier batch left held (their kernels finished) go back first: the peak is this batch's
+            so.npu_patchset_real_runtime_release_done()
             host.acl_host_reset()
             torch.npu.reset_peak_memory_stats(0)
             s0 = torch.npu.memory_stats(0)
@@ -161,12 +185,22 @@ def main() -> None:
             t0 = time.perf_counter_ns()
             bad = calls(ln, n)
             t1 = time.perf_counter_ns()
+            heap_n = heap.value
             sync_error = ""
             try:
                 torch.npu.synchronize()
             except Exception as exc:  # torch_npu's queue reports a failed task here
                 sync_error = f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
             t2 = time.perf_counter_ns()
+            # who made the calls' heap allocations (after t2: naming them takes time), the launchers' own code (the
+            # rendered launcher, the helper inlined in it) apart from torch_npu's
+            heap_by = ""
+            if not bad:
+                helper.bench_heap_by_object(err, len(err))
+                heap_by = err.value.decode(errors="replace")
+            own = os.path.basename(SPEC["so"])
+            heap_launchers = sum(int(part.rsplit(" ", 1)[1]) for part in heap_by.split(", ") if part
+                                 and part.rsplit(" ", 1)[0] == own) if heap_n >= 0 and not bad else None
             q1, c1, ws1 = thread_cpu_ns(queue_tid), thread_cpu_ns(caller), helper.bench_workspace_calls()
             s1 = torch.npu.memory_stats(0)
             rep = report()
@@ -178,7 +212,8 @@ def main() -> None:
                 "enqueue_s": (t1 - t0) / 1e9, "wall_s": (t2 - t0) / 1e9, "queue_cpu_ns": q1 - q0, "caller_cpu_ns": c1 - c0,
                 "caching_requests": s1.get("allocation.all.allocated", 0) - s0.get("allocation.all.allocated", 0),
                 "peak_live_allocations": s1.get("allocation.all.peak", 0) - s0.get("allocation.all.current", 0),
-                "workspace_calls": ws1 - ws0,
+                "workspace_calls": ws1 - ws0, "heap_allocations": heap_n, "heap_by_object": heap_by,
+                "heap_in_launchers": heap_launchers,
                 "calls": {k: {"calls": v["calls"], "threads": v.get("threads", {})} for k, v in rep.get("calls", {}).items()},
                 "counters": rep.get("counters", {}), "errors": rep.get("errors", [])[:5],
                 "error_count": len(rep.get("errors", [])), "missing_calls": rep.get("missing_calls", {}),

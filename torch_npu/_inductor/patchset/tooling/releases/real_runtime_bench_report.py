@@ -33,7 +33,9 @@ def batch_counters(batch: dict, baseline: dict) -> dict:
             "caching_allocator_calls": batch["caching_requests"] / n, "workspace_allocator_calls": batch["workspace_calls"] / n,
             "device_synchronizations": dsync / n, "host_blocking_calls": (syncs + copies) / n,
             "sync_copies": copies / n, "page_locked_allocations": _count(calls, ("aclrtMallocHost",), baseline) / n,
-            "launch_calls": _count(calls, LAUNCH_CALLS) / n, "memsets": _count(calls, ("aclrtMemsetAsync",)) / n}
+            "launch_calls": _count(calls, LAUNCH_CALLS) / n, "memsets": _count(calls, ("aclrtMemsetAsync",)) / n,
+            "heap_allocations": batch["heap_allocations"] / n if batch.get("heap_allocations", -1) >= 0 else None,
+            "heap_in_launchers": batch["heap_in_launchers"] / n if batch.get("heap_in_launchers") is not None else None}
 
 
 def batch_verdict(built, ln: dict, batch: dict) -> list[str]:
@@ -61,11 +63,21 @@ def batch_verdict(built, ln: dict, batch: dict) -> list[str]:
     return list(dict.fromkeys(problems))
 
 
+def heap_counter_problems(res: dict) -> list[str]:
+    """The child's check of its heap counter (``heap_count.py``) on allocations of a known number: a counter that
+    missed or over-counted them makes every heap figure of that child wrong."""
+    known = res.get("heap_known")
+    if known is None or known["counted"] == known["made"]:
+        return []
+    return [f"the heap counter counted {known['counted']} of {known['made']} known allocations"]
+
+
 #: The verdict column's words for the problems :func:`batch_verdict` finds (the JSON keeps the problems whole).
 VERDICT_WORDS = (("sync pointer is null", "null-pointers"), ("regions overlap", "regions-overlap"),
                  ("lock content", "lock-content"), ("disturbed", "disturbed"), ("calls threw", "threw"),
                  ("reached the kernel", "launches-lost"), ("synchronize:", "sync-error"),
-                 ("host ACL library error", "host-errors"), ("unimplemented", "missing-acl"))
+                 ("host ACL library error", "host-errors"), ("unimplemented", "missing-acl"),
+                 ("heap counter", "heap-counter"))
 
 
 def short_verdict(problems: Sequence[str]) -> str:
@@ -91,7 +103,7 @@ def summarise(built: dict, results: list[dict]) -> list[dict]:
             cell = next(c for c, t in cells_of(res["release"], res["memcpy"], res["cells"]) if t == ln["tag"])
             a = acc.setdefault((ln["layout"], res["kernel_us"], cell), {"batches": [], "problems": []})
             a["batches"].append(dict(batch, counters_per_launch=batch_counters(batch, res.get("synchronize_calls", {}))))
-            a["problems"] += batch_verdict(b, ln, batch)
+            a["problems"] += batch_verdict(b, ln, batch) + heap_counter_problems(res)
         for failure in filter(None, [res.get("failure")]):
             for cell, tag in cells_of(res["release"], res["memcpy"], res["cells"]):
                 for ln in (x for x in b.launchers if x["tag"] == tag):
@@ -121,7 +133,8 @@ def summarise(built: dict, results: list[dict]) -> list[dict]:
                                      "queue_wall_ns": [x.get("queue_ns_per_launch") for x in bs],
                                      "launches_per_s": [round(x["launches"] / x["wall_s"]) for x in bs]})
                     for c in bs[0]["counters_per_launch"]:
-                        row[c] = max(x["counters_per_launch"][c] for x in bs)
+                        seen = [x["counters_per_launch"][c] for x in bs if x["counters_per_launch"][c] is not None]
+                        row[c] = max(seen) if seen else None
                 row["problems"] = list(dict.fromkeys(a["problems"]))
                 row["verdict"] = short_verdict(row["problems"])
                 rows.append(row)
@@ -179,6 +192,14 @@ def goals(rows: list[dict]) -> list[str]:
                                     r.get("host_blocking_calls"), r.get("page_locked_allocations")) != (1, 0, 0, 0)]
         out.append(f"counters 1/0/0/0 per launch in every patch-set cell: {verdict(not bad)}"
                    + (f" ({len(bad)} cells differ)" if bad else ""))
+        own = {(r["layout"], r["kernel_us"]): r for r in rows if r["cell"] == "own-fix"}
+        heap = [(r.get("heap_in_launchers"), own[(r["layout"], r["kernel_us"])].get("heap_in_launchers")) for r in patch
+                if (r["layout"], r["kernel_us"]) in own]
+        heap = [(a, b) for a, b in heap if a is not None and b is not None]
+        if heap:
+            more = [a for a, b in heap if a > b]
+            out.append(f"the launchers' own heap allocations per launch no more than the own fix's: {verdict(not more)}"
+                       + (f" ({len(more)} cells more)" if more else ""))
         unclean = [r for r in patch if r["verdict"] != "clean"]
         out.append(f"every patch-set cell clean: {verdict(not unclean)}")
     return out
@@ -194,7 +215,7 @@ def _ctr(x) -> str:
 
 
 HEAD = ["layout", "k_us", "cell", "call", "queue", "total", "q wall", "launch/s", "l/s/own", "total/own",
-        "queue/floor", "alloc", "dsync", "block", "pinned", "peak", "verdict"]
+        "queue/floor", "alloc", "dsync", "block", "pinned", "heap|own", "peak", "verdict"]
 
 
 def table(rows: list[dict]) -> str:
@@ -205,7 +226,9 @@ def table(rows: list[dict]) -> str:
                     _num(r.get("launches_per_s_vs_own_fix"), "{:.2f}"), _num(r.get("total_vs_own_fix"), "{:.2f}"),
                     _num(r.get("queue_vs_floor"), "{:.2f}"), _ctr(r.get("allocator_calls")),
                     _ctr(r.get("device_synchronizations")), _ctr(r.get("host_blocking_calls")),
-                    _ctr(r.get("page_locked_allocations")), _num(r.get("peak_live_blocks")), r["verdict"]])
+                    _ctr(r.get("page_locked_allocations")),
+                    f"{_ctr(r.get('heap_allocations'))}|{_ctr(r.get('heap_in_launchers'))}",
+                    _num(r.get("peak_live_blocks")), r["verdict"]])
     widths = [max(len(h), *(len(x[i]) for x in out)) if out else len(h) for i, h in enumerate(HEAD)]
     left = {0, 2, len(HEAD) - 1}
 
@@ -224,7 +247,10 @@ LEGEND = ("call: host ns per launch on the calling thread (median over a batch's
           "time; queue/floor: against the floor's. Per launch (the worst batch): alloc = allocator calls (torch_npu's "
           "caching-allocator requests + workspace-allocator calls), dsync = device synchronisations, block = "
           "host-blocking calls (synchronous copies, stream and device synchronisations), pinned = page-locked "
-          "allocations; peak = most caching-allocator allocations live at once in a free run beyond those before it "
+          "allocations, heap|own = host heap allocations (malloc and its relatives, operator new included) on the "
+          "calling thread in the calls: all of them (torch_npu's allocator and the host ACL library included) | those "
+          "the launchers' own code made (the rendered launcher with the helper inlined: the std::function its "
+          "lambda goes to torch_npu's queue in); peak = most caching-allocator allocations live at once in a free run beyond those before it "
           "(the launch blocks held); verdict: the probe kernel's records by the simulation's rules and the host ACL "
           "library's error reports ('clean', or what they found).")
 

@@ -1,0 +1,153 @@
+// A compiled graph's wrapper function on torch_npu's own runtime: launch_codegen's launches, six in one function
+// (wrapper_shape.h, written by tooling/releases/wrapper_shape.py), and three mutants of it. With torch_npu's
+// queue held (every lambda queued before any runs), no block goes back while its lambda waits, one block per
+// launch in flight, and none goes back on the queue thread; with the queue off (each lambda run inside its call,
+// each kernel finished before the next launch), a block goes back at a later launch, so at most two are live.
+// Each mutant must fail the check that is there for it (issues 22 and 31).
+#include <atomic>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "real_support.h"
+#include "wrapper_shape.h"
+
+using namespace t;
+
+namespace wrapper_shape_test {  // named: the test files share one translation unit
+
+using Wrapper = void (*)(aclrtFuncHandle, void *, int32_t, uint32_t, uint32_t, uint32_t, aclrtStream);
+struct ShapeVariant {
+  const char *name;
+  Wrapper fn;
+};
+const ShapeVariant kVariants[] = {{"generated", wrapper_shape::graph_wrapper_generated},
+                                  {"owner-in-lambda", wrapper_shape::graph_wrapper_owner_in_lambda},
+                                  {"release-at-end", wrapper_shape::graph_wrapper_release_at_end},
+                                  {"release-once-queued", wrapper_shape::graph_wrapper_release_once_queued}};
+constexpr uint32_t kGrid = 4;
+
+struct ShapeRun {
+  Blocks during;      // when the wrapper returned (its lambdas still queued, with the queue held)
+  Blocks drained;     // once torch_npu's queue ran them (nothing else ran on the calling thread meanwhile)
+  Blocks given_back;  // once the calling thread gave back what had finished (what its next launch does first)
+  int clean = 0;      // kernels that found their lock content and wrote their workspace, without errors
+  std::string first_problem;
+};
+
+aclrtFuncHandle kernel() {
+  static aclrtFuncHandle h =
+      probe(wrapper_shape::kKernel, wrapper_shape::kLockBytes, wrapper_shape::kWorkspacePerBlock * kGrid, 200);
+  return h;
+}
+
+void *input() {
+  static void *buf = [] {
+    void *p = nullptr;
+    if (aclrtMalloc(&p, 256, ACL_MEM_MALLOC_HUGE_FIRST) != ACL_SUCCESS) throw Failure("aclrtMalloc failed");
+    return p;
+  }();
+  return buf;
+}
+
+// The launch id torch_npu's queue thread made last (the calling thread with the queue off): the double keeps
+// one per thread. Ids are consecutive: the wrapper's launches are the last n.
+uint64_t launched_last() {
+  auto id = std::make_shared<std::atomic<uint64_t>>(0);
+  at_npu::native::OpCommand::RunOpApiV2("tnip_wrapper_shape_last_id", [id]() -> int {
+    id->store(acl_host_last_launch_id());
+    return 0;
+  });
+  drain();
+  return id->load();
+}
+
+ShapeRun run(const ShapeVariant &v, aclrtStream s, bool hold) {
+  settle_held();
+  c10_npu::NPUCachingAllocator::resetAccumulatedStats(0);
+  c10_npu::NPUCachingAllocator::resetPeakStats(0);
+  ShapeRun r;
+  {
+    QueueGate gate;
+    if (hold && !gate.on()) throw Failure("torch_npu's queue could not be held");
+    if (!hold) gate.open();
+    v.fn(kernel(), input(), 7, kGrid, 1, 1, s);
+    r.during = blocks();
+  }
+  drain();
+  sync(s);
+  r.drained = blocks();
+  HeldBlocks::all().release_done();
+  r.given_back = blocks();
+  const uint64_t last = launched_last();
+  for (uint64_t id = last + 1 - uint64_t(wrapper_shape::kLaunches); id <= last; ++id) {
+    ProbeRecord rec;
+    const bool found = probe_record(id, &rec);
+    if (found && rec.locks_unchanged && rec.workspace_written &&
+        rec.lock_slots_at_start ==
+            std::vector<int64_t>(size_t(wrapper_shape::kLockBytes / 8), wrapper_shape::kLockInit))
+      ++r.clean;
+    else if (r.first_problem.empty())
+      r.first_problem = "launch " + std::to_string(id) + (found ? "" : " not found") + " locks_unchanged " +
+                        std::to_string(rec.locks_unchanged) + " workspace_written " +
+                        std::to_string(rec.workspace_written) + " slots " +
+                        std::to_string(rec.lock_slots_at_start.size()) + " first " +
+                        (rec.lock_slots_at_start.empty() ? "-" : std::to_string(rec.lock_slots_at_start[0]));
+  }
+  return r;
+}
+
+std::string said(const ShapeVariant &v, const ShapeRun &r) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "%s: requests %lld, live %lld (peak %lld), frees %lld / %lld / %lld, clean %d", v.name,
+                (long long)r.during.requests, (long long)r.during.live, (long long)r.during.peak,
+                (long long)r.during.frees, (long long)r.drained.frees, (long long)r.given_back.frees, r.clean);
+  return buf + (r.first_problem.empty() ? std::string() : "; " + r.first_problem);
+}
+
+}  // namespace wrapper_shape_test
+
+TEST_CASE(wrapper_with_the_queue_held_keeps_each_block_until_its_lambda_ran) {
+  using namespace wrapper_shape_test;
+  aclrtStream s = stream(0);
+  const int n = wrapper_shape::kLaunches;
+  (void)run(kVariants[0], s, false);  // warm: the stream's blocks and the helper's records exist
+  for (const ShapeVariant &v : kVariants) {
+    const ShapeRun r = run(v, s, true);
+    const std::string what = said(v, r);
+    const std::string name = v.name;
+    if (name == "generated") {
+      CHECK_MSG(r.during.requests == n && r.during.live == n && r.during.peak == n, what);  // one per launch queued
+      CHECK_MSG(r.during.frees == 0, what);                                // none while its lambda waited
+      CHECK_MSG(r.drained.frees == 0, what);                               // none on torch_npu's queue thread
+      CHECK_MSG(r.given_back.frees == n && r.given_back.live == 0, what);  // all, by the calling thread
+      CHECK_MSG(r.clean == n, what);
+    } else if (name == "release-once-queued") {  // caught: every block given back while its lambda still waited
+      CHECK_MSG(r.during.frees == n, what);
+    }
+  }
+  CHECK_NO_SIM_ERRORS();
+}
+
+TEST_CASE_QUEUES(wrapper_with_the_queue_off_gives_each_block_back_at_a_later_launch, "0") {
+  using namespace wrapper_shape_test;
+  aclrtStream s = stream(0);
+  const int n = wrapper_shape::kLaunches;
+  wrapper_shape::sync_after_each = s;  // each kernel finished before the next launch's own allocation
+  (void)run(kVariants[0], s, false);
+  for (const ShapeVariant &v : kVariants) {
+    const ShapeRun r = run(v, s, false);
+    const std::string what = said(v, r);
+    const std::string name = v.name;
+    if (name == "generated") {
+      // the previous launch's block, given back by the one after it, and its own
+      CHECK_MSG(r.during.requests == n && r.during.peak <= 2, what);
+      CHECK_MSG(r.given_back.live == 0 && r.clean == n, what);
+    } else if (name == "owner-in-lambda" || name == "release-at-end") {  // caught: held to the wrapper's end
+      CHECK_MSG(r.during.peak == n, what);
+    }
+  }
+  wrapper_shape::sync_after_each = nullptr;
+  CHECK_NO_SIM_ERRORS();
+}
