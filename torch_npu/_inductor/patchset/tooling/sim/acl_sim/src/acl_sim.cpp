@@ -35,11 +35,7 @@
 namespace acl_sim {
 namespace {
 
-// ---------------------------------------------------------------- heap counting
-thread_local int t_suspend = 0;
-thread_local bool t_counting = false;
-thread_local uint64_t t_heap = 0;
-thread_local uint64_t t_last_launch = 0;
+thread_local uint64_t t_last_launch = 0;  // the calling thread's last launch id
 
 // ---------------------------------------------------------------- counters
 // Sharded per thread: each thread bumps its own shard with plain (relaxed)
@@ -78,13 +74,11 @@ std::vector<AtomicCounters *> &shards() {
 Counters g_counter_baseline;  // under g_shard_mu
 thread_local AtomicCounters *t_shard = nullptr;
 AtomicCounters &new_shard() {
-  ++t_suspend;  // simulation bookkeeping: not counted as the caller's heap allocation
   auto *c = new AtomicCounters();
   {
     std::lock_guard<std::mutex> g(g_shard_mu);
     shards().push_back(c);
   }
-  --t_suspend;
   t_shard = c;
   return *c;
 }
@@ -483,7 +477,6 @@ void worker(Stream *s) {
       s->completed++;
       if (s->idle_waiters != 0) s->idle_cv.notify_all();
       if (t.heap_args != nullptr) {
-        internal::SimScope sc;
         delete[] t.heap_args;
       }
       have = false;
@@ -585,7 +578,6 @@ uint64_t enqueue(Stream *s, F &&fill, Submit *how = nullptr) {
         t.heap_args = nullptr;
         fill(t);
         if (t.heap_args != nullptr) {
-          internal::SimScope sc;
           delete[] t.heap_args;
         }
         return 0;
@@ -806,7 +798,6 @@ aclError do_copy(void *dst, const void *src, size_t count, aclrtMemcpyKind kind,
 
 // Runs one queued task on its stream's worker thread.
 void run_task(const Task &t) {
-  internal::SimScope sc;
   switch (t.kind) {
     case TaskKind::kPinnedCopy: {
       auto hs = reinterpret_cast<uintptr_t>(t.copy_kind == ACL_MEMCPY_DEVICE_TO_HOST ? t.dst : t.src);
@@ -1133,7 +1124,6 @@ OpQueue *existing_queue(int device) {
 OpQueue *queue_of(int device) {
   std::lock_guard<std::mutex> g(g_queues_mu);
   if (g_queues[device] == nullptr) {
-    internal::SimScope sc;
     auto *q = new OpQueue();
     q->device = device;
     q->th = std::thread(queue_worker, q);
@@ -1242,8 +1232,6 @@ uintptr_t ca_new_block_locked(CaDevice &d, int device, size_t size, aclrtStream 
 
 // ================================================================ internal API
 namespace internal {
-SimScope::SimScope() { ++t_suspend; }
-SimScope::~SimScope() { --t_suspend; }
 
 void report(ErrorKind kind, const std::string &message) {
   std::lock_guard<std::mutex> g(g_err_mu);
@@ -1330,7 +1318,6 @@ const char *error_kind_name(ErrorKind k) {
 }
 
 std::vector<ErrorReport> errors() {
-  internal::SimScope scope;
   std::lock_guard<std::mutex> g(g_err_mu);
   return errs();
 }
@@ -1349,7 +1336,6 @@ void set_memcpy_model(MemcpyModel m) { g_memcpy_model = static_cast<int>(m); }
 void set_device_base_offset(size_t bytes) { g_base_offset = bytes; }
 
 void inject_fault(const char *api, uint64_t nth, aclError code) {
-  internal::SimScope scope;
   for (int i = 0; i < kApiCount; ++i) {
     if (std::strcmp(api, kApiNames[i]) == 0) {
       std::lock_guard<std::mutex> g(g_fault_mu);
@@ -1361,7 +1347,6 @@ void inject_fault(const char *api, uint64_t nth, aclError code) {
   throw std::invalid_argument(std::string("acl_sim::inject_fault: unknown api ") + api);
 }
 void on_call(const char *api, uint64_t nth, std::function<void()> fn) {
-  internal::SimScope scope;
   for (int i = 0; i < kApiCount; ++i) {
     if (std::strcmp(api, kApiNames[i]) == 0) {
       std::lock_guard<std::mutex> g(g_fault_mu);
@@ -1373,7 +1358,6 @@ void on_call(const char *api, uint64_t nth, std::function<void()> fn) {
   throw std::invalid_argument(std::string("acl_sim::on_call: unknown api ") + api);
 }
 void clear_faults() {
-  internal::SimScope scope;
   std::lock_guard<std::mutex> g(g_fault_mu);
   for (int i = 0; i < kApiCount; ++i) {
     g_faults[i].clear();
@@ -1390,7 +1374,6 @@ void set_device_count(int n) {
 int device_count() { return g_device_count.load(); }
 
 std::vector<AppLog> app_logs() {
-  internal::SimScope scope;
   std::lock_guard<std::mutex> g(g_log_mu);
   return logs();
 }
@@ -1401,7 +1384,6 @@ void clear_app_logs() {
 
 void set_task_queue_enabled(bool on) { g_queue_enabled = on ? 1 : 0; }
 std::vector<OpTask> op_tasks() {
-  internal::SimScope scope;
   std::lock_guard<std::mutex> g(g_op_mu);
   return op_records();
 }
@@ -1443,7 +1425,6 @@ const char *extent_kind_name(ExtentKind k) {
   return "?";
 }
 bool allocation_extent(const void *ptr, Extent *out, uint64_t request_seq) {
-  internal::SimScope scope;
   const auto p = reinterpret_cast<uintptr_t>(ptr);
   Extent e;
   {
@@ -1488,7 +1469,6 @@ void empty_cache() {
       if (!st->destroyed) used.insert(st->device);
   }
   for (int dev : used) {
-    internal::SimScope scope;
     // DeviceCachingAllocator::emptyCache: npuSynchronizeDevice first (:1669; throws in capture), then under the
     // device lock the workspace allocator's empty_cache and the free cached blocks.
     npu_sync_device(dev, "torch.npu.empty_cache()");
@@ -1510,13 +1490,11 @@ uint64_t device_memory_in_use(int device) {
   return g_in_use[device];
 }
 void npu_synchronize_device() {
-  internal::SimScope scope;
   npu_sync_device(cur_device(), "npu_synchronize_device()");
 }
 
 namespace detail {
 void *caching_raw_alloc_with_stream(size_t nbytes, aclrtStream stream) {
-  internal::SimScope scope;
   if (nbytes == 0) return nullptr;  // NPUCachingAllocator.cpp v2.7.1:3754-3758
   C().caching_requests++;
   if (t_queue_device >= 0) C().caching_allocs_on_queue_threads++;
@@ -1573,7 +1551,6 @@ void *caching_raw_alloc_with_stream(size_t nbytes, aclrtStream stream) {
   return reinterpret_cast<void *>(p);
 }
 void caching_raw_delete(void *ptr) {
-  internal::SimScope scope;
   if (ptr == nullptr) return;
   C().caching_frees++;
   if (t_queue_device >= 0) C().caching_frees_on_queue_threads++;
@@ -1606,7 +1583,6 @@ void caching_raw_delete(void *ptr) {
   }
 }
 bool caching_has_captures_underway(int device) {
-  internal::SimScope scope;
   return device >= 0 && device < kMaxDevices && captures_underway(device);
 }
 }  // namespace detail
@@ -1628,7 +1604,6 @@ void reset() {
 }
 
 aclrtFuncHandle register_kernel(const char *name, KernelFn fn, void *user) {
-  internal::SimScope scope;
   auto *k = new Kernel{name ? name : "kernel", fn, user};
   std::lock_guard<std::mutex> g(g_kern_mu);
   kernels().insert(k);
@@ -1638,28 +1613,13 @@ uint64_t last_launch_id() { return t_last_launch; }
 uint64_t latest_launch_id() { return g_launch_ids.load(); }
 
 bool device_read(const void *dev, void *dst, size_t n, const char *who) {
-  internal::SimScope scope;
   return dev_read(reinterpret_cast<uintptr_t>(dev), dst, n, who);
 }
 bool device_write(void *dev, const void *src, size_t n, const char *who) {
-  internal::SimScope scope;
   return dev_write(reinterpret_cast<uintptr_t>(dev), src, n, who);
 }
 void *hardware_sync_addr() { return reinterpret_cast<void *>(hw_sync_addr()); }
 
-void heap_count_begin() {
-  t_heap = 0;
-  t_counting = true;
-}
-uint64_t heap_count_end() {
-  t_counting = false;
-  return t_heap;
-}
-namespace detail {
-void note_heap_alloc() noexcept {
-  if (t_counting && t_suspend == 0) ++t_heap;
-}
-}  // namespace detail
 
 }  // namespace acl_sim
 
@@ -1704,7 +1664,6 @@ aclError submitted(Submit how) {
 extern "C" {
 
 aclError aclrtSetDevice(int32_t deviceId) {
-  internal::SimScope scope;
   if (aclError e = fault(kApiSetDevice)) return e;
   if (deviceId < 0 || deviceId >= g_device_count.load()) return ACL_ERROR_INVALID_DEVICE;
   t_device = deviceId;
@@ -1712,7 +1671,6 @@ aclError aclrtSetDevice(int32_t deviceId) {
 }
 
 aclError aclrtGetDevice(int32_t *deviceId) {
-  internal::SimScope scope;
   if (aclError e = fault(kApiGetDevice)) return e;
   if (deviceId == nullptr) return ACL_ERROR_INVALID_PARAM;
 #ifdef ACL_SIM_HOST_LIBRARY
@@ -1724,7 +1682,6 @@ aclError aclrtGetDevice(int32_t *deviceId) {
 }
 
 void aclAppLog(aclLogLevel logLevel, const char *func, const char *file, uint32_t line, const char *fmt, ...) {
-  internal::SimScope scope;
   char buf[2048];
   buf[0] = '\0';
   if (fmt != nullptr) {
@@ -1740,7 +1697,6 @@ void aclAppLog(aclLogLevel logLevel, const char *func, const char *file, uint32_
 }
 
 aclError aclrtMalloc(void **devPtr, size_t size, aclrtMemMallocPolicy) {
-  internal::SimScope scope;
   if (aclError e = fault(kApiMalloc)) return e;
   if (devPtr == nullptr || size == 0) return ACL_ERROR_INVALID_PARAM;
   uintptr_t p = dev_alloc(size, false, cur_device());
@@ -1752,14 +1708,12 @@ aclError aclrtMalloc(void **devPtr, size_t size, aclrtMemMallocPolicy) {
 }
 
 aclError aclrtFree(void *devPtr) {
-  internal::SimScope scope;
   if (aclError e = fault(kApiFree)) return e;
   if (!dev_free(reinterpret_cast<uintptr_t>(devPtr), false)) return ACL_ERROR_INVALID_PARAM;
   return ACL_SUCCESS;
 }
 
 aclError aclrtMallocHost(void **hostPtr, size_t size) {
-  internal::SimScope scope;
   if (aclError e = fault(kApiMallocHost)) return e;
   if (hostPtr == nullptr || size == 0) return ACL_ERROR_INVALID_PARAM;
   // Never kinder than CUDA's rule for implicitly synchronising calls (CANN says nothing): see control.h.
@@ -1782,7 +1736,6 @@ aclError aclrtMallocHost(void **hostPtr, size_t size) {
 }
 
 aclError aclrtFreeHost(void *hostPtr) {
-  internal::SimScope scope;
   if (aclError e = fault(kApiFreeHost)) return e;
   if (invalidate_captures_on(cur_device(), "aclrtFreeHost while a stream of the device captures (global mode)", true))
     return ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT;
@@ -1799,7 +1752,6 @@ aclError aclrtFreeHost(void *hostPtr) {
 }
 
 aclError aclrtMemcpy(void *dst, size_t destMax, const void *src, size_t count, aclrtMemcpyKind kind) {
-  internal::SimScope scope;
   if (aclError e = fault(kApiMemcpy)) return e;
   if (count > destMax || dst == nullptr || src == nullptr) return ACL_ERROR_INVALID_PARAM;
   const int dev = cur_device();
@@ -1814,7 +1766,6 @@ aclError aclrtMemcpy(void *dst, size_t destMax, const void *src, size_t count, a
 
 aclError aclrtMemcpyAsync(void *dst, size_t destMax, const void *src, size_t count, aclrtMemcpyKind kind,
                           aclrtStream stream) {
-  internal::SimScope scope;
   if (aclError e = fault(kApiMemcpyAsync)) return e;
   if (count > destMax || dst == nullptr || src == nullptr) return ACL_ERROR_INVALID_PARAM;
   Stream *s = get_stream(stream);
@@ -1862,7 +1813,6 @@ aclError aclrtMemcpyAsync(void *dst, size_t destMax, const void *src, size_t cou
 }
 
 aclError aclrtMemsetAsync(void *devPtr, size_t maxCount, int32_t value, size_t count, aclrtStream stream) {
-  internal::SimScope scope;
   if (aclError e = fault(kApiMemsetAsync)) return e;
   if (count > maxCount || devPtr == nullptr) return ACL_ERROR_INVALID_PARAM;
   Stream *s = get_stream(stream);
@@ -1887,7 +1837,6 @@ aclError aclrtMemsetAsync(void *devPtr, size_t maxCount, int32_t value, size_t c
 }
 
 aclError aclrtCreateStream(aclrtStream *stream) {
-  internal::SimScope scope;
   if (aclError e = fault(kApiCreateStream)) return e;
   if (stream == nullptr) return ACL_ERROR_INVALID_PARAM;
   *stream = new_stream();
@@ -1895,7 +1844,6 @@ aclError aclrtCreateStream(aclrtStream *stream) {
 }
 
 aclError aclrtDestroyStream(aclrtStream stream) {
-  internal::SimScope scope;
   if (aclError e = fault(kApiDestroyStream)) return e;
   if (stream == nullptr) return ACL_ERROR_INVALID_PARAM;
   Stream *s = get_stream(stream);
@@ -1914,7 +1862,6 @@ aclError aclrtDestroyStream(aclrtStream stream) {
 }
 
 aclError aclrtSynchronizeStream(aclrtStream stream) {
-  internal::SimScope scope;
   if (aclError e = fault(kApiSynchronizeStream)) return e;
   Stream *s = get_stream(stream);
   if (s == nullptr) return ACL_ERROR_RT_INVALID_HANDLE;
@@ -1931,7 +1878,6 @@ aclError aclrtSynchronizeStream(aclrtStream stream) {
 }
 
 aclError aclrtSynchronizeDevice(void) {
-  internal::SimScope scope;
   if (aclError e = fault(kApiSynchronizeDevice)) return e;
   const int dev = cur_device();
   if (invalidate_captures_on(dev, "aclrtSynchronizeDevice while a stream of the device captures", false))
@@ -1943,7 +1889,6 @@ aclError aclrtSynchronizeDevice(void) {
 }
 
 aclError aclrtCreateEvent(aclrtEvent *event) {
-  internal::SimScope scope;
   if (aclError e = fault(kApiCreateEvent)) return e;
   if (event == nullptr) return ACL_ERROR_INVALID_PARAM;
   auto *ev = new Event();
@@ -1959,7 +1904,6 @@ aclError aclrtCreateEvent(aclrtEvent *event) {
 }
 
 aclError aclrtDestroyEvent(aclrtEvent event) {
-  internal::SimScope scope;
   if (aclError e = fault(kApiDestroyEvent)) return e;
   std::lock_guard<std::mutex> g(g_ev_mu);
   auto *ev = static_cast<Event *>(event);
@@ -1970,7 +1914,6 @@ aclError aclrtDestroyEvent(aclrtEvent event) {
 }
 
 aclError aclrtRecordEvent(aclrtEvent event, aclrtStream stream) {
-  internal::SimScope scope;
   if (aclError e = fault(kApiRecordEvent)) return e;
   Stream *s = get_stream(stream);
   if (s == nullptr) return ACL_ERROR_RT_INVALID_HANDLE;
@@ -1992,7 +1935,6 @@ aclError aclrtRecordEvent(aclrtEvent event, aclrtStream stream) {
 }
 
 aclError aclrtQueryEventStatus(aclrtEvent event, aclrtEventRecordedStatus *status) {
-  internal::SimScope scope;
   if (aclError e = fault(kApiQueryEventStatus)) return e;
   if (status == nullptr) return ACL_ERROR_INVALID_PARAM;
   int ev_device;
@@ -2021,7 +1963,6 @@ aclError aclrtQueryEventStatus(aclrtEvent event, aclrtEventRecordedStatus *statu
 }
 
 aclError aclrtGetHardwareSyncAddr(void **addr) {
-  internal::SimScope scope;
   if (aclError e = fault(kApiGetHardwareSyncAddr)) return e;
   if (addr == nullptr) return ACL_ERROR_INVALID_PARAM;
   *addr = reinterpret_cast<void *>(hw_sync_addr());
@@ -2031,7 +1972,6 @@ aclError aclrtGetHardwareSyncAddr(void **addr) {
 aclError aclrtLaunchKernelWithHostArgs(aclrtFuncHandle funcHandle, uint32_t blockDim, aclrtStream stream,
                                        aclrtLaunchKernelCfg *, void *hostArgs, size_t argsSize,
                                        aclrtPlaceHolderInfo *, size_t) {
-  internal::SimScope scope;
   if (aclError e = fault(kApiLaunch)) return e;
   auto *k = static_cast<Kernel *>(funcHandle);
   if (!kernel_known(k)) return ACL_ERROR_RT_INVALID_HANDLE;
@@ -2069,7 +2009,6 @@ aclError aclrtLaunchKernelWithHostArgs(aclrtFuncHandle funcHandle, uint32_t bloc
 }
 
 aclError aclmdlRICaptureBegin(aclrtStream stream, aclmdlRICaptureMode mode) {
-  internal::SimScope scope;
   if (aclError e = fault(kApiCaptureBegin)) return e;
   if (mode != ACL_MODEL_RI_CAPTURE_MODE_GLOBAL && mode != ACL_MODEL_RI_CAPTURE_MODE_THREAD_LOCAL &&
       mode != ACL_MODEL_RI_CAPTURE_MODE_RELAXED)
@@ -2087,7 +2026,6 @@ aclError aclmdlRICaptureBegin(aclrtStream stream, aclmdlRICaptureMode mode) {
 }
 
 aclError aclmdlRICaptureGetInfo(aclrtStream stream, aclmdlRICaptureStatus *status, aclmdlRI *modelRI) {
-  internal::SimScope scope;
   if (aclError e = fault(kApiCaptureGetInfo)) return e;
   if (status == nullptr) return ACL_ERROR_INVALID_PARAM;
   Stream *s = get_stream(stream);
@@ -2099,7 +2037,6 @@ aclError aclmdlRICaptureGetInfo(aclrtStream stream, aclmdlRICaptureStatus *statu
 }
 
 aclError aclmdlRICaptureEnd(aclrtStream stream, aclmdlRI *modelRI) {
-  internal::SimScope scope;
   if (aclError e = fault(kApiCaptureEnd)) return e;
   if (modelRI == nullptr) return ACL_ERROR_INVALID_PARAM;
   Stream *s = get_stream(stream);
@@ -2131,7 +2068,6 @@ aclError aclmdlRICaptureEnd(aclrtStream stream, aclmdlRI *modelRI) {
 }
 
 aclError aclmdlRIExecuteAsync(aclmdlRI modelRI, aclrtStream stream) {
-  internal::SimScope scope;
   if (aclError e = fault(kApiExecuteAsync)) return e;
   Stream *s = get_stream(stream);
   if (s == nullptr) return ACL_ERROR_RT_INVALID_HANDLE;
@@ -2159,7 +2095,6 @@ aclError aclmdlRIExecuteAsync(aclmdlRI modelRI, aclrtStream stream) {
 }
 
 aclError aclmdlRIDestroy(aclmdlRI modelRI) {
-  internal::SimScope scope;
   if (aclError e = fault(kApiRIDestroy)) return e;
   std::lock_guard<std::mutex> g(g_model_mu);
   auto *m = static_cast<Model *>(modelRI);
@@ -2189,7 +2124,6 @@ struct TensorAccess {
 void tensor_retain(TensorImpl *impl) noexcept { impl->refs.fetch_add(1, std::memory_order_relaxed); }
 void tensor_release(TensorImpl *impl) noexcept {
   if (impl->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
-  internal::SimScope scope;
   OuterMapEntry outer("at::Tensor release (workspace allocator free)");
   C().live_workspace_tensors--;  // statistics only: the memory stays with the stream
   delete impl;
@@ -2211,7 +2145,6 @@ namespace at_npu {
 namespace native {
 
 at::Tensor allocate_workspace(uint64_t workspace_size, aclrtStream stream) {
-  internal::SimScope scope;
   C().allocator_requests++;
   char buf[240];
   std::function<void()> hook;
@@ -2281,7 +2214,6 @@ void OpCommand::RunOpApiV2(const std::string &op_name, const PROC_FUNC &func, bo
     OpQueue *q = queue_of(dev);
     uint64_t seq;
     {
-      internal::SimScope scope;
       seq = new_op_record(op_name, dev, true);
     }
     std::unique_lock<std::mutex> l(q->mu);
@@ -2289,7 +2221,6 @@ void OpCommand::RunOpApiV2(const std::string &op_name, const PROC_FUNC &func, bo
       const bool first = q->status == QueueStatus::kErrorExit;
       std::string msg;
       if (first) {
-        internal::SimScope scope;
         q->status = QueueStatus::kCanExit;  // torch_npu throws once, then drops silently
         msg = poisoned_message(q->repo_error);
       }
@@ -2302,7 +2233,6 @@ void OpCommand::RunOpApiV2(const std::string &op_name, const PROC_FUNC &func, bo
       return;
     }
     {
-      internal::SimScope scope;  // torch_npu copies the function into its queue
       q->q.push_back(QueueEntry{seq, op_name, func});
     }
     l.unlock();
@@ -2311,14 +2241,12 @@ void OpCommand::RunOpApiV2(const std::string &op_name, const PROC_FUNC &func, bo
   }
   uint64_t seq;
   {
-    internal::SimScope scope;
     seq = new_op_record(op_name, dev, false);
   }
   int rc;
   try {
     rc = func();
   } catch (const std::exception &e) {
-    internal::SimScope scope;
     update_op_record(seq, [&](OpTask &r) {
       r.ran = true;
       r.rc = ACL_ERROR_INVALID_PARAM;
@@ -2348,7 +2276,6 @@ void OpCommand::RunOpApiV2(const std::string &op_name, const PROC_FUNC &func, bo
 namespace acl_sim {
 namespace internal {
 aclError stream_wait_event(aclrtStream stream, aclrtEvent event) {
-  SimScope scope;
   Stream *s = get_stream(stream);
   if (s == nullptr) return ACL_ERROR_RT_INVALID_HANDLE;
   Stream *other;
@@ -2376,7 +2303,6 @@ aclError stream_wait_event(aclrtStream stream, aclrtEvent event) {
 }
 
 aclError synchronize_event(aclrtEvent event) {
-  SimScope scope;
   Stream *s;
   uint64_t target;
   {

@@ -10,15 +10,6 @@
 namespace acl_sim {
 namespace internal {
 
-// While alive on a thread, heap allocations on that thread are not counted
-// (simulation bookkeeping is not the code under test).
-struct SimScope {
-  SimScope();
-  ~SimScope();
-  SimScope(const SimScope &) = delete;
-  SimScope &operator=(const SimScope &) = delete;
-};
-
 void report(ErrorKind kind, const std::string &message);
 
 // Running-kernel registry: regions a simulated kernel holds while it runs.

@@ -203,13 +203,11 @@ void probe_reset() {
 }  // namespace internal
 
 aclrtFuncHandle register_probe_kernel(const ProbeConfig &cfg) {
-  internal::SimScope scope;
   auto *c = new ProbeConfig(cfg);  // lives as long as the handle (process)
   return register_kernel(c->name.c_str(), &probe_fn, c);
 }
 
 std::vector<ProbeRecord> probe_records() {
-  internal::SimScope scope;
   std::lock_guard<std::mutex> g(g_probe_mu);
   std::vector<ProbeRecord> v;
   for (auto &kv : done_records()) v.push_back(kv.second);
@@ -217,7 +215,6 @@ std::vector<ProbeRecord> probe_records() {
 }
 
 bool probe_record(uint64_t launch_id, ProbeRecord *out) {
-  internal::SimScope scope;
   std::lock_guard<std::mutex> g(g_probe_mu);
   auto it = done_records().find(launch_id);
   if (it == done_records().end()) return false;

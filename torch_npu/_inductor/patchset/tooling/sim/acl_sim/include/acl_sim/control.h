@@ -369,27 +369,5 @@ aclrtFuncHandle register_probe_kernel(const ProbeConfig &cfg);
 std::vector<ProbeRecord> probe_records();
 bool probe_record(uint64_t launch_id, ProbeRecord *out);
 
-// ---- host heap allocation counting (optional) -----------------------------------
-// A test binary that wants to count heap allocations places
-// ACL_SIM_DEFINE_COUNTING_OPERATOR_NEW() at namespace scope in one .cpp. Then
-// allocations made by the calling thread between heap_count_begin() and
-// heap_count_end() are counted, excluding those made inside simulation APIs.
-void heap_count_begin();
-uint64_t heap_count_end();
-namespace detail {
-void note_heap_alloc() noexcept;
-}
 }  // namespace acl_sim
 
-#define ACL_SIM_DEFINE_COUNTING_OPERATOR_NEW()                                               \
-  void *operator new(size_t n) {                                                           \
-    ::acl_sim::detail::note_heap_alloc();                                                  \
-    void *p = ::malloc(n ? n : 1);                                                         \
-    if (!p) throw std::bad_alloc();                                                        \
-    return p;                                                                              \
-  }                                                                                        \
-  void *operator new[](size_t n) { return ::operator new(n); }                             \
-  void operator delete(void *p) noexcept { ::free(p); }                                    \
-  void operator delete[](void *p) noexcept { ::free(p); }                                  \
-  void operator delete(void *p, size_t) noexcept { ::free(p); }                            \
-  void operator delete[](void *p, size_t) noexcept { ::free(p); }
