@@ -402,11 +402,11 @@ def test_a_self_wait_is_stopped_by_the_timeout_and_reported(release):
 @pytest.mark.parametrize("argv,says", [
     (["--real-runtime", "2.7.1.post10"], "takes --samples or --scenario NAME"),
     (["--samples", "--as-shipped"], "--as-shipped goes with --real-runtime RELEASE"),
-    (["--samples", "--real-runtime", "2.7.1.post10", "--simulate"], "--simulate goes with the simulation"),
+    (["--samples", "--real-runtime", "2.7.1.post10", "--simulate"], "--samples does not go with --metadata / --simulate"),
     (["--scenario", "nope", "--real-runtime", "2.7.1.post10"], "unknown scenario 'nope' on the real runtime"),
-    (["--samples", "--real-runtime", "2.7.1.post10", "--metadata", "{}"], "--metadata goes with the simulation"),
+    (["--samples", "--real-runtime", "2.7.1.post10", "--metadata", "{}"], "--samples does not go with --metadata / --simulate"),
     (["--scenario", "threads-one-stream", "--real-runtime", "2.7.1.post10", "--metadata", "{}"],
-     "--metadata goes with the simulation"),
+     "--scenario does not go with --metadata / --simulate"),
     (["--samples", "--real-runtime", "2.7.1.banana"], "not a torch_npu release version"),
 ])
 def test_bad_input_is_one_line_and_exit_2(argv, says):
