@@ -334,9 +334,18 @@ def test_a_block_given_back_once_its_lambda_ran_is_freed_under_its_kernel(releas
     """The block given back once its lambda ran (release-once-ran, the launcher of 578384d): the lambda has only
     queued its kernel on the device stream; another thread's empty_cache, whose device synchronisation came
     before that kernel was queued, frees the block with aclrtFree (which does not wait for device work) while
-    the kernel is still pending, and the kernel writes freed memory."""
-    out = scenario("threads-empty-cache", "release-once-ran")
-    assert not out["ok"] and out["host_error_kinds"].get("use-after-free", 0) > 0, out
+    the kernel is still pending, and the kernel writes freed memory. That needs another thread's empty_cache to
+    land while a kernel is pending: a race, which a loaded machine can miss (CI's second leg missed it once on
+    2026-12-02; run alone right after, it was caught 2 times of 2), so
+    a miss is run again, at most twice; the window must open and be caught in one of the three runs."""
+    misses = []
+    for attempt in range(3):
+        out = scenario("threads-empty-cache", "release-once-ran") if attempt == 0 else rr.run_scenario(
+            _fetched(REFERENCE), "threads-empty-cache", mutant="release-once-ran", timeout=120)
+        if not out["ok"] and out["host_error_kinds"].get("use-after-free", 0) > 0:
+            return
+        misses.append(_summary(out))
+    pytest.fail(f"release-once-ran was not caught in 3 runs: {misses}")
 
 
 @pytest.mark.parametrize("name", _scenario_params())
