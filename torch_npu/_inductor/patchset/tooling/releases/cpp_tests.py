@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import shutil
-import tempfile
 import time
 from pathlib import Path
 
@@ -73,19 +71,9 @@ def build(release: str, *, test_dir: Path = TEST_DIR) -> Built:
     final = ra.build_cache() / f"cpp-tests-{release}-{key}"
     if (final / "result.json").exists():
         return Built(release, final / "launchers.so", dict(info, cached=str(final)))
-    tmp = Path(tempfile.mkdtemp(prefix=f".cpp-tests-{release}-", dir=ra.build_cache()))
-    try:
-        started = time.monotonic()
-        result = ra._compile_and_link(release, tmp, tu, list(chain.cflags), inc_dirs, chain.python_include, {},
-                                      libs, info, by_name=(host_library.LIBRARY,))
-        if not result.ok:
-            raise CppTestsError(f"the helper's C++ tests on torch_npu {release}: {result.message}")
-        info["build_seconds"] = round(time.monotonic() - started, 1)
-        (tmp / "result.json").write_text(json.dumps(result.to_json(), indent=1))
-        ra._publish(tmp, final)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
+    result = ra.build_in_cache(final.name, release, tu, chain, inc_dirs, libs, info, (host_library.LIBRARY,))
+    if not result.ok:
+        raise CppTestsError(f"the helper's C++ tests on torch_npu {release}: {result.message}")
     return Built(release, final / "launchers.so", info)
 
 

@@ -13,9 +13,6 @@ are not counted, nor any other thread's (torch_npu's queue thread, the host ACL 
 """
 from __future__ import annotations
 
-import hashlib
-import os
-import subprocess
 from pathlib import Path
 
 from . import real_artifacts as ra
@@ -132,21 +129,8 @@ __attribute__((visibility("default"))) int posix_memalign(void** out, size_t ali
 
 def library() -> Path:
     """:data:`SOURCE` compiled (cached by content in the build cache)."""
-    digest = hashlib.sha256(SOURCE.encode()).hexdigest()[:16]
-    out = ra.build_cache() / f"heap-count-{digest}" / "libnpu_heap_count.so"
-    if not out.is_file():
-        out.parent.mkdir(parents=True, exist_ok=True)
-        src = out.parent / f"heap_count.{os.getpid()}.cpp"
-        src.write_text(SOURCE)
-        tmp = out.parent / f".libnpu_heap_count.{os.getpid()}.so"
-        cxx = os.environ.get("CXX") or "g++"
-        proc = subprocess.run([cxx, "-std=c++17", "-O2", "-shared", "-fPIC", "-fno-builtin", "-o", str(tmp), str(src)],
-                              capture_output=True, text=True)
-        src.unlink(missing_ok=True)
-        if proc.returncode != 0:
-            raise ra.TierError(f"the heap-counting shim did not compile: {proc.stderr.strip()[:300]}")
-        os.replace(tmp, out)
-    return out
+    return ra.small_library(SOURCE, "heap-count", "libnpu_heap_count.so", ra.TierError, "the heap-counting shim",
+                            cflags=("-fno-builtin",))
 
 
 def preload_env(env: dict) -> dict:

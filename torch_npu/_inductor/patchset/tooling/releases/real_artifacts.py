@@ -58,6 +58,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import zipfile
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
@@ -170,6 +171,45 @@ def _publish(tmp: Path, final: Path) -> None:
     from ..sim.build import _publish as publish  # one implementation for both caches
 
     publish(tmp, final)
+
+
+def small_library(source: str, folder: str, name: str, error: type[Exception], what: str,
+                  cflags: Sequence[str] = (), ldlibs: Sequence[str] = ()) -> Path:
+    """``source`` compiled into the shared library ``name``, cached by its content in the build cache's
+    ``folder-<digest>``; ``error`` naming ``what`` and the compiler's first line when it does not compile."""
+    out = build_cache() / f"{folder}-{hashlib.sha256(source.encode()).hexdigest()[:16]}" / name
+    if not out.is_file():
+        out.parent.mkdir(parents=True, exist_ok=True)
+        src = out.parent / f"{Path(name).stem}.{os.getpid()}.cpp"
+        src.write_text(source)
+        tmp = out.parent / f".{name}.{os.getpid()}"
+        cxx = os.environ.get("CXX") or "g++"
+        proc = subprocess.run([cxx, "-std=c++17", "-O2", "-shared", "-fPIC", *cflags, "-o", str(tmp), str(src),
+                               *ldlibs], capture_output=True, text=True)
+        src.unlink(missing_ok=True)
+        if proc.returncode != 0:
+            raise error(f"{what} did not compile: {(proc.stderr.strip().splitlines() or [''])[0][:300]}")
+        os.replace(tmp, out)
+    return out
+
+
+def build_in_cache(folder: str, version: str, tu: str, chain, inc_dirs: Sequence[Path], libs: dict, info: dict,
+                   by_name: Sequence[str]) -> TierResult:
+    """``tu`` compiled and linked (``_compile_and_link``, with ``chain``'s flags) into the build cache's ``folder``,
+    published there at once when it built (``info["build_seconds"]``: how long that took)."""
+    tmp = Path(tempfile.mkdtemp(prefix=f".{folder}-", dir=build_cache()))
+    try:
+        started = time.monotonic()
+        result = _compile_and_link(version, tmp, tu, list(chain.cflags), inc_dirs, chain.python_include, {}, libs,
+                                   info, by_name=tuple(by_name))
+        if result.ok:
+            info["build_seconds"] = round(time.monotonic() - started, 1)
+            (tmp / "result.json").write_text(json.dumps(result.to_json(), indent=1))
+            _publish(tmp, build_cache() / folder)
+        return result
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _extract_members(wheel: Path, dest: Path, want) -> int:

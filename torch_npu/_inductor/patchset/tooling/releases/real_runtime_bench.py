@@ -21,7 +21,6 @@ what each measures). Numbers are medians over every batch of a cell; counters pe
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import os
 import platform
@@ -162,21 +161,8 @@ __attribute__((visibility("default"))) ReturnedTensor allocate_workspace(unsigne
 
 def helper_library() -> Path:
     """:data:`HELPER_SOURCE` compiled (cached by content in the build cache)."""
-    digest = hashlib.sha256(HELPER_SOURCE.encode()).hexdigest()[:16]
-    out = ra.build_cache() / f"real-runtime-bench-helper-{digest}" / "libbench_helper.so"
-    if not out.is_file():
-        out.parent.mkdir(parents=True, exist_ok=True)
-        src = out.parent / f"helper.{os.getpid()}.cpp"
-        src.write_text(HELPER_SOURCE)
-        tmp = out.parent / f".libbench_helper.{os.getpid()}.so"
-        cxx = os.environ.get("CXX") or "g++"
-        proc = subprocess.run([cxx, "-std=c++17", "-O2", "-shared", "-fPIC", "-o", str(tmp), str(src), "-ldl", "-pthread"],
-                              capture_output=True, text=True)
-        src.unlink(missing_ok=True)
-        if proc.returncode != 0:
-            raise BenchError(f"the benchmark helper did not compile: {rr.first_line(proc.stderr)}")
-        os.replace(tmp, out)
-    return out
+    return ra.small_library(HELPER_SOURCE, "real-runtime-bench-helper", "libbench_helper.so", BenchError,
+                            "the benchmark helper", ldlibs=("-ldl", "-pthread"))
 
 
 @dataclasses.dataclass

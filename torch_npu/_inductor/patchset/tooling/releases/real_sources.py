@@ -25,11 +25,7 @@ API: :class:`Job`, :func:`run` (a batch), :func:`simulate` (one job, ``simulate(
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
-import shutil
-import tempfile
-import time
 from pathlib import Path
 from typing import Sequence
 
@@ -217,20 +213,10 @@ def build(release: str, jobs: Sequence[Job]) -> Path:
     final = ra.build_cache() / f"real-sources-{release}-{key}"
     if (final / "result.json").exists():
         return final / "launchers.so"
-    tmp = Path(tempfile.mkdtemp(prefix=f".real-sources-{release}-", dir=ra.build_cache()))
-    try:
-        info = {"std": chain.std, "torch": chain.torch.source, "build_key": key}
-        started = time.monotonic()
-        result = ra._compile_and_link(release, tmp, tu, list(chain.cflags), inc_dirs, chain.python_include, {},
-                                      libs, info, by_name=tuple(rr.host_libraries(release)))
-        if not result.ok:
-            raise rr.RealRuntimeError(result.message)
-        info["build_seconds"] = round(time.monotonic() - started, 1)
-        (tmp / "result.json").write_text(json.dumps(result.to_json(), indent=1))
-        ra._publish(tmp, final)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
+    info = {"std": chain.std, "torch": chain.torch.source, "build_key": key}
+    result = ra.build_in_cache(final.name, release, tu, chain, inc_dirs, libs, info, rr.host_libraries(release))
+    if not result.ok:
+        raise rr.RealRuntimeError(result.message)
     return final / "launchers.so"
 
 
