@@ -16,7 +16,6 @@ Each CI leg covers the wheels of its torch line (rendering needs the wheel's own
 """
 from __future__ import annotations
 
-import importlib.metadata
 import re
 import shutil
 import subprocess
@@ -212,9 +211,7 @@ def test_package_cpp_only_sources_build_after_being_moved(tmp_path):
 # ---- the aot_mode launchers on torch_npu's own runtime ------------------------------------------------
 #: The releases whose own runtime runs here, per leg (as in test_real_runtime.py). 2.14.0 cannot (no CPU build of
 #: torch 2.14.0 here, and the CUDA build aborts torch_npu's import): its library runs in the simulation below.
-RUN_HERE = {"2.7.1": ("2.7.1.post6", "2.7.1.post10", "2.7.1.post11"), "2.14.1": ("2.13.0",)}
-ON_RUNTIME = RUN_HERE.get(".".join(importlib.metadata.version("torch").split("+")[0].split(".")[:3]), ())
-RUN_HERE = {r for rs in RUN_HERE.values() for r in rs}
+ON_RUNTIME = release_wheels.RUNTIME_RELEASES.get(release_wheels.LEG, ())
 #: What each launch got, compared between the aot_mode and the JIT launcher of a sample.
 LAUNCH_FACTS = ("lock_content", "lock_bytes", "workspace_bytes", "block_num", "caching_allocator_calls", "thread",
                 "regions_overlap", "call_threw")
@@ -252,7 +249,7 @@ COMPARED = {"2.7.1.post10": tuple(SAMPLE), "2.7.1.post11": ("locks", "packed-mix
             "2.14.0": ("both", "packed-mix", "ordered-only", "unordered-only", "simt-only")}
 
 
-@pytest.mark.parametrize("version", [v for v in AOT_WHEELS if v not in RUN_HERE])
+@pytest.mark.parametrize("version", [v for v in AOT_WHEELS if v not in release_wheels.RUNS_HERE])
 def test_aot_library_runs_without_the_patch_set_like_jit(version):
     """Where a release cannot run here: its aot_mode library, run by a C++ host in the simulation, gets what its
     JIT launchers get there."""

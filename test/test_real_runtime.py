@@ -27,7 +27,6 @@ Builds are shared through the build cache; each release's runs are made once per
 """
 from __future__ import annotations
 
-import importlib.metadata
 import json
 import math
 import subprocess
@@ -42,11 +41,9 @@ from torch_npu._inductor.patchset.tooling.releases import real_runtime as rr
 from torch_npu._inductor.patchset.tooling.sim import harness as sim_harness
 from torch_npu._inductor.patchset.tooling.sim.samples import SAMPLES
 
-LEG = ".".join(importlib.metadata.version("torch").split("+")[0].split(".")[:3])
-#: The releases the tier runs on each leg (declared: the same tests on a fresh machine and on a warm one). Each runs
-#: on its own torch line (host_runtime.python_for): on the 2.14.1 leg, 2.13.0 on torch 2.13.0+cpu, the newest line
-#: that runs here; 2.14.0 cannot (no CPU build of torch 2.14.0 here, and the CUDA build aborts its import).
-RELEASES = {"2.7.1": ("2.7.1.post6", "2.7.1.post10", "2.7.1.post11"), "2.14.1": ("2.13.0",)}.get(LEG, ())
+LEG = release_wheels.LEG
+#: The releases the tier runs on each leg (declared: the same tests on a fresh machine and on a warm one).
+RELEASES = release_wheels.RUNTIME_RELEASES.get(LEG, ())
 CANNOT_RUN = {"2.14.1": ("2.14.0",)}.get(LEG, ())
 #: As shipped: NULL pointers, or upstream's own allocation (two allocate_workspace requests, a blocking copy).
 NULL_POINTERS, OWN_ALLOCATION = ("2.7.1.post6", "2.7.1.post10"), ("2.7.1.post11", "2.13.0")

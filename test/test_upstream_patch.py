@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import release_wheels
 
 from torch_npu._inductor.patchset import cli, launch_codegen
 from torch_npu._inductor.patchset.launch_plan import plan_from_metadata
@@ -412,9 +413,6 @@ def _torch_line() -> str | None:
 
 
 VERIFIED = {"2.7": ("v2.7.1", "v2.7.1-26.1.0"), "2.14": ("master",)}
-#: Wheels whose own runtime runs here (test_real_runtime.py's releases); the others' launchers run in the simulation
-#: (2.14.0: no CPU build of torch 2.14.0 here, and the CUDA build aborts torch_npu's import).
-RUNS_HERE = ("2.7.1.post6", "2.7.1.post10", "2.7.1.post11", "2.13.0")
 
 
 def assert_proved(row: dict) -> None:
@@ -426,7 +424,7 @@ def assert_proved(row: dict) -> None:
     assert row["rendered"] == len(SAMPLES) and row["renders_same"], row
     assert row["build"]["ok"], row["build"]
     runtime = row["runtime"]
-    if row["wheel"] in RUNS_HERE:
+    if row["wheel"] in release_wheels.RUNS_HERE:  # else in the simulation: its torch cannot run here
         assert runtime.get("clean"), runtime
         assert runtime["summary"] == f"patched: {len(SAMPLES)}/{len(SAMPLES)} samples clean (TASK_QUEUE_ENABLE 1, 0, 2)"
         assert "simulation" not in row
