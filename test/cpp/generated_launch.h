@@ -18,6 +18,7 @@
 
 namespace t {
 
+using torch_npu::inductor::HeldBlock;
 using torch_npu::inductor::HeldBlocks;
 using torch_npu::inductor::LaunchDone;
 using torch_npu::inductor::LaunchMemory;

@@ -157,6 +157,57 @@ TEST_CASE(a_block_is_held_until_its_kernel_has_finished) {
   CHECK_EQ(blocks().frees, 2);
 }
 
+// Each stream's blocks are given back in order, stopping at its first pending one: a slow kernel on one stream
+// holds back only its own stream. Two fast launches on a second stream, handed over after it, go back once
+// finished while the slow one runs (a single list that stopped at the slow block would keep them).
+TEST_CASE(a_pending_block_holds_back_only_its_own_stream) {
+  aclrtStream a = stream(1), b = stream(2);
+  const LockLayout l = legacy(2, 3);
+  aclrtFuncHandle slow = probe("slow", 16, 2 * 256, 300000), fast = probe("fast", 16, 2 * 256);
+  settle_held();
+  Launch first = generated_launch("slow", slow, a, 2, 1, 1, 2, 256, l);
+  Launch second = generated_launch("fast", fast, b, 2, 1, 1, 2, 256, l);
+  Launch third = generated_launch("fast", fast, b, 2, 1, 1, 2, 256, l);
+  drain();
+  sync(b);
+  ProbeRecord tmp;
+  const bool slow_done = probe_record(first.id->load(), &tmp);
+  (void)HeldBlocks::all().release_done();
+  CHECK(!slow_done);
+  CHECK_EQ(blocks().live, 1);  // stream b's two went back; stream a's still runs
+  CHECK_EQ(settle_held(), 1u);
+  for (const Launch *x : {&first, &second, &third}) {
+    auto r = record(x->id->load());
+    CHECK(r.locks_unchanged && r.workspace_written);
+    CHECK_EQ(r.overlaps_with_running, 0);
+  }
+  CHECK_NO_SIM_ERRORS();
+}
+
+// A launch whose launchKernel threw hands its block over from the unwinding LaunchMemory: its lambda may never
+// run. It must not hold back the later blocks of its stream (they go back as they finish), and it goes back
+// itself if its lambda does run.
+TEST_CASE(a_launch_that_threw_holds_back_nothing) {
+  aclrtStream s = stream(0);
+  const LockLayout l = legacy(4, 0);
+  aclrtFuncHandle h = probe("after", 32, 4 * 256);
+  settle_held();
+  HeldBlock *lost = nullptr;
+  {
+    LaunchMemory m("lost", s, 1, 1, 1, 1, 256, l);
+    lost = m.regions().held;
+  }  // as when launchKernel throws: not released, not queued
+  for (int i = 0; i < 4; ++i) (void)generated_launch("after", h, s, 4, 1, 1, 4, 256, l);
+  (void)settle_held();
+  CHECK_EQ(blocks().live, 1);  // only the one whose lambda never ran
+  {
+    const LaunchDone late{lost, s};  // its lambda runs after all
+  }
+  CHECK_EQ(settle_held(), 1u);
+  CHECK_EQ(blocks().live, 0);
+  CHECK_NO_SIM_ERRORS();
+}
+
 // Two launch blocks held by launches whose lambdas wait in torch_npu's queue; then the device has no memory
 // left for a moment: the third launch's request fails with ACL_ERROR_RT_MEMORY_ALLOCATION (what torch_npu's
 // allocator takes for out of memory; injected into the double's aclrtMalloc, its aclrtMallocAlign32), twice:

@@ -81,8 +81,8 @@ class LaunchMemory {
   LaunchMemory(const LaunchMemory &) = delete;
   LaunchMemory &operator=(const LaunchMemory &) = delete;
   ~LaunchMemory() {
-    try {
-      release_when_finished();  // unwinding: the lambda may be queued
+    try {  // unwinding: the lambda may have been queued, or may never run
+      if (block_) HeldBlocks::all().release_done(std::move(block_), false);
     } catch (...) {
     }
   }
@@ -91,7 +91,9 @@ class LaunchMemory {
 
   // Right after launchKernel returns: held until its kernel finished (held.h).
   void release_when_finished() {
-    if (block_) HeldBlocks::all().release_done(std::move(block_), false);
+    if (!block_) return;
+    block_->queued = true;
+    HeldBlocks::all().release_done(std::move(block_), false);
   }
 
  private:

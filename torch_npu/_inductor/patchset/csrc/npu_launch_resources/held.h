@@ -9,8 +9,8 @@
 #include <acl/acl.h>
 #include <torch_npu/csrc/core/npu/NPUCachingAllocator.h>
 
-#include <algorithm>
 #include <atomic>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <utility>
@@ -41,6 +41,7 @@ struct HeldBlock {  // a launch's block; records and their events are reused
   aclrtStream stream = nullptr;  // the event's: made once by a lambda, in the stream's context
   aclrtEvent event = nullptr;
   bool with_event = false;  // false while a capture is underway, or if the event failed
+  bool queued = false;      // its launchKernel returned (else it threw: the lambda may never run)
   std::atomic<bool> done{false};
 };
 
@@ -58,7 +59,7 @@ struct LaunchDone {
   }
 };
 
-// Handed-over blocks and spare records, for calling threads only.
+// Handed-over blocks and spare records, per stream, for calling threads only.
 class HeldBlocks {
  public:
   static HeldBlocks &all() {
@@ -67,43 +68,77 @@ class HeldBlocks {
   }
   std::unique_ptr<HeldBlock> record(aclrtStream stream) {  // a spare of `stream`'s, or a new one
     std::lock_guard<std::mutex> lock(mutex_);
-    const auto it = std::find_if(spare_.begin(), spare_.end(), [&](const auto &b) { return b->stream == stream; });
-    if (it == spare_.end()) return std::unique_ptr<HeldBlock>(new HeldBlock{nullptr, stream});
-    std::unique_ptr<HeldBlock> found = std::move(*it);
-    spare_.erase(it);
+    std::vector<std::unique_ptr<HeldBlock>> &spare = lane(stream).spare;
+    if (spare.empty()) return std::unique_ptr<HeldBlock>(new HeldBlock{nullptr, stream});
+    std::unique_ptr<HeldBlock> found = std::move(spare.back());
+    spare.pop_back();
     return found;
   }
-  // Takes `handed` (a record, its queue call returned), then gives back every
-  // block whose kernel finished (free never waits for the queue); how many.
-  // Blocks finish about in hand-over order: queries stop at the first pending.
+  // Takes `handed` (a record: its launch queued, or not known to be), then
+  // gives back every block whose kernel finished (free never waits for the
+  // queue); how many. A stream's queued blocks finish in about hand-over
+  // order: its walk stops at the first pending one, so a call costs what it
+  // gives back. The few not known to be queued are all looked at.
   size_t release_done(std::unique_ptr<HeldBlock> handed = nullptr, bool query = true) {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (handed) held_.push_back(std::move(handed));
-    size_t kept = 0, released = 0;
-    for (std::unique_ptr<HeldBlock> &b : held_) {
-      const bool done = b->done.load(std::memory_order_acquire);
-      bool finished = b->raw == nullptr || (done && !b->with_event);
-      if (!finished && done && query) {
-        aclrtEventRecordedStatus status = ACL_EVENT_RECORDED_STATUS_NOT_READY;
-        query = finished =
-            aclrtQueryEventStatus(b->event, &status) == ACL_SUCCESS && status == ACL_EVENT_RECORDED_STATUS_COMPLETE;
-      }
-      if (!finished) {
-        held_[kept++] = std::move(b);
-        continue;
-      }
-      released += b->raw != nullptr;
-      if (b->raw != nullptr) c10_npu::NPUCachingAllocator::raw_delete(std::exchange(b->raw, nullptr));
-      b->done.store(false, std::memory_order_relaxed);
-      spare_.push_back(std::move(b));
+    if (handed) {
+      Lane &l = lane(handed->stream);
+      if (handed->raw == nullptr)
+        l.spare.push_back(std::move(handed));
+      else if (handed->queued)
+        l.queued.push_back(std::move(handed));
+      else
+        l.unsure.push_back(std::move(handed));
     }
-    held_.resize(kept);
+    size_t released = 0;
+    for (Lane &l : lanes_) {
+      for (; !l.queued.empty() && finished(*l.queued.front(), query); ++released) {
+        give_back(l, std::move(l.queued.front()));
+        l.queued.pop_front();
+      }
+      for (size_t i = 0; i < l.unsure.size();) {
+        if (!finished(*l.unsure[i], query)) {
+          ++i;
+          continue;
+        }
+        give_back(l, std::move(l.unsure[i]));
+        l.unsure.erase(l.unsure.begin() + i);
+        ++released;
+      }
+    }
     return released;
   }
 
  private:
+  struct Lane {
+    aclrtStream stream = nullptr;
+    std::deque<std::unique_ptr<HeldBlock>> queued;  // in hand-over order
+    std::vector<std::unique_ptr<HeldBlock>> unsure, spare;
+  };
+  Lane &lane(aclrtStream stream) {  // a process uses few streams
+    for (Lane &l : lanes_)
+      if (l.stream == stream) return l;
+    lanes_.emplace_back();
+    lanes_.back().stream = stream;
+    return lanes_.back();
+  }
+  // Its lambda ran, and its event completed (asked only if `query`).
+  static bool finished(const HeldBlock &b, bool query) {
+    if (!b.done.load(std::memory_order_acquire)) return false;
+    if (!b.with_event) return true;
+    aclrtEventRecordedStatus status = ACL_EVENT_RECORDED_STATUS_NOT_READY;
+    return query && aclrtQueryEventStatus(b.event, &status) == ACL_SUCCESS &&
+           status == ACL_EVENT_RECORDED_STATUS_COMPLETE;
+  }
+  static void give_back(Lane &l, std::unique_ptr<HeldBlock> b) {
+    c10_npu::NPUCachingAllocator::raw_delete(std::exchange(b->raw, nullptr));
+    b->done.store(false, std::memory_order_relaxed);
+    b->queued = false;
+    l.spare.push_back(std::move(b));
+  }
+
   std::mutex mutex_;
-  std::vector<std::unique_ptr<HeldBlock>> held_, spare_;
+  std::deque<Lane> lanes_;  // grows without moving a lane
 };
 
 TORCH_NPU_LAUNCH_RESOURCES_END_NAMESPACE
