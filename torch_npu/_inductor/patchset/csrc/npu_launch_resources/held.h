@@ -9,6 +9,7 @@
 #include <acl/acl.h>
 #include <torch_npu/csrc/core/npu/NPUCachingAllocator.h>
 
+#include <algorithm>
 #include <atomic>
 #include <deque>
 #include <memory>
@@ -92,19 +93,14 @@ class HeldBlocks {
     }
     size_t released = 0;
     for (Lane &l : lanes_) {
-      for (; !l.queued.empty() && finished(*l.queued.front(), query); ++released) {
+      for (; !l.queued.empty() && finished(*l.queued.front(), query); l.queued.pop_front(), ++released)
         give_back(l, std::move(l.queued.front()));
-        l.queued.pop_front();
-      }
-      for (size_t i = 0; i < l.unsure.size();) {
-        if (!finished(*l.unsure[i], query)) {
-          ++i;
-          continue;
+      for (std::unique_ptr<HeldBlock> &b : l.unsure)
+        if (finished(*b, query)) {
+          give_back(l, std::move(b));  // leaves nullptr, erased below
+          ++released;
         }
-        give_back(l, std::move(l.unsure[i]));
-        l.unsure.erase(l.unsure.begin() + i);
-        ++released;
-      }
+      l.unsure.erase(std::remove(l.unsure.begin(), l.unsure.end(), nullptr), l.unsure.end());
     }
     return released;
   }
