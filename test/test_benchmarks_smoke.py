@@ -134,9 +134,11 @@ def test_real_runtime_goals_say_not_met():
         row("patch-post11", 0, queue_ns=800, total_ns=2300, launches_per_s=100, queue_wall_ns=5000,
             total_wall_ns=6500, host_blocking_calls=1),
         row("own-fix", 20, launches_per_s=1000), row("patch-post11", 20, launches_per_s=9000),
+        row("floor", 20, launches_per_s=1200),
     ])
     text = "\n".join(report.goals(rows))
     assert "20 us kernels >= 10x the own fix: 9.00x .. 9.00x: NOT met" in text
+    assert "(the floor, NULL pointers, at 20 us: 1.20x .. 1.20x the own fix" in text  # the bound, beside it
     assert "total host ns (call + queue CPU) <= 1.5x the own fix: 0.68x .. 0.68x: met" in text
     assert "queue-thread CPU ns <= 1.5x the floor: 1.60x .. 1.60x: NOT met" in text
     assert "counters 1/0/0/0 per launch in every patch-set cell: NOT met (1 cells differ)" in text

@@ -173,6 +173,11 @@ def goals(rows: list[dict]) -> list[str]:
             v = [r["launches_per_s_vs_own_fix"] for r in rs]
             out.append(f"launches/s with {k} us kernels >= 10x the own fix: {min(v):.2f}x .. {max(v):.2f}x: "
                        f"{verdict(min(v) >= 10)}")
+            floor = [r["launches_per_s_vs_own_fix"] for r in rows if r["cell"] == "floor" and r["kernel_us"] == k
+                     and r.get("launches_per_s_vs_own_fix") is not None]
+            if floor:  # the bound: a launcher that passes NULL does the least a launch can
+                out.append(f"  (the floor, NULL pointers, at {k} us: {min(floor):.2f}x .. {max(floor):.2f}x the own fix: "
+                           "about the most any launcher can reach on this stream)")
     rs = [r for r in patch if r["kernel_us"] == 0 and r["layout"] in REPORTED and r.get("total_vs_own_fix") is not None]
     if rs:
         v = [r["total_vs_own_fix"] for r in rs]
