@@ -5,6 +5,9 @@
 // workspace), carved into disjoint 512-byte-aligned lock and workspace
 // regions. The lambda gets only LaunchRegions: byte fills for the locks, the
 // launch, the block's event (LaunchDone); no allocation, lock or host wait.
+// Failures: on the calling thread, an exception naming the kernel, nothing
+// queued; in the lambda (maybe on torch_npu's queue thread, where an escaping
+// exception stops all NPU work), the ACL code and one aclAppLog line.
 #pragma once
 
 #include <acl/acl.h>
@@ -17,7 +20,6 @@
 #include <utility>
 
 #include "npu_launch_resources/abi.h"
-#include "npu_launch_resources/errors.h"
 #include "npu_launch_resources/held.h"
 #include "npu_launch_resources/sizes.h"
 
@@ -38,9 +40,9 @@ struct LaunchRegions {
       const aclError rc =
           aclrtMemsetAsync(static_cast<char *>(locks) + offset, sizes.lock_bytes - offset, byte, count, stream);
       if (rc != ACL_SUCCESS)
-        detail::fail(
-            rc, detail::Message(kernel, "aclrtMemsetAsync of lock bytes [%llu, +%llu) failed: %d",
-                                static_cast<unsigned long long>(offset), static_cast<unsigned long long>(count), rc));
+        aclAppLog(ACL_ERROR, __func__, __FILE__, __LINE__,
+                  "npu_launch_resources: kernel '%s': aclrtMemsetAsync of lock bytes [%llu, +%llu) failed: %d", kernel,
+                  static_cast<unsigned long long>(offset), static_cast<unsigned long long>(count), rc);
       return rc;
     });
   }
@@ -67,10 +69,9 @@ class LaunchMemory {
       } catch (const std::exception &e) {
         // Its out-of-memory retry synchronised the device: finished blocks go back, and it is asked again.
         if (!std::exchange(retried, true) && held.release_done(nullptr, events) != 0) continue;
-        const detail::Message what(
-            kernel, "%llu bytes for its locks and workspace: ", static_cast<unsigned long long>(s.total_bytes));
-        held.release_done(std::move(block_), false);                  // the record, a spare again
-        throw std::runtime_error(what.text + std::string(e.what()));  // the allocator's own message, whole
+        held.release_done(std::move(block_), false);  // the record, a spare again
+        throw std::runtime_error("npu_launch_resources: kernel '" + std::string(kernel) + "': " +
+                                 std::to_string(s.total_bytes) + " bytes for its locks and workspace: " + e.what());
       }
     }
     const uintptr_t base = (reinterpret_cast<uintptr_t>(block_->raw) + kRegionAlignment - 1) & ~(kRegionAlignment - 1);
@@ -81,8 +82,8 @@ class LaunchMemory {
   LaunchMemory(const LaunchMemory &) = delete;
   LaunchMemory &operator=(const LaunchMemory &) = delete;
   ~LaunchMemory() {
-    try {  // unwinding: the lambda may have been queued, or may never run
-      if (block_) HeldBlocks::all().release_done(std::move(block_), false);
+    try {
+      release_when_finished();  // unwinding: the lambda may be queued
     } catch (...) {
     }
   }
@@ -91,9 +92,7 @@ class LaunchMemory {
 
   // Right after launchKernel returns: held until its kernel finished (held.h).
   void release_when_finished() {
-    if (!block_) return;
-    block_->queued = true;
-    HeldBlocks::all().release_done(std::move(block_), false);
+    if (block_) HeldBlocks::all().release_done(std::move(block_), false);
   }
 
  private:

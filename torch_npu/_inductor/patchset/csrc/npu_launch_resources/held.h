@@ -42,7 +42,6 @@ struct HeldBlock {  // a launch's block; records and their events are reused
   aclrtStream stream = nullptr;  // the event's: made once by a lambda, in the stream's context
   aclrtEvent event = nullptr;
   bool with_event = false;  // false while a capture is underway, or if the event failed
-  bool queued = false;      // its launchKernel returned (else it threw: the lambda may never run)
   std::atomic<bool> done{false};
 };
 
@@ -75,32 +74,36 @@ class HeldBlocks {
     spare.pop_back();
     return found;
   }
-  // Takes `handed` (a record: its launch queued, or not known to be), then
-  // gives back every block whose kernel finished (free never waits for the
-  // queue); how many. A stream's queued blocks finish in about hand-over
-  // order: its walk stops at the first pending one, so a call costs what it
-  // gives back. The few not known to be queued are all looked at.
+  // Takes `handed` (a record, its queue call returned), then gives back every
+  // block whose kernel finished (free never waits for the queue); how many.
+  // A stream's lambdas run in about hand-over order, and its kernels finish
+  // in order: its walk stops at the first pending block, so a call costs what
+  // it gives back. A block whose lambda has not run while a later one has
+  // (another thread's, or one that may never run) waits aside, looked at whole.
   size_t release_done(std::unique_ptr<HeldBlock> handed = nullptr, bool query = true) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (handed) {
       Lane &l = lane(handed->stream);
-      if (handed->raw == nullptr)
-        l.spare.push_back(std::move(handed));
-      else if (handed->queued)
-        l.queued.push_back(std::move(handed));
-      else
-        l.unsure.push_back(std::move(handed));
+      (handed->raw != nullptr ? l.held : l.spare).push_back(std::move(handed));
     }
     size_t released = 0;
     for (Lane &l : lanes_) {
-      for (; !l.queued.empty() && finished(*l.queued.front(), query); l.queued.pop_front(), ++released)
-        give_back(l, std::move(l.queued.front()));
-      for (std::unique_ptr<HeldBlock> &b : l.unsure)
-        if (finished(*b, query)) {
-          give_back(l, std::move(b));  // leaves nullptr, erased below
-          ++released;
-        }
-      l.unsure.erase(std::remove(l.unsure.begin(), l.unsure.end(), nullptr), l.unsure.end());
+      for (; l.first < l.held.size(); ++l.first) {
+        std::unique_ptr<HeldBlock> &b = l.held[l.first];
+        if (finished(*b, query))
+          released += give_back(l, std::move(b));
+        else if (!b->done.load(std::memory_order_acquire) && l.held.back()->done.load(std::memory_order_acquire))
+          l.aside.push_back(std::move(b));
+        else
+          break;  // pending: so are the ones after it
+      }
+      if (2 * l.first >= l.held.size()) {  // the given-back prefix goes; capacity stays
+        l.held.erase(l.held.begin(), l.held.begin() + l.first);
+        l.first = 0;
+      }
+      for (std::unique_ptr<HeldBlock> &b : l.aside)
+        if (finished(*b, query)) released += give_back(l, std::move(b));
+      l.aside.erase(std::remove(l.aside.begin(), l.aside.end(), nullptr), l.aside.end());
     }
     return released;
   }
@@ -108,15 +111,14 @@ class HeldBlocks {
  private:
   struct Lane {
     aclrtStream stream = nullptr;
-    std::deque<std::unique_ptr<HeldBlock>> queued;  // in hand-over order
-    std::vector<std::unique_ptr<HeldBlock>> unsure, spare;
+    std::vector<std::unique_ptr<HeldBlock>> held;  // [first, end): in hand-over order
+    size_t first = 0;
+    std::vector<std::unique_ptr<HeldBlock>> aside, spare;
   };
   Lane &lane(aclrtStream stream) {  // a process uses few streams
     for (Lane &l : lanes_)
       if (l.stream == stream) return l;
-    lanes_.emplace_back();
-    lanes_.back().stream = stream;
-    return lanes_.back();
+    return lanes_.emplace_back(Lane{stream, {}, 0, {}, {}});
   }
   // Its lambda ran, and its event completed (asked only if `query`).
   static bool finished(const HeldBlock &b, bool query) {
@@ -126,11 +128,11 @@ class HeldBlocks {
     return query && aclrtQueryEventStatus(b.event, &status) == ACL_SUCCESS &&
            status == ACL_EVENT_RECORDED_STATUS_COMPLETE;
   }
-  static void give_back(Lane &l, std::unique_ptr<HeldBlock> b) {
+  static size_t give_back(Lane &l, std::unique_ptr<HeldBlock> b) {  // leaves nullptr where `b` was
     c10_npu::NPUCachingAllocator::raw_delete(std::exchange(b->raw, nullptr));
     b->done.store(false, std::memory_order_relaxed);
-    b->queued = false;
     l.spare.push_back(std::move(b));
+    return 1;
   }
 
   std::mutex mutex_;

@@ -5,10 +5,10 @@
 #include <acl/acl.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <stdexcept>
 
 #include "abi.h"
-#include "errors.h"
 
 TORCH_NPU_LAUNCH_RESOURCES_BEGIN_NAMESPACE
 
@@ -58,14 +58,16 @@ inline LaunchSizes launch_sizes(const char *kernel, uint32_t grid_x, uint32_t gr
     s.workspace_offset &= ~(kRegionAlignment - 1);
     overflow = overflow || __builtin_add_overflow(s.workspace_offset, s.workspace_bytes, &end);
   }
-  if (overflow || __builtin_add_overflow(end, kRegionAlignment - 1, &s.total_bytes))
-    throw std::invalid_argument(detail::Message(kernel,
-                                                "launch sizes overflow 64 bits: workspace %llu B x grid %u x %u x %u, "
-                                                "lock_num %llu, %u ordered + %u unordered locks, %u blocks x %u",
-                                                static_cast<unsigned long long>(workspace_per_block), grid_x, grid_y,
-                                                grid_z, static_cast<unsigned long long>(locks.legacy_slots),
-                                                locks.ordered, locks.unordered, block_num, locks.participant_factor)
-                                    .text);
+  if (overflow || __builtin_add_overflow(end, kRegionAlignment - 1, &s.total_bytes)) {
+    char what[512];
+    std::snprintf(what, sizeof what,
+                  "npu_launch_resources: kernel '%s': launch sizes overflow 64 bits: workspace %llu B x grid %u x %u x "
+                  "%u, lock_num %llu, %u ordered + %u unordered locks, %u blocks x %u",
+                  kernel, static_cast<unsigned long long>(workspace_per_block), grid_x, grid_y, grid_z,
+                  static_cast<unsigned long long>(locks.legacy_slots), locks.ordered, locks.unordered, block_num,
+                  locks.participant_factor);
+    throw std::invalid_argument(what);
+  }
   return end == 0 ? LaunchSizes() : s;
 }
 
