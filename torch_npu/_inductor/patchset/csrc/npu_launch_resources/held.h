@@ -91,7 +91,7 @@ class HeldBlocks {
       for (; l.first < l.held.size(); ++l.first) {
         std::unique_ptr<HeldBlock> &b = l.held[l.first];
         if (finished(*b, query))
-          released += give_back(l, std::move(b));
+          released += give_back(l, b);
         else if (!b->done.load(std::memory_order_acquire) && l.held.back()->done.load(std::memory_order_acquire))
           l.aside.push_back(std::move(b));
         else
@@ -102,7 +102,7 @@ class HeldBlocks {
         l.first = 0;
       }
       for (std::unique_ptr<HeldBlock> &b : l.aside)
-        if (finished(*b, query)) released += give_back(l, std::move(b));
+        if (b != nullptr && finished(*b, query)) released += give_back(l, b);
       l.aside.erase(std::remove(l.aside.begin(), l.aside.end(), nullptr), l.aside.end());
     }
     return released;
@@ -128,8 +128,9 @@ class HeldBlocks {
     return query && aclrtQueryEventStatus(b.event, &status) == ACL_SUCCESS &&
            status == ACL_EVENT_RECORDED_STATUS_COMPLETE;
   }
-  static size_t give_back(Lane &l, std::unique_ptr<HeldBlock> b) {  // leaves nullptr where `b` was
-    c10_npu::NPUCachingAllocator::raw_delete(std::exchange(b->raw, nullptr));
+  // `b`'s block freed, `b` to the spares (nullptr left); a throw leaves `b` in place.
+  static size_t give_back(Lane &l, std::unique_ptr<HeldBlock> &b) {
+    if (void *raw = std::exchange(b->raw, nullptr)) c10_npu::NPUCachingAllocator::raw_delete(raw);
     b->done.store(false, std::memory_order_relaxed);
     l.spare.push_back(std::move(b));
     return 1;
