@@ -54,6 +54,8 @@ REQUIRED_REAL_CASES = {
     "test_ordering.a_block_is_held_until_its_kernel_has_finished": "1",
     "test_ordering.a_pending_block_holds_back_only_its_own_stream": "1",
     "test_ordering.a_launch_that_threw_holds_back_nothing": "1",
+    "test_ordering.launches_queued_behind_each_other_share_one_event_per_eight": "10",
+    "test_ordering.a_launch_never_takes_over_another_threads_block": "1",
     "test_ordering.out_of_memory_gives_done_blocks_back_and_asks_again": "1",
     "test_ordering.out_of_memory_retry_while_another_stream_captures": "1",
     # errors: on the calling thread (sizes, the allocator), or in the lambda (a fill)

@@ -242,7 +242,7 @@ def test_generated_module_writes_launch_codegen_lines(sample, tmp_path):
 def test_generated_module_leaves_out_only_uncalled_methods():
     text = upm.module_text()
     for kept in ("def needs_resources", "def lock_slots", "def init_value_fills", "def _bounded_fills",
-                 "def resource_code", "class ResourceCode", "plain-typed and immutable;"):
+                 "def resource_code", "class ResourceCode", "per launch, immutable;"):
         assert kept in text, kept
     # Display-only sizes and docstrings' later paragraphs (SyncPlan's names lock_bytes) stay in this project; so do
     # the plan's own field checks (upstream builds plans only from metadata: plan_from_metadata's are enough).

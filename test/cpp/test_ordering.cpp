@@ -4,9 +4,11 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <string>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "real_support.h"
 
@@ -185,25 +187,121 @@ TEST_CASE(a_pending_block_holds_back_only_its_own_stream) {
 }
 
 // A launch whose launchKernel threw hands its block over from the unwinding LaunchMemory: its lambda may never
-// run. It must not hold back the later blocks of its stream (they go back as they finish), and it goes back
-// itself if its lambda does run.
+// run. It must not hold back the later blocks of its stream (another thread's, here: they go back as they
+// finish), and it goes back itself if its lambda does run. A later launch of its own thread takes it over (that
+// one's lambda runs after it, if it runs at all): it goes back with that launch's block.
 TEST_CASE(a_launch_that_threw_holds_back_nothing) {
   aclrtStream s = stream(0);
   const LockLayout l = legacy(4, 0);
   aclrtFuncHandle h = probe("after", 32, 4 * 256);
   settle_held();
-  HeldBlock *lost = nullptr;
-  {
+  auto threw = [&] {
     LaunchMemory m("lost", s, 1, 1, 1, 1, 256, l);
-    lost = m.regions().held;
-  }  // as when launchKernel throws: not released, not queued
-  for (int i = 0; i < 4; ++i) (void)generated_launch("after", h, s, 4, 1, 1, 4, 256, l);
+    return m.regions().held;
+  };  // as when launchKernel throws: not released, not queued
+  HeldBlock *lost = threw();
+  std::thread([&] {
+    set_device(0);
+    for (int i = 0; i < 4; ++i) (void)generated_launch("after", h, s, 4, 1, 1, 4, 256, l);
+  }).join();
   (void)settle_held();
   CHECK_EQ(blocks().live, 1);  // only the one whose lambda never ran
   {
     const LaunchDone late{lost, s};  // its lambda runs after all
   }
   CHECK_EQ(settle_held(), 1u);
+  CHECK_EQ(blocks().live, 0);
+  {
+    QueueGate gate;  // a launch of this thread waits in the queue when the next one throws
+    CHECK(gate.on());
+    (void)generated_launch("after", h, s, 4, 1, 1, 4, 256, l);
+    lost = threw();
+  }
+  CHECK_EQ(settle_held(), 1u);  // the waiting launch's: the lost one took nothing over
+  CHECK_EQ(blocks().live, 1);
+  (void)helper_launch("after", h, s, 4, 1, 1, 4, 256, l);  // this thread's next launch
+  CHECK_EQ(settle_held(), 2u);                             // takes the lost block over
+  CHECK_EQ(blocks().live, 0);
+  CHECK_NO_SIM_ERRORS();
+}
+
+// torch_npu's queue held: N launches of one thread wait in it, each queued behind the one before. A lambda that
+// has not run when the next launch is handed over leaves its block to that launch: one event, recorded after
+// the later kernel, gives back both (at most 8 blocks per event). With the queue off each lambda has run by
+// then: one event per launch.
+TEST_CASE_QUEUES(launches_queued_behind_each_other_share_one_event_per_eight, "10") {
+  aclrtStream s = stream(0);
+  const LockLayout l = legacy(4, 0);
+  aclrtFuncHandle h = probe("lag", 32, 4 * 256, 50);
+  (void)helper_launch("lag", h, s, 4, 1, 1, 4, 256, l);  // warm: the record's event exists
+  settle_held();
+  c10_npu::NPUCachingAllocator::resetAccumulatedStats(0);
+  const Counters c0 = counters();
+  constexpr int N = 20;
+  std::vector<Launch> ls;
+  bool held = false;
+  {
+    QueueGate gate;
+    held = gate.on();
+    for (int i = 0; i < N; ++i) ls.push_back(generated_launch("lag", h, s, 4, 1, 1, 4, 256, l));
+  }
+  drain();
+  sync(s);
+  const Counters c = counters();
+  CHECK_EQ(c.events_recorded - c0.events_recorded, held ? uint64_t(3) : uint64_t(N));  // 8 + 8 + 4
+  CHECK_EQ(blocks().live, int64_t(N));
+  CHECK_EQ(HeldBlocks::all().release_done(), size_t(N));
+  CHECK_EQ(blocks().live, 0);
+  for (size_t i = 0; i < ls.size(); ++i) {
+    const Launch &L = ls[i];
+    for (size_t j = 0; j < i; ++j) CHECK(L.regions.locks != ls[j].regions.locks);
+    CHECK_EQ(L.rc->load(), ACL_SUCCESS);
+    auto r = record(L.id->load());
+    CHECK(r.locks_unchanged && r.workspace_written);
+    CHECK_EQ(r.overlaps_with_running, 0);
+  }
+  CHECK_NO_SIM_ERRORS();
+}
+
+// Another thread's launch, handed over later, may have been queued first (its thread was slower to return from
+// the queue call): its lambda, and the event it records, come before this thread's kernel. So it never takes
+// this thread's block over: that block stays held while its slow kernel runs.
+TEST_CASE(a_launch_never_takes_over_another_threads_block) {
+  aclrtStream s = stream(0);
+  const LockLayout l = legacy(2, 0);
+  aclrtFuncHandle slow = probe("slow", 16, 256, 300000), fast = probe("fast", 16, 256);
+  settle_held();
+  auto mine = std::make_unique<LaunchMemory>("slow", s, 1, 1, 1, 1, 256, l);
+  const LaunchRegions a = mine->regions();
+  mine->release_when_finished();  // handed over; its lambda has not run
+  LaunchRegions b;
+  std::thread([&] {
+    set_device(0);
+    LaunchMemory m("fast", s, 1, 1, 1, 1, 256, l);
+    b = m.regions();
+    m.release_when_finished();
+  }).join();
+  const int32_t grid[3] = {1, 1, 1};
+  uint64_t slow_id = 0;
+  {  // the other thread's lambda first, then this thread's
+    const LaunchDone done{b.held, s};
+    launch(fast, s, b.locks, b.workspace, 1, grid);
+  }
+  {
+    const LaunchDone done{a.held, s};
+    slow_id = launch(slow, s, a.locks, a.workspace, 1, grid);
+  }
+  aclrtEventRecordedStatus fast_done = ACL_EVENT_RECORDED_STATUS_NOT_READY;  // the other thread's event
+  for (int i = 0; i < 2000 && fast_done != ACL_EVENT_RECORDED_STATUS_COMPLETE; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    CHECK_EQ(aclrtQueryEventStatus(b.held->event, &fast_done), ACL_SUCCESS);
+  }
+  ProbeRecord tmp;
+  CHECK(fast_done == ACL_EVENT_RECORDED_STATUS_COMPLETE && !probe_record(slow_id, &tmp));
+  CHECK_EQ(HeldBlocks::all().release_done(), 0u);  // the slow kernel runs: its block, first in the stream's
+  CHECK_EQ(blocks().live, 2);                      // order, holds back the fast one's
+  sync(s);
+  CHECK_EQ(HeldBlocks::all().release_done(), 2u);
   CHECK_EQ(blocks().live, 0);
   CHECK_NO_SIM_ERRORS();
 }

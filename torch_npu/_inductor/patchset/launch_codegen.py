@@ -156,9 +156,8 @@ class ResourceCode:
 
 
 def resource_code(plan: SyncPlan, site: LaunchSite = LaunchSite()) -> ResourceCode:
-    """What one launch needs, by place (none at all for SIMT-only kernels). ``before`` may throw on the
-    calling thread (overflowing sizes, the allocator's out-of-memory error, the kernel named); ``in_lambda``
-    returns a failed fill's ACL code from the lambda, before anything is launched."""
+    """What one launch needs, by place (nothing for SIMT-only kernels). ``before`` may throw on the calling
+    thread, naming the kernel; ``in_lambda`` returns a failed fill's ACL code before anything is launched."""
     if site.simt(plan):
         return ResourceCode([], [], [])
     if not plan.needs_resources:

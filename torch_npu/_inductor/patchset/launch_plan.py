@@ -43,9 +43,8 @@ INT64_MIN = -(1 << 63)
 INT64_MAX = (1 << 63) - 1
 _U32 = (1 << 32) - 1
 SLOTS_PER_CACHE_LINE = 8  # int64 slots in one 64-byte cache line
-#: The most byte fills an init value may take per launch (lock content is written with byte fills only): one
-#: repeated byte (0, which BiSheng always reports, or -1) takes the region's one fill, any other value one fill per
-#: run of equal non-zero bytes in every slot. Only values no known compiler reports exceed it: rejected at codegen.
+#: The most byte fills an init value may take per launch: a repeated byte (0, as BiSheng reports, or -1) takes one,
+#: other values one per run of equal non-zero bytes per slot. Only values no known compiler reports exceed it.
 MAX_INIT_VALUE_FILLS = 64
 
 LAYOUT_NONE = "none"
@@ -133,8 +132,7 @@ def mix_mode_kind(mix_mode: str) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class SyncPlan:
-    """What one kernel needs per launch, plain-typed and immutable; the sizes that depend on the launch
-    (grid, clamped block count) are computed by the C++ helper at run time.
+    """What one kernel needs per launch, immutable; the sizes that depend on the launch are the C++ helper's.
 
     :meth:`lock_bytes` and :meth:`workspace_bytes` give the same numbers for display.
     """
@@ -225,8 +223,7 @@ class SyncPlan:
         return content
 
     def init_value_fills(self) -> int:
-        """Byte fills the init value takes beyond the region's first one (0 when it is one repeated byte
-        or unordered locks make every slot but the P slots zero)."""
+        """Byte fills the init value takes beyond the region's first one (0: a repeated byte, or unordered locks)."""
         if not self.needs_locks or self.unordered_locks or _one_byte(self.lock_init_value):
             return 0
         return self.lock_slots(0) * len(nonzero_byte_runs(self.lock_init_value))

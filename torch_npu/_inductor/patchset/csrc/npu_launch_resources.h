@@ -1,13 +1,11 @@
 // npu_launch_resources: workspace and sync-lock memory for the Triton-Ascend
-// kernels Inductor's C++ wrapper launches. On the thread that runs the graph,
-// before the launch is queued, LaunchMemory takes ONE block of torch_npu's
-// caching allocator for the stream (as op-plugin takes an operator's
-// workspace), carved into disjoint 512-byte-aligned lock and workspace
-// regions. The lambda gets only LaunchRegions: byte fills for the locks, the
-// launch, the block's event (LaunchDone); no allocation, lock or host wait.
-// Failures: on the calling thread, an exception naming the kernel, nothing
-// queued; in the lambda (maybe on torch_npu's queue thread, where an escaping
-// exception stops all NPU work), the ACL code and one aclAppLog line.
+// kernels Inductor's C++ wrapper launches. Before the launch is queued, on the
+// thread that runs the graph, LaunchMemory takes ONE block of torch_npu's
+// caching allocator for the stream (as op-plugin takes an operator's workspace)
+// and carves disjoint 512-byte-aligned lock and workspace regions. The lambda
+// gets only LaunchRegions: byte fills for the locks, the launch, the block's
+// event (LaunchDone). Failures: on the calling thread, an exception naming the
+// kernel, nothing queued; in the lambda, the ACL code and one aclAppLog line.
 #pragma once
 
 #include <acl/acl.h>
@@ -33,8 +31,7 @@ struct LaunchRegions {
   LockLayout layout;
   HeldBlock *held = nullptr;  // the block's record, for LaunchDone
 
-  // Inside the lambda, before the kernel: the lock content, written on
-  // `stream` with byte fills (stream-ordered, and legal while capturing).
+  // In the lambda, before the kernel: the lock content, byte fills on `stream` (legal while capturing).
   aclError write_locks(const char *kernel, aclrtStream stream) const noexcept {
     return for_each_lock_fill(layout, sizes, [&](uint64_t offset, uint8_t byte, uint64_t count) {
       const aclError rc =
@@ -63,9 +60,10 @@ class LaunchMemory {
     held.release_done(nullptr, events);  // earlier launches' blocks first: this one may reuse them
     block_ = held.record(stream);
     block_->with_event = events;
-    for (bool retried = false; block_->raw == nullptr;) {
+    for (bool retried = false; block_->blocks == 0;) {
       try {
-        block_->raw = c10_npu::NPUCachingAllocator::raw_alloc_with_stream(s.total_bytes, stream);
+        block_->raw[0] = c10_npu::NPUCachingAllocator::raw_alloc_with_stream(s.total_bytes, stream);
+        block_->blocks = 1;
       } catch (const std::exception &e) {
         // Its out-of-memory retry synchronised the device: finished blocks go back, and it is asked again.
         if (!std::exchange(retried, true) && held.release_done(nullptr, events) != 0) continue;
@@ -74,16 +72,15 @@ class LaunchMemory {
                                  std::to_string(s.total_bytes) + " bytes for its locks and workspace: " + e.what());
       }
     }
-    const uintptr_t base = (reinterpret_cast<uintptr_t>(block_->raw) + kRegionAlignment - 1) & ~(kRegionAlignment - 1);
+    const uintptr_t base =
+        (reinterpret_cast<uintptr_t>(block_->raw[0]) + kRegionAlignment - 1) & ~(kRegionAlignment - 1);
     if (s.lock_bytes != 0) regions_.locks = reinterpret_cast<void *>(base);
     if (s.workspace_bytes != 0) regions_.workspace = reinterpret_cast<void *>(base + s.workspace_offset);
     regions_.held = block_.get();
   }
-  LaunchMemory(const LaunchMemory &) = delete;
-  LaunchMemory &operator=(const LaunchMemory &) = delete;
-  ~LaunchMemory() {
+  ~LaunchMemory() {  // (not copyable: it owns the block)
     try {
-      release_when_finished();  // unwinding: the lambda may be queued
+      if (block_) HeldBlocks::all().release_done(std::move(block_), false);  // unwinding: it may be queued
     } catch (...) {
     }
   }
@@ -92,7 +89,7 @@ class LaunchMemory {
 
   // Right after launchKernel returns: held until its kernel finished (held.h).
   void release_when_finished() {
-    if (block_) HeldBlocks::all().release_done(std::move(block_), false);
+    if (block_) HeldBlocks::all().release_done(std::move(block_), false, true);
   }
 
  private:

@@ -1,6 +1,5 @@
-// npu_launch_resources: the versioned namespace. The generated source defines
-// TORCH_NPU_LAUNCH_RESOURCES_ABI from the helper's content hash: wrappers built
-// from different helper versions never share inline functions' state.
+// npu_launch_resources: the versioned namespace (ABI: the helper's content hash,
+// from the generated source): helpers of other versions share no inline state.
 #pragma once
 
 #ifndef TORCH_NPU_LAUNCH_RESOURCES_ABI
@@ -8,10 +7,8 @@
 #endif
 
 #define TORCH_NPU_LAUNCH_RESOURCES_BEGIN_NAMESPACE \
-  namespace torch_npu {                            \
-  namespace inductor {                             \
+  namespace torch_npu::inductor {                  \
   inline namespace TORCH_NPU_LAUNCH_RESOURCES_ABI {
 #define TORCH_NPU_LAUNCH_RESOURCES_END_NAMESPACE \
-  }                                              \
   }                                              \
   }

@@ -1,9 +1,10 @@
 // npu_launch_resources: launch blocks held until their kernel has finished:
 // torch_npu's caching allocator frees cached segments with aclrtFree (no wait
-// for the device) after a synchronisation made with its mutex released. The
-// lambda records the block's event after the launch; calling threads give the
-// block back once it completed. Nothing waits; nothing is released on the
-// queue thread (the allocator's mutex is held by threads waiting for it).
+// for the device). The lambda records the block's event after the launch;
+// calling threads, never the queue thread (threads waiting for it may hold the
+// allocator's mutex), give the block back once it completed. Nothing waits. A
+// launch queued behind its thread's last one takes that block over if its
+// lambda has not run yet: one event gives back both.
 #pragma once
 
 #include <acl/acl.h>
@@ -14,6 +15,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -21,9 +23,8 @@
 
 TORCH_NPU_LAUNCH_RESOURCES_BEGIN_NAMESPACE
 
-// Events are illegal on a capturing stream, and a query ends a global-mode
-// capture: like torch_npu's allocator, none while a capture is underway on the
-// device (2.7.1 and post2's allocator cannot say: does `stream` capture?).
+// Events are illegal on a capturing stream, a query ends a global-mode capture: like torch_npu's allocator,
+// none while the device captures (2.7.1 and post2's allocator cannot say: does `stream` capture?).
 template <class A>
 auto capturing(A *a, aclrtStream, int) -> decltype(a->hasCapturesUnderway(0)) {
   int32_t device = 0;
@@ -37,11 +38,17 @@ bool capturing(A *, aclrtStream stream, long) {
 }
 inline bool captures_underway(aclrtStream stream) { return capturing(c10_npu::NPUCachingAllocator::get(), stream, 0); }
 
-struct HeldBlock {  // a launch's block; records and their events are reused
-  void *raw = nullptr;
+enum Fate : int { kOpen, kEnded, kEvent, kTaken };  // the lambda's: kTaken, its blocks went to a later one
+constexpr unsigned kBlocksPerEvent = 8;             // the most one event gives back
+
+struct HeldBlock {                  // a launch's blocks; records and their events are reused
+  void *raw[kBlocksPerEvent] = {};  // its own, then those it took over
+  unsigned blocks = 0;
   aclrtStream stream = nullptr;  // the event's: made once by a lambda, in the stream's context
   aclrtEvent event = nullptr;
-  bool with_event = false;  // false while a capture is underway, or if the event failed
+  std::thread::id thread;   // the calling thread's
+  bool with_event = false;  // false while a capture is underway
+  std::atomic<int> fate{kOpen};
   std::atomic<bool> done{false};
 };
 
@@ -52,9 +59,12 @@ struct LaunchDone {
   aclrtStream stream;
   ~LaunchDone() {
     if (block == nullptr) return;
-    if (block->with_event && block->event == nullptr && aclrtCreateEvent(&block->event) != ACL_SUCCESS)
-      block->event = nullptr;
-    block->with_event = block->with_event && block->event && aclrtRecordEvent(block->event, stream) == ACL_SUCCESS;
+    int open = kOpen;  // else a later launch took its blocks over (HeldBlocks::take_over)
+    if (block->fate.compare_exchange_strong(open, kEnded) && block->with_event) {
+      if (block->event == nullptr && aclrtCreateEvent(&block->event) != ACL_SUCCESS) block->event = nullptr;
+      if (block->event != nullptr && aclrtRecordEvent(block->event, stream) == ACL_SUCCESS)
+        block->fate.store(kEvent, std::memory_order_relaxed);
+    }
     block->done.store(true, std::memory_order_release);
   }
 };
@@ -69,22 +79,24 @@ class HeldBlocks {
   std::unique_ptr<HeldBlock> record(aclrtStream stream) {  // a spare of `stream`'s, or a new one
     std::lock_guard<std::mutex> lock(mutex_);
     std::vector<std::unique_ptr<HeldBlock>> &spare = lane(stream).spare;
-    if (spare.empty()) return std::unique_ptr<HeldBlock>(new HeldBlock{nullptr, stream});
-    std::unique_ptr<HeldBlock> found = std::move(spare.back());
-    spare.pop_back();
+    std::unique_ptr<HeldBlock> found(spare.empty() ? new HeldBlock{{}, 0, stream} : spare.back().release());
+    if (!spare.empty()) spare.pop_back();
+    found->fate.store(kOpen, std::memory_order_relaxed);
+    found->done.store(false, std::memory_order_relaxed);
+    found->thread = std::this_thread::get_id();
     return found;
   }
-  // Takes `handed` (a record, its queue call returned), then gives back every
-  // block whose kernel finished (free never waits for the queue); how many.
-  // A stream's lambdas run in about hand-over order, and its kernels finish
-  // in order: its walk stops at the first pending block, so a call costs what
-  // it gives back. A block whose lambda has not run while a later one has
-  // (another thread's, or one that may never run) waits aside, looked at whole.
-  size_t release_done(std::unique_ptr<HeldBlock> handed = nullptr, bool query = true) {
+  // Takes `handed` (`queued`: its queue call returned), then gives back every
+  // block whose kernel finished. A stream's kernels finish in order, its
+  // lambdas run in about hand-over order: its walk stops at the first pending
+  // block. One whose lambda has not run while a later one has (another
+  // thread's, or one that may never run) waits aside, looked at whole.
+  size_t release_done(std::unique_ptr<HeldBlock> handed = nullptr, bool query = true, bool queued = false) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (handed) {
       Lane &l = lane(handed->stream);
-      (handed->raw != nullptr ? l.held : l.spare).push_back(std::move(handed));
+      if (queued && !l.held.empty()) take_over(l.held.back().get(), *handed);
+      (handed->blocks != 0 ? l.held : l.spare).push_back(std::move(handed));
     }
     size_t released = 0;
     for (Lane &l : lanes_) {
@@ -120,20 +132,29 @@ class HeldBlocks {
       if (l.stream == stream) return l;
     return lanes_.emplace_back(Lane{stream, {}, 0, {}, {}});
   }
+  // `next` was queued after `prev` by the same thread: its lambda runs later.
+  static void take_over(HeldBlock *prev, HeldBlock &next) {
+    int open = kOpen;
+    if (prev == nullptr || prev->thread != next.thread || !prev->with_event || !next.with_event ||
+        prev->blocks + next.blocks > kBlocksPerEvent || !prev->fate.compare_exchange_strong(open, kTaken))
+      return;
+    std::copy(prev->raw, prev->raw + prev->blocks, next.raw + next.blocks);
+    next.blocks += std::exchange(prev->blocks, 0);
+  }
   // Its lambda ran, and its event completed (asked only if `query`).
   static bool finished(const HeldBlock &b, bool query) {
     if (!b.done.load(std::memory_order_acquire)) return false;
-    if (!b.with_event) return true;
+    if (b.fate.load(std::memory_order_relaxed) != kEvent) return true;
     aclrtEventRecordedStatus status = ACL_EVENT_RECORDED_STATUS_NOT_READY;
     return query && aclrtQueryEventStatus(b.event, &status) == ACL_SUCCESS &&
            status == ACL_EVENT_RECORDED_STATUS_COMPLETE;
   }
-  // `b`'s block freed, `b` to the spares (nullptr left); a throw leaves `b` in place.
+  // `b`'s blocks freed, `b` to the spares (nullptr left); a throw leaves `b` in place.
   static size_t give_back(Lane &l, std::unique_ptr<HeldBlock> &b) {
-    if (void *raw = std::exchange(b->raw, nullptr)) c10_npu::NPUCachingAllocator::raw_delete(raw);
-    b->done.store(false, std::memory_order_relaxed);
+    const size_t freed = b->blocks;
+    for (; b->blocks != 0; --b->blocks) c10_npu::NPUCachingAllocator::raw_delete(b->raw[b->blocks - 1]);
     l.spare.push_back(std::move(b));
-    return 1;
+    return freed;
   }
 
   std::mutex mutex_;

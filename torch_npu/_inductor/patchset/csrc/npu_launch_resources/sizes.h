@@ -28,11 +28,9 @@ struct LaunchSizes {
   uint64_t total_bytes = 0;       // the one allocator request (0: none)
 };
 
-// Regions start on 512-byte boundaries: a multiple of the 64-byte lock line.
-constexpr uint64_t kRegionAlignment = 512;
+constexpr uint64_t kRegionAlignment = 512;  // where regions start: a multiple of the 64-byte lock line
 
-// Sizes of one launch, every product and sum checked in 64 bits: throws
-// std::invalid_argument naming the kernel and the numbers if one overflows.
+// Sizes of one launch, each product and sum checked: std::invalid_argument naming the kernel if one overflows.
 inline LaunchSizes launch_sizes(const char *kernel, uint32_t grid_x, uint32_t grid_y, uint32_t grid_z,
                                 uint32_t block_num, uint64_t workspace_per_block, const LockLayout &locks) {
   LaunchSizes s;
@@ -71,11 +69,10 @@ inline LaunchSizes launch_sizes(const char *kernel, uint32_t grid_x, uint32_t gr
   return end == 0 ? LaunchSizes() : s;
 }
 
-// The lock content at kernel start, as torch_npu's own fix writes it: every
-// slot = init_value (lock_num slots, ordered-only layouts); with any unordered
-// lock all zero but slot 0 of each unordered lock = P. As byte fills: the whole
-// region, then each run of equal non-zero bytes of a slot whose value is not
-// one repeated byte. Stops at the first failed fill.
+// The lock content at kernel start, as torch_npu's own fix writes it: every slot = init_value (lock_num
+// slots, ordered-only layouts); with any unordered lock all zero but slot 0 of each unordered lock = P. As
+// byte fills: the whole region, then each run of equal non-zero bytes of a slot whose value is not one
+// repeated byte. Stops at the first failed fill.
 template <class Fill>
 aclError for_each_lock_fill(const LockLayout &locks, const LaunchSizes &s, Fill &&fill) {
   if (s.lock_bytes == 0) return ACL_SUCCESS;

@@ -37,11 +37,8 @@ _ROOTS = (
 _HEADER = '''\
 """Workspace and sync-block lock memory for Triton kernels launched from the C++ wrapper.
 
-A triton-ascend kernel may need, per launch, a workspace (``workspace_size`` bytes per block) and
-sync-block locks (``lock_num`` int64 slots, or the packed ``sync_block_lock_layout``); the launcher
-passed NULL for both. :func:`kernel_sync_params` gives the fields the autotuner records,
-:func:`launch_resource_lines` one launch's C++ (``torch_npu/csrc/inductor/npu_launch_resources.h``):
-ONE caching-allocator block taken before the lambda, held until the lambda has run. Generated from
+:func:`kernel_sync_params`: the fields the autotuner records; :func:`launch_resource_lines`: one
+launch's C++ (``torch_npu/csrc/inductor/npu_launch_resources.h``). Generated from
 torch-npu-inductor-patches (``launch_plan.py``, ``launch_codegen.py``), which checks what it renders.
 """
 from __future__ import annotations
@@ -70,16 +67,14 @@ def kernel_sync_params(metadata: Any, kernel: str) -> dict:
 def launch_resource_lines(
     kernel: str, params: Mapping[str, Any], num_vector_core: Optional[int] = None, simt_only: bool = False
 ) -> ResourceCode:
-    """One launch's C++ from the kernel's saved params: ``.before`` the lambda, ``.in_lambda`` (first in
-    it), ``.after`` ``launchKernel(...)``. ``num_vector_core``: the block-count clamp when auto-blockify
-    is on; a SIMT-only launch gets no lines (its argument struct has no sync fields)."""
+    """One launch's C++ from the kernel's saved params (``.before``, ``.in_lambda``, ``.after`` launchKernel);
+    ``num_vector_core``: the auto-blockify clamp. A SIMT-only launch gets none (its args have no sync fields)."""
     site = LaunchSite(block_clamp=num_vector_core, simt_only=simt_only)
     return resource_code(plan_from_metadata(params, kernel), site)
 
 
 def launch_resources_include(indent: str = "") -> str:
-    """The wrapper header's lines (``indent`` before all but the first), the helper's namespace named from
-    the installed headers' digest: wrappers of other versions share no inline code, and are rebuilt."""
+    """The wrapper header's lines, the helper's namespace named from the installed headers' digest."""
     package = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     lines = [f"#include <torch_npu/csrc/inductor/{HELPER_HEADER}>"]
     for directory in (os.path.join(package, "include/torch_npu/csrc/inductor"), os.path.join(package, "csrc/inductor")):

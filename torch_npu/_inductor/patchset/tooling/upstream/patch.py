@@ -12,8 +12,8 @@ head). It changes, in upstream's own files (:mod:`.upstream_patch_edits`):
 * the C++ wrapper's launch code takes each launch's workspace and locks before
   the launch lambda, on the thread that runs the graph, marks them done and
   declares ``sync_block_lock`` / ``workspace_addr`` first in the lambda, and
-  hands them over right after ``launchKernel(...)``, held until the lambda has
-  run (the three parts of ``launch_codegen.resource_code``), and its header includes
+  hands them over right after ``launchKernel(...)``, held until its kernel has
+  finished (the three parts of ``launch_codegen.resource_code``), and its header includes
   ``<torch_npu/csrc/inductor/npu_launch_resources.h>``;
 * ``torch_npu/_inductor/codegen/npu_launch_resources.py`` (generated from
   ``launch_plan`` / ``launch_codegen``: :mod:`.upstream_patch_module`);
@@ -231,22 +231,22 @@ def _message(layout: str, changes: list[str], base: str) -> str:
         "- the lambda copies only the raw pointers, writes the lock content with",
         "  byte fills on the stream (aclrtMemsetAsync: stream-ordered, legal while",
         "  capturing; a failure is returned as its ACL code with one log line),",
-        "  launches, and marks the block done as it returns (one atomic store);",
-        "- the block is held until that mark: right after launchKernel returns it",
-        "  is handed over, and calling threads give done blocks back to the",
-        "  allocator (at once if the lambda has run, as with the task queue off;",
-        "  else before a later launch takes its block, and before an allocation",
-        "  that ran out of memory is retried), which hands a block only to later",
-        "  work on its stream. Held at any time: the blocks of launches whose",
-        "  lambdas have not run, and of those that ran since the last hand-over.",
-        "  Not right after launchKernel: the caching allocator frees cached blocks",
-        "  after draining the task queue with its mutex released (emptyCache, the",
-        "  out-of-memory retry, garbage collection), so a block another thread",
-        "  releases in that window is aclrtFree'd while the lambda that writes it",
-        "  still waits in the queue. Not on the queue thread either: a release takes",
-        "  the allocator mutex, which a thread may hold while it waits on the queue",
-        "  (a tensor's end-of-life event enqueued into a full queue, as NPUQueue.cpp",
-        "  notes in Repository::Enqueue);",
+        "  launches, then records the block's event on the stream and marks the",
+        "  block done as it returns; it allocates, frees and waits for nothing;",
+        "- the block is held until its kernel has finished: right after",
+        "  launchKernel returns it is handed over, and calling threads give it back",
+        "  to the allocator once its lambda has run and its event has completed",
+        "  (aclrtQueryEventStatus; before a later launch takes its block, and before",
+        "  an allocation that ran out of memory is retried); the allocator hands a",
+        "  block only to later work on its stream. Not once queued: the caching",
+        "  allocator frees cached blocks with aclrtFree (which does not wait for the",
+        "  device) after draining the task queue with its mutex released (emptyCache,",
+        "  the out-of-memory retry, garbage collection). Not on the queue thread: a",
+        "  release takes the allocator mutex, which a thread may hold while it waits",
+        "  on the queue (NPUQueue.cpp, Repository::Enqueue). A launch queued behind",
+        "  one of its own thread whose lambda has not run yet takes that block over",
+        "  (the queue runs lambdas in order): one event gives back up to 8 blocks;",
+        "  while a capture is underway no event is used (the lambda's end counts);",
         "- the helper is header-only, torch_npu/csrc/inductor/npu_launch_resources.h",
         "  and npu_launch_resources/*.h (installed by setup.py's csrc globs);",
         "- a SymbolicGridFn for the Flex Attention backward template where it was",

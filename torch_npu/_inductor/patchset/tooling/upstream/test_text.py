@@ -2,7 +2,7 @@
 
 Upstream's style (unittest, as ``test/_inductor/test_flex_attention_dynamic_mask_out.py`` on
 v2.7.1): without an NPU it checks the generated C++ (memory taken before the launch lambda, held
-until the lambda has run), the sizes and bad metadata; on an NPU it runs a
+until its kernel has finished), the sizes and bad metadata; on an NPU it runs a
 ``cpp_wrapper`` compile on one when present. ``@WRAPPER@`` and ``@HEURISTICS@`` are the branch's
 launcher and autotuner files.
 """
@@ -22,8 +22,7 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
-def _module():
-    # Standard library only: loaded by path, without torch_npu (dataclasses want it in sys.modules).
+def _module():  # standard library only: loaded by path, without torch_npu (dataclasses want sys.modules)
     path = REPO_ROOT / "torch_npu/_inductor/codegen/npu_launch_resources.py"
     spec = importlib.util.spec_from_file_location("npu_launch_resources_under_test", path)
     module = sys.modules[spec.name] = importlib.util.module_from_spec(spec)
@@ -37,7 +36,7 @@ class TestNpuLaunchResources(unittest.TestCase):
         params = dict(fields, **m.kernel_sync_params({"mix_mode": "aiv", **fields}, "triton_k"))
         return ["\n".join(part) for part in m.launch_resource_lines("triton_k", params, clamp, simt_only).__dict__.values()]
 
-    def test_memory_taken_before_the_lambda_and_held_until_it_has_run(self):
+    def test_memory_taken_before_the_lambda_and_held_until_its_kernel_finished(self):
         before, in_lambda, after = self._code(workspace_size=256, lock_num=16, lock_init_val=7)
         for line in ("npu_sync_locks.legacy_slots = UINT64_C(16);", "npu_sync_locks.init_value = INT64_C(7);",
                      "grid_0, grid_1, grid_2, npu_sync_block_num, UINT64_C(256), npu_sync_locks);"):
@@ -47,8 +46,7 @@ class TestNpuLaunchResources(unittest.TestCase):
         self.assertIn('npu_sync_regions.write_locks("triton_k", stream_);', in_lambda)
         self.assertIn("void* workspace_addr = npu_sync_regions.workspace;", in_lambda)
         self.assertNotIn("npu_sync_memory", in_lambda)  # the lambda copies raw pointers, never the owner
-        # Held until the lambda has run: the allocator may free a cached block while its lambda is queued.
-        self.assertTrue(after.startswith("npu_sync_memory.release_when_finished();"))
+        self.assertTrue(after.startswith("npu_sync_memory.release_when_finished();"))  # held until its kernel ends
         self.assertNotIn("allocate_workspace", before + in_lambda)
 
     def test_packed_locks_clamp_no_fields_simt_only_and_bad_metadata(self):
@@ -75,9 +73,7 @@ class TestNpuLaunchResources(unittest.TestCase):
         self.assertTrue((REPO_ROOT / "torch_npu/csrc/inductor/npu_launch_resources/held.h").is_file())
         self.assertIn('"torch_npu/csrc/*/*/*.h"', (REPO_ROOT / "setup.py").read_text(encoding="utf-8"))
 
-
-class TestNpuLaunchResourcesOnDevice(unittest.TestCase):
-    def test_cpp_wrapper_kernel(self):
+    def test_cpp_wrapper_kernel_on_an_npu(self):
         try:
             import torch
             import torch._inductor.config as inductor_config
