@@ -21,10 +21,17 @@ def _count(calls: dict, names: Sequence[str], baseline: dict | None = None) -> i
     return n - sum((baseline or {}).get(f, 0) for f in names)
 
 
+def queue_thread_acl_calls(calls: dict) -> int:
+    """ACL calls made by the threads that launched kernels (torch_npu's queue thread with its queue on)."""
+    launchers = {t for f in LAUNCH_CALLS for t in ((calls.get(f) or {}).get("threads") or {})}
+    return sum(c for v in calls.values() for t, c in ((v or {}).get("threads") or {}).items() if t in launchers)
+
+
 def batch_counters(batch: dict, baseline: dict) -> dict:
     """Per launch of a free run: allocator calls (caching + workspace allocator), device synchronisations,
-    host-blocking calls (synchronous copies, stream and device synchronisations), page-locked allocations; the
-    synchronisation the child makes after the run (``baseline``: what a bare one calls) taken off."""
+    host-blocking calls (synchronous copies, stream and device synchronisations), page-locked allocations, ACL calls
+    on the queue thread; the synchronisation the child makes after the run (``baseline``: what a bare one calls)
+    taken off."""
     n, calls = batch["launches"], batch["calls"]
     syncs = _count(calls, SYNC_CALLS, baseline)
     dsync = _count(calls, ("aclrtSynchronizeDevice", "aclrtSynchronizeDeviceWithTimeout"), baseline)
@@ -34,6 +41,7 @@ def batch_counters(batch: dict, baseline: dict) -> dict:
             "device_synchronizations": dsync / n, "host_blocking_calls": (syncs + copies) / n,
             "sync_copies": copies / n, "page_locked_allocations": _count(calls, ("aclrtMallocHost",), baseline) / n,
             "launch_calls": _count(calls, LAUNCH_CALLS) / n, "memsets": _count(calls, ("aclrtMemsetAsync",)) / n,
+            "queue_acl_calls": queue_thread_acl_calls(calls) / n,
             "heap_allocations": batch["heap_allocations"] / n if batch.get("heap_allocations", -1) >= 0 else None,
             "heap_in_launchers": batch["heap_in_launchers"] / n if batch.get("heap_in_launchers") is not None else None}
 
@@ -187,6 +195,12 @@ def goals(rows: list[dict]) -> list[str]:
         if v:
             out.append(f"0 us, reported layouts: queue-thread CPU ns <= 1.5x the floor: {min(v):.2f}x .. {max(v):.2f}x: "
                        f"{verdict(max(v) <= 1.5)}")
+            acl = [r.get("queue_acl_calls") for r in rs if r.get("queue_acl_calls") is not None]
+            floor = [r.get("queue_acl_calls") for r in rows if r["cell"] == "floor" and r["kernel_us"] == 0
+                     and r["layout"] in REPORTED and r.get("queue_acl_calls") is not None]
+            if acl and floor:
+                out.append(f"  (ACL calls per launch on the queue thread: the patch set {min(acl):.2f} .. {max(acl):.2f}, "
+                           f"the floor {min(floor):.2f} .. {max(floor):.2f})")
         for key, what in (("total_wall_vs_own_fix", "total with q wall vs the own fix"),
                           ("queue_wall_vs_floor", "q wall vs the floor")):
             v = [r[key] for r in rs if r.get(key) is not None]
@@ -220,7 +234,7 @@ def _ctr(x) -> str:
 
 
 HEAD = ["layout", "k_us", "cell", "call", "queue", "total", "q wall", "launch/s", "l/s/own", "total/own",
-        "queue/floor", "alloc", "dsync", "block", "pinned", "heap|own", "peak", "verdict"]
+        "queue/floor", "acl/q", "alloc", "dsync", "block", "pinned", "heap|own", "peak", "verdict"]
 
 
 def table(rows: list[dict]) -> str:
@@ -229,7 +243,7 @@ def table(rows: list[dict]) -> str:
         out.append([r["layout"], str(r["kernel_us"]), r["cell"], _num(r.get("call_ns")), _num(r.get("queue_ns")),
                     _num(r.get("total_ns")), _num(r.get("queue_wall_ns")), _num(r.get("launches_per_s")),
                     _num(r.get("launches_per_s_vs_own_fix"), "{:.2f}"), _num(r.get("total_vs_own_fix"), "{:.2f}"),
-                    _num(r.get("queue_vs_floor"), "{:.2f}"), _ctr(r.get("allocator_calls")),
+                    _num(r.get("queue_vs_floor"), "{:.2f}"), _ctr(r.get("queue_acl_calls")), _ctr(r.get("allocator_calls")),
                     _ctr(r.get("device_synchronizations")), _ctr(r.get("host_blocking_calls")),
                     _ctr(r.get("page_locked_allocations")),
                     f"{_ctr(r.get('heap_allocations'))}|{_ctr(r.get('heap_in_launchers'))}",
@@ -249,7 +263,8 @@ LEGEND = ("call: host ns per launch on the calling thread (median over a batch's
           "q wall: ns per launch the queue thread took through a batch queued behind a held gate, back to back "
           "(its waits and its preemption included); launch/s: launches per second of a free run, first call to the "
           "end of torch.npu.synchronize(); l/s/own, total/own: against the own-fix cell of the same layout and kernel "
-          "time; queue/floor: against the floor's. Per launch (the worst batch): alloc = allocator calls (torch_npu's "
+          "time; queue/floor: against the floor's. Per launch (the worst batch): acl/q = ACL calls on torch_npu's "
+          "queue thread (the lambda's launch, fills, copies and events), alloc = allocator calls (torch_npu's "
           "caching-allocator requests + workspace-allocator calls), dsync = device synchronisations, block = "
           "host-blocking calls (synchronous copies, stream and device synchronisations), pinned = page-locked "
           "allocations, heap|own = host heap allocations (malloc and its relatives, operator new included) on the "
