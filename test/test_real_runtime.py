@@ -10,7 +10,7 @@ own task queue and its memory comes from torch_npu's own caching allocator (``to
 * patched, with TASK_QUEUE_ENABLE 1, 0 and 2: every launch clean (the probe's verdict: regions live, sized,
   disjoint, initialised), launched from torch_npu's queue thread (the caller with the queue off), one caching
   allocator request, no copy, no synchronisation; the block held while its lambda waits in the queue and given
-  back by the calling thread once the lambda is done;
+  back by the calling thread once its kernel has finished (the lambda's event);
 * as shipped (TASK_QUEUE_ENABLE=1): what each release really does (NULL pointers; post11's aliasing requests,
   blocking copies and allocator growth on the queue thread);
 * the mutants the simulation catches (the lambda owning the block, never marking it done, keeping it to the

@@ -149,8 +149,8 @@ def test_a_launch_that_needs_nothing_takes_nothing():
 
 def test_npu_wrapper_passes_when_memory_is_taken_exactly_where_needed():
     detail, data = st.check_wrapper("npu", [WRAPPER], PLANS, "t")
-    assert detail.startswith("2 launches; 1 need memory and take it before the lambda, hold it until the lambda is "
-                             "done, none allocates inside its lambda")
+    assert detail.startswith("2 launches; 1 need memory and take it before the lambda, hold it until its kernel "
+                             "has finished, none allocates inside its lambda")
     assert data["read_back"]["triton_tem_fused_mm_1"] == {
         "needs": {"workspace": True, "locks": True}, "launches": 1, "takes_memory": True, "problems": []}
 
@@ -176,7 +176,7 @@ def test_wrapper_without_launchers_fails_on_a_device():
 def test_codegen_check_reads_the_sample_launchers_back():
     detail, _ = st.check_codegen()
     assert detail.startswith("10 sample kernels: the 8 that need memory take it before the launch lambda and "
-                             "hold it until the lambda is done (LaunchDone, release_when_finished after launchKernel)")
+                             "hold it until its kernel has finished (LaunchDone, release_when_finished after launchKernel)")
 
 
 # ---- values against eager ------------------------------------------------------------------------------------

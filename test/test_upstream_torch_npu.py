@@ -140,7 +140,7 @@ def test_patched_params_and_cpp(version, s, tmp_path_factory):
     assert "allocate_workspace" not in cpp and "aclrtMemcpy(" not in cpp and "std::vector<int64_t>" not in cpp
     needs = plan.needs_resources
     assert cpp.count("torch_npu::inductor::LaunchMemory npu_sync_memory(") == (1 if needs else 0)
-    # taken before the lambda, only plain values inside it (the done mark first of ours), held until it has run:
+    # taken before the lambda, only plain values inside it (the done mark first of ours), held until its kernel has finished:
     # handed over right after the queue call, never given back there
     before, rest = cpp.split("auto launch_call", 1)
     in_lambda, after = rest.split("launchKernel(", 1)

@@ -26,8 +26,8 @@ any work).
   generated C++ wrapper read back. On an NPU, for each launch whose kernel
   asks for a workspace or locks: its ``torch_npu::inductor::LaunchMemory``
   is taken before the ``launch_call`` lambda, handed over right after
-  ``launchKernel(...)`` (``release_when_finished``: held until the lambda,
-  which marks itself done with ``LaunchDone``, has run), and nothing inside
+  ``launchKernel(...)`` (``release_when_finished``: held until its kernel
+  has finished, which the lambda marks with ``LaunchDone``), and nothing inside
   the lambda allocates or touches the owning object; a launch that needs
   nothing takes nothing.
 * ``kernels-workspace`` / ``kernels-locks`` / ``kernels-workspace-and-locks``:
@@ -377,7 +377,7 @@ def check_codegen() -> tuple[str, dict]:
     if wrong:
         raise CheckFailed("; ".join(wrong))
     return (f"{len(SAMPLES)} sample kernels: the {taking} that need memory take it before the launch lambda and "
-            "hold it until the lambda is done (LaunchDone, release_when_finished after launchKernel), nothing is "
+            "hold it until its kernel has finished (LaunchDone, release_when_finished after launchKernel), nothing is "
             "allocated inside a lambda, the others take none", {})
 
 
@@ -578,7 +578,7 @@ def read_back(body: str, needs_memory: bool | None) -> dict:
     ``needs_memory`` (the kernel's metadata asks for a workspace or locks; None: unknown): each
     ``launchKernel(<lambda>, ...)`` must then be preceded, after the previous launch, by exactly one
     ``torch_npu::inductor::LaunchMemory <m>(...)`` outside the lambda, and followed at once by
-    ``<m>.release_when_finished();`` (issue 31: the block is held until the lambda is done); the lambda
+    ``<m>.release_when_finished();`` (issue 31: the block is held until its kernel has finished); the lambda
     marks itself done with one ``torch_npu::inductor::LaunchDone``, allocates nothing, never names ``<m>``
     (it copies only the raw pointers) and passes no NULL sync pointer. A launch that needs nothing takes
     and releases nothing.
@@ -695,8 +695,8 @@ def check_wrapper(device: str, sources: list[str], plans: dict, what: str) -> tu
                           + "; ".join(f"{k}: {', '.join(p)}" for k, p in wrong.items()))
     unknown = [k for k, r in reads.items() if r["needs"] is None]
     taking = sum(1 for r in reads.values() if r["takes_memory"])
-    return (f"{len(launches)} launches; {taking} need memory and take it before the lambda, hold it until the lambda "
-            "is done, none allocates inside its lambda"
+    return (f"{len(launches)} launches; {taking} need memory and take it before the lambda, hold it until its kernel "
+            "has finished, none allocates inside its lambda"
             + (f"; no saved params for {unknown}" if unknown else ""), data)
 
 
