@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+import release_wheels
 import torch
 
 import torch_npu._inductor.patchset as patchset
@@ -28,6 +30,9 @@ TAKES = lc.launcher_source(NEEDS_BOTH, lc.LaunchSite(), ARGS)
 NOTHING = lc.launcher_source(NEEDS_NOTHING, lc.LaunchSite(), ARGS)
 WRAPPER = "#include <cstdint>\n" + NOTHING + "\n" + TAKES + "\nvoid inductor_entry_impl() {}\n"
 PLANS = {"triton_poi_fused_0": NEEDS_NOTHING, "triton_tem_fused_mm_1": NEEDS_BOTH}
+LEG = ".".join(torch.__version__.split("+")[0].split(".")[:3])
+#: The release whose own runtime runs the simulation check on each CI leg (test_real_runtime.py's reference).
+REFERENCE_RELEASE = {"2.7.1": "2.7.1.post10", "2.14.1": "2.13.0"}.get(LEG, "2.7.1.post10")
 
 #: torch_npu's own launcher shape (codegen/cpp_wrapper.py, rtKernelLaunch) as the runtime hook patches it:
 #: a named ``launch_call_0``, upstream's comments and braces, the ffts query first in the lambda.
@@ -177,6 +182,34 @@ def test_codegen_check_reads_the_sample_launchers_back():
     detail, _ = st.check_codegen()
     assert detail.startswith("10 sample kernels: the 8 that need memory take it before the launch lambda and "
                              "hold it until its kernel has finished (LaunchDone, release_when_finished after launchKernel)")
+
+
+def test_simulation_check_runs_the_samples_on_the_releases_own_runtime_and_names_a_wrong_launch(monkeypatch):
+    """The ``simulation`` check with torch_npu "installed" as the leg's reference release: the sample launchers
+    run on that release's own task queue and caching allocator and pass; the same launchers with the lock fill of
+    one kernel left out fail, naming that kernel and what its probe saw."""
+    release = release_wheels.fetched(REFERENCE_RELEASE)
+    monkeypatch.setattr(st, "torch_npu_installed", lambda: release)
+    monkeypatch.setattr(st, "installed_runtime_library", lambda: Path("/installed/torch_npu/lib/libtorch_npu.so"))
+    detail, data = st.check_simulation()
+    assert detail.startswith(f"10 sample kernels, each launched twice on torch_npu {release}'s own task queue and "
+                             "caching allocator"), detail
+    assert data == {"installed_library": "/installed/torch_npu/lib/libtorch_npu.so"}
+
+    real_source = lc.launcher_source
+
+    def without_the_fill(plan, *rest, **kw):  # the flex-backward sample's lambda skips write_locks
+        cpp = real_source(plan, *rest, **kw)
+        if plan.kernel == "triton_tem_fused_flex_bwd_3":
+            cpp, n = re.subn(r"npu_sync_status = npu_sync_regions\.write_locks\([^;]*\);", "npu_sync_status = 0;", cpp)
+            assert n == 1
+        return cpp
+
+    monkeypatch.setattr(lc, "launcher_source", without_the_fill)
+    unfilled = r"'lock content at start \[\[\d+, 4\]\] != \[\[1, 4\]\] \(runs of \[value, count\]\)'"
+    with pytest.raises(st.CheckFailed, match=rf"launches on torch_npu {re.escape(release)}'s own runtime went wrong: "
+                                             rf"\{{'both': \[{unfilled}, {unfilled}\]\}}$"):
+        st.check_simulation()
 
 
 # ---- values against eager ------------------------------------------------------------------------------------
