@@ -79,8 +79,9 @@ class HeldBlocks {
   std::unique_ptr<HeldBlock> record(aclrtStream stream) {  // a spare of `stream`'s, or a new one
     std::lock_guard<std::mutex> lock(mutex_);
     std::vector<std::unique_ptr<HeldBlock>> &spare = lane(stream).spare;
-    std::unique_ptr<HeldBlock> found(spare.empty() ? new HeldBlock{{}, 0, stream} : spare.back().release());
+    std::unique_ptr<HeldBlock> found(spare.empty() ? new HeldBlock : spare.back().release());
     if (!spare.empty()) spare.pop_back();
+    found->stream = stream;
     found->fate.store(kOpen, std::memory_order_relaxed);
     found->done.store(false, std::memory_order_relaxed);
     found->thread = std::this_thread::get_id();
