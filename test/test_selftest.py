@@ -184,17 +184,36 @@ def test_codegen_check_reads_the_sample_launchers_back():
                              "hold it until its kernel has finished (LaunchDone, release_when_finished after launchKernel)")
 
 
-def test_simulation_check_runs_the_samples_on_the_releases_own_runtime_and_names_a_wrong_launch(monkeypatch):
-    """The ``simulation`` check with torch_npu "installed" as the leg's reference release: the sample launchers
-    run on that release's own task queue and caching allocator and pass; the same launchers with the lock fill of
-    one kernel left out fail, naming that kernel and what its probe saw."""
+def test_simulation_check_runs_the_installed_files_and_names_a_wrong_launch(monkeypatch, tmp_path):
+    """The ``simulation`` check with torch_npu "installed" as the leg's reference release (its files linked into a
+    site folder of their own, the released wheel out of reach): the sample launchers run on those files' own task
+    queue and caching allocator and pass; with the lock fill of one kernel left out they fail, naming that kernel
+    and what its probe saw."""
+    from torch_npu._inductor.patchset.tooling.releases import host_runtime, real_artifacts, real_sources
+
     release = release_wheels.fetched(REFERENCE_RELEASE)
+    whole = host_runtime.extracted_wheel(release)
+    site = tmp_path / "site-packages"
+    site.mkdir()
+    for member in [whole / "torch_npu", *whole.glob("torch_npu-*.dist-info")]:
+        (site / member.name).symlink_to(member, target_is_directory=True)
+
+    def out_of_reach(*_a, **_k):
+        raise AssertionError("the released wheel was asked for")
+
+    monkeypatch.setattr(real_artifacts, "npu_wheel", out_of_reach)
+    monkeypatch.setattr(host_runtime.wheels, "wheel_path", out_of_reach)
     monkeypatch.setattr(st, "torch_npu_installed", lambda: release)
-    monkeypatch.setattr(st, "installed_runtime_library", lambda: Path("/installed/torch_npu/lib/libtorch_npu.so"))
+    library = site / "torch_npu" / "lib" / "libtorch_npu.so"
+    monkeypatch.setattr(st, "installed_runtime_library", lambda: library)
+    imported, run_child = [], real_sources.run_child
+    monkeypatch.setattr(real_sources, "run_child", lambda *a, **k: imported.append(run_child(*a, **k)) or imported[-1])
     detail, data = st.check_simulation()
+    assert {r.get("torch_npu_file") for r in imported} == {str(site / "torch_npu" / "__init__.py")}
     assert detail.startswith(f"10 sample kernels, each launched twice on torch_npu {release}'s own task queue and "
-                             "caching allocator"), detail
-    assert data == {"installed_library": "/installed/torch_npu/lib/libtorch_npu.so"}
+                             f"caching allocator (the installed {library}, over the host ACL library"), detail
+    assert data == {"installed_library": str(library)}
+    assert real_artifacts.installed_site(release) is None  # the wheel serves the release again afterwards
 
     real_source = lc.launcher_source
 

@@ -14,10 +14,11 @@ any work).
   launch fix must be in force).
 * ``codegen``: every sample kernel's launcher, as this patch set writes it,
   read back like a generated wrapper (see ``flex-backward``).
-* ``simulation``: those launchers, run on the installed torch_npu release's
-  own task queue and caching allocator (its released wheel over the host ACL
-  library, a test double of CANN with a probe kernel, in a child process;
-  needs a C++ compiler); skipped, saying why, without torch_npu.
+* ``simulation``: those launchers, run on the installed torch_npu's own task
+  queue and caching allocator (its installed headers and ``libtorch_npu.so``,
+  over the host ACL library, a test double of CANN with a probe kernel, in a
+  child process; needs a C++ compiler); skipped, saying why, without
+  torch_npu.
 * ``flex-backward``: ``torch.compile(..., options={"cpp_wrapper": True},
   dynamic=True)`` of Flex Attention forward + backward with a block mask
   that masks whole query rows out, over several sequence lengths, against
@@ -408,7 +409,7 @@ def check_simulation() -> tuple[str, dict]:
         raise CheckSkipped(f"the installed torch_npu {version} has no lib/libtorch_npu.so to run the launchers on")
     from ... import launch_codegen as lc
     from ...launch_plan import plan_from_metadata
-    from ..releases import real_sources
+    from ..releases import real_artifacts, real_sources
     from ..sim.samples import SAMPLES
 
     jobs = []
@@ -417,7 +418,8 @@ def check_simulation() -> tuple[str, dict]:
         site = lc.LaunchSite(block_clamp=s.block_clamp, has_ffts=s.has_ffts)
         jobs.append(real_sources.job(s.key, plan, site, lc.args_from_signature(s.signature), s.grid))
     try:
-        runs = real_sources.run(version, jobs)
+        with real_artifacts.installed(version, library.parents[2]):  # these files, not the released wheel
+            runs = real_sources.run(version, jobs)
     except Exception as exc:  # said in one line: the release could not run here
         raise CheckSkipped(f"torch_npu {version}'s own runtime could not run here: "
                            f"{real_sources.first_line(str(exc)) or type(exc).__name__}") from exc
@@ -426,8 +428,8 @@ def check_simulation() -> tuple[str, dict]:
     if bad:
         raise CheckFailed(f"launches on torch_npu {version}'s own runtime went wrong: {bad}")
     return (f"{len(jobs)} sample kernels, each launched twice on torch_npu {version}'s own task queue and caching "
-            "allocator (its released wheel, over the host ACL library: a test double of CANN, in a child process): "
-            "every kernel got disjoint, sized, initialised memory", {"installed_library": str(library)})
+            f"allocator (the installed {library}, over the host ACL library: a test double of CANN, in a child "
+            "process): every kernel got disjoint, sized, initialised memory", {"installed_library": str(library)})
 
 
 # ---- end to end: helpers ------------------------------------------------------------------------------------

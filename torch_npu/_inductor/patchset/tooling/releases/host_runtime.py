@@ -40,7 +40,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from ..sim import host_library
-from . import line_python, wheel_needs, wheels
+from . import line_python, real_artifacts, wheel_needs, wheels
 
 __all__ = ["extracted_wheel", "needs", "host_library_for", "runtime_dir", "subprocess_env", "run_python",
            "inventory", "import_check", "IMPORT_CHECK", "CONTROL_SNIPPET", "torch_lib_dir", "python_for"]
@@ -56,8 +56,12 @@ def _check_release(release: str) -> str:
 
 def extracted_wheel(release: str) -> Path:
     """The whole wheel of ``release`` (``torch_npu/``, its dist-info, ...), extracted once beside the
-    wheel cache's Python-only extraction, into a folder of its own then renamed into place."""
+    wheel cache's Python-only extraction, into a folder of its own then renamed into place (the installed
+    files instead, within ``real_artifacts.installed``)."""
     _check_release(release)
+    site = real_artifacts.installed_site(release)
+    if site is not None:
+        return site
     dest = wheels.cache_dir() / "extracted-whole" / release
     if (dest / ".complete").exists():
         return dest

@@ -47,6 +47,7 @@ Command line::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import email.parser
 import functools
@@ -244,6 +245,29 @@ def demangle(names: Sequence[str]) -> list[str]:
 
 
 # ---- 1. torch_npu wheel members ----------------------------------------------------------------------
+#: Releases served from an installed torch_npu instead of their released wheel: version -> the folder holding
+#: ``torch_npu/`` and its ``.dist-info`` (the selftest runs THIS machine's files; see :func:`installed`).
+_INSTALLED: dict[str, Path] = {}
+
+
+@contextlib.contextmanager
+def installed(version: str, site: Path):
+    """Within the block, ``version``'s headers, ``libtorch_npu.so``, metadata and the tree a child imports are
+    those under ``site`` (an installed torch_npu), not its released wheel's. Builds are keyed by their include
+    folders, so they never mix with the wheel's."""
+    if not (site / "torch_npu" / "lib" / "libtorch_npu.so").is_file():
+        raise TierError(f"torch_npu {version}: no torch_npu/lib/libtorch_npu.so under {site}")
+    _INSTALLED[version] = site
+    try:
+        yield site
+    finally:
+        _INSTALLED.pop(version, None)
+
+
+def installed_site(version: str) -> Path | None:
+    return _INSTALLED.get(version)
+
+
 def npu_wheel(version: str) -> Path:
     from torch_npu._inductor.patchset.tooling.releases import wheels as uw
 
@@ -254,7 +278,10 @@ def npu_wheel(version: str) -> Path:
 
 
 def npu_artifacts(version: str) -> Path:
-    """Root holding ``torch_npu/include/**`` and ``torch_npu/lib/libtorch_npu.so`` of the wheel."""
+    """Root holding ``torch_npu/include/**`` and ``torch_npu/lib/libtorch_npu.so`` of the wheel (or of the
+    installed files, within :func:`installed`)."""
+    if version in _INSTALLED:
+        return _INSTALLED[version]
     wheel = npu_wheel(version)
     dest = artifacts_cache() / f"torch_npu-{version}"
     _extract_members(wheel, dest, lambda n: n.startswith("torch_npu/include/") or n == "torch_npu/lib/libtorch_npu.so")
@@ -265,10 +292,13 @@ def npu_artifacts(version: str) -> Path:
 
 def required_torch(version: str) -> str:
     """The torch release the wheel requires (``Requires-Dist: torch==2.10.0+cpu`` -> ``2.10.0``)."""
-    wheel = npu_wheel(version)
-    with zipfile.ZipFile(wheel) as zf:
-        meta = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
-        msg = email.parser.Parser().parsestr(zf.read(meta).decode())
+    if version in _INSTALLED:
+        meta = next(_INSTALLED[version].glob("torch_npu-*.dist-info/METADATA"), None)
+        msg = email.parser.Parser().parsestr(meta.read_text() if meta is not None else "")
+    else:
+        with zipfile.ZipFile(npu_wheel(version)) as zf:
+            meta = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
+            msg = email.parser.Parser().parsestr(zf.read(meta).decode())
     for req in msg.get_all("Requires-Dist") or []:
         m = re.match(r"\s*torch\s*==\s*([0-9]+(?:\.[0-9]+)*)", req)
         if m:
