@@ -14,6 +14,24 @@
 
 using namespace t;
 
+// The kernel of launch `id` ran on memory of its own: its locks as written, its workspace written, and no other
+// kernel running on any of it meanwhile.
+static ProbeRecord ran_clean(uint64_t id) {
+  const ProbeRecord r = record(id);
+  CHECK(r.locks_unchanged && r.workspace_written);
+  CHECK_EQ(r.overlaps_with_running, 0);
+  return r;
+}
+
+// Every launch of `ls` queued its kernel from a block of its own (no two share their locks) and ran clean.
+static void each_ran_clean_on_its_own_block(const std::vector<Launch> &ls) {
+  for (size_t i = 0; i < ls.size(); ++i) {
+    for (size_t j = 0; j < i; ++j) CHECK(ls[i].regions.locks != ls[j].regions.locks);
+    CHECK_EQ(ls[i].rc->load(), ACL_SUCCESS);
+    (void)ran_clean(ls[i].id->load());
+  }
+}
+
 TEST_CASE(back_to_back_launches_on_one_stream_get_another_block_while_the_first_runs) {
   aclrtStream s = stream(0);
   const LockLayout la = legacy(8, 7), lb = packed(2, 0);
@@ -53,12 +71,8 @@ TEST_CASE(block_is_reused_only_by_the_same_stream) {
   sync_all();
   const ProbeRecord ra = record(a.id->load()), rb = record(b.id->load());
   CHECK(disjoint(ra.lock_extent.base, ra.lock_extent.size, rb.lock_extent.base, rb.lock_extent.size));  // s2: its own
-  for (const Launch *x : {&a, &b, &c}) {
-    auto r = record(x->id->load());
-    CHECK(r.locks_unchanged && r.workspace_written);
-    CHECK_EQ(r.overlaps_with_running, 0);
-    CHECK(r.lock_slots_at_start == std::vector<int64_t>(4, 11));
-  }
+  for (const Launch *x : {&a, &b, &c})
+    CHECK(ran_clean(x->id->load()).lock_slots_at_start == std::vector<int64_t>(4, 11));
   CHECK_NO_SIM_ERRORS();
 }
 
@@ -68,11 +82,7 @@ TEST_CASE(concurrent_streams_do_not_overlap) {
   std::vector<uint64_t> ids;
   for (int i = 0; i < 4; ++i) ids.push_back(helper_launch("par", h, stream(i), 4, 1, 1, 4, 256, l));
   sync_all();
-  for (uint64_t id : ids) {
-    auto r = record(id);
-    CHECK_EQ(r.overlaps_with_running, 0);
-    CHECK(r.locks_unchanged && r.workspace_written);
-  }
+  for (uint64_t id : ids) (void)ran_clean(id);
   CHECK_NO_SIM_ERRORS();
 }
 
@@ -110,14 +120,10 @@ TEST_CASE(paused_queue_n_launches_held_until_their_lambdas_ran) {
   CHECK_EQ(blocks().live, int64_t(N));  // the lambdas ran, the kernels finished: still held until a launch looks
   CHECK_EQ(HeldBlocks::all().release_done(), size_t(N));  // what the next launch does first
   CHECK_EQ(blocks().live, 0);
-  for (size_t i = 0; i < ls.size(); ++i) {
-    const Launch &L = ls[i];
-    for (size_t j = 0; j < i; ++j) CHECK(L.regions.locks != ls[j].regions.locks);
-    CHECK_EQ(L.rc->load(), ACL_SUCCESS);
+  each_ran_clean_on_its_own_block(ls);
+  for (const Launch &L : ls) {
     CHECK_EQ(L.ran_on->load(), queue_tid);
-    auto r = record(L.id->load());
-    CHECK(r.locks_unchanged && r.workspace_written);
-    CHECK(r.lock_slots_at_start == std::vector<int64_t>(16, 0));
+    CHECK(record(L.id->load()).lock_slots_at_start == std::vector<int64_t>(16, 0));
   }
   const std::vector<long> queried = callers("aclrtQueryEventStatus");  // what gives a block back
   CHECK(!queried.empty());
@@ -178,11 +184,7 @@ TEST_CASE(a_pending_block_holds_back_only_its_own_stream) {
   CHECK(!slow_done);
   CHECK_EQ(blocks().live, 1);  // stream b's two went back; stream a's still runs
   CHECK_EQ(settle_held(), 1u);
-  for (const Launch *x : {&first, &second, &third}) {
-    auto r = record(x->id->load());
-    CHECK(r.locks_unchanged && r.workspace_written);
-    CHECK_EQ(r.overlaps_with_running, 0);
-  }
+  for (const Launch *x : {&first, &second, &third}) (void)ran_clean(x->id->load());
   CHECK_NO_SIM_ERRORS();
 }
 
@@ -252,14 +254,7 @@ TEST_CASE_QUEUES(launches_queued_behind_each_other_share_one_event_per_eight, "1
   CHECK_EQ(blocks().live, int64_t(N));
   CHECK_EQ(HeldBlocks::all().release_done(), size_t(N));
   CHECK_EQ(blocks().live, 0);
-  for (size_t i = 0; i < ls.size(); ++i) {
-    const Launch &L = ls[i];
-    for (size_t j = 0; j < i; ++j) CHECK(L.regions.locks != ls[j].regions.locks);
-    CHECK_EQ(L.rc->load(), ACL_SUCCESS);
-    auto r = record(L.id->load());
-    CHECK(r.locks_unchanged && r.workspace_written);
-    CHECK_EQ(r.overlaps_with_running, 0);
-  }
+  each_ran_clean_on_its_own_block(ls);
   CHECK_NO_SIM_ERRORS();
 }
 
@@ -355,8 +350,7 @@ TEST_CASE(out_of_memory_gives_done_blocks_back_and_asks_again) {
   CHECK_EQ(ls.size(), 3u);
   for (const Launch &L : ls) {
     CHECK_EQ(L.rc->load(), ACL_SUCCESS);
-    auto r = record(L.id->load());
-    CHECK(r.locks_unchanged && r.workspace_written && r.access_errors == 0);
+    CHECK_EQ(ran_clean(L.id->load()).access_errors, 0);
   }
   CHECK_NO_SIM_ERRORS();
 }
