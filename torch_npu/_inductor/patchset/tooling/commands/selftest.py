@@ -423,8 +423,8 @@ def check_simulation() -> tuple[str, dict]:
     except Exception as exc:  # said in one line: the release could not run here
         raise CheckSkipped(f"torch_npu {version}'s own runtime could not run here: "
                            f"{real_sources.first_line(str(exc)) or type(exc).__name__}") from exc
-    bad = {k: [p for la in r["1"]["launches"] for p in la["problems"]] + r["1"]["errors"] + [r["1"]["notes"]][:bool(
-        r["1"]["notes"])] for k, r in runs.items() if not r["1"]["ok"]}
+    bad = {k: [p for la in r["1"]["launches"] for p in la["problems"]] + r["1"]["errors"]
+           + ([r["1"]["notes"]] if r["1"]["notes"] else []) for k, r in runs.items() if not r["1"]["ok"]}
     if bad:
         raise CheckFailed(f"launches on torch_npu {version}'s own runtime went wrong: {bad}")
     return (f"{len(jobs)} sample kernels, each launched twice on torch_npu {version}'s own task queue and caching "
