@@ -294,8 +294,7 @@ def test_the_launcher_before_issue_31_writes_memory_torch_npu_freed(release):
     """The block given back once the queue call returned (release-once-queued, the launcher before 578384d):
     torch_npu's empty_cache drains its queue with its mutex released, then frees the block's segment with
     aclrtFree while another thread's launch on it still waits in the queue; that launch writes freed memory."""
-    out = scenario("threads-empty-cache", "release-once-queued")
-    assert not out["ok"] and out["host_error_kinds"].get("use-after-free", 0) > 0, out
+    out = _caught_writing_freed_memory("release-once-queued")
     assert any("use after free" in e for e in out["host_errors"])
 
 
@@ -333,16 +332,23 @@ def test_a_block_given_back_once_its_lambda_ran_is_freed_under_its_kernel(releas
     before that kernel was queued, frees the block with aclrtFree (which does not wait for device work) while
     the kernel is still pending, and the kernel writes freed memory. That needs another thread's empty_cache to
     land while a kernel is pending: a race, which a loaded machine can miss (CI's second leg missed it once on
-    2026-12-02; run alone right after, it was caught 2 times of 2), so
-    a miss is run again, at most twice; the window must open and be caught in one of the three runs."""
+    2026-12-02; run alone right after, it was caught 2 times of 2): :func:`_caught_writing_freed_memory`."""
+    _caught_writing_freed_memory("release-once-ran")
+
+
+def _caught_writing_freed_memory(mutant: str) -> dict:
+    """``threads-empty-cache`` with ``mutant`` until a kernel writes memory torch_npu freed (a use-after-free the
+    host ACL library reports); that run's result. Another thread's empty_cache must land inside the mutant's window,
+    a race a loaded machine can miss (both mutants have been missed once in CI), so a miss is run again, at most
+    twice: the window must open and be caught in one of three runs."""
     misses = []
     for attempt in range(3):
-        out = scenario("threads-empty-cache", "release-once-ran") if attempt == 0 else rr.run_scenario(
-            _fetched(REFERENCE), "threads-empty-cache", mutant="release-once-ran", timeout=120)
+        out = scenario("threads-empty-cache", mutant) if attempt == 0 else rr.run_scenario(
+            _fetched(REFERENCE), "threads-empty-cache", mutant=mutant, timeout=120)
         if not out["ok"] and out["host_error_kinds"].get("use-after-free", 0) > 0:
-            return
+            return out
         misses.append(_summary(out))
-    pytest.fail(f"release-once-ran was not caught in 3 runs: {misses}")
+    pytest.fail(f"{mutant} was not caught in 3 runs: {misses}")
 
 
 @pytest.mark.parametrize("name", _scenario_params())
