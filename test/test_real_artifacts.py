@@ -172,3 +172,28 @@ def test_render_cache_key_follows_the_settings_a_rendering_reads(monkeypatch):
     from torch_npu._inductor.patchset.tooling.releases import wheels
 
     assert set(ra.RENDER_SETTINGS) == {"TORCH_NPU_PATCHSET_STAND_IN_SOC"} and wheels.SOC_VERSION in (220, 260)
+
+
+def test_installed_files_answer_for_their_version_a_local_build_included(tmp_path):
+    """Within ``installed``, a version's torch line comes from the installed distribution's metadata (its torch pin,
+    else its own X.Y.Z without a local part), and a local build's version is accepted where a wheel would be
+    fetched; outside, neither is served and a malformed site is refused in one line."""
+    from torch_npu._inductor.patchset.tooling.releases import host_runtime
+
+    site = tmp_path / "site"
+    (site / "torch_npu" / "lib").mkdir(parents=True)
+    (site / "torch_npu" / "lib" / "libtorch_npu.so").write_bytes(b"")
+    (site / "torch_npu-2.9.0+gitabc.dist-info").mkdir()
+    meta = site / "torch_npu-2.9.0+gitabc.dist-info" / "METADATA"
+    meta.write_text("Metadata-Version: 2.1\nName: torch_npu\nVersion: 2.9.0+gitabc\nRequires-Dist: pyyaml\n")
+    with ra.installed("2.9.0+gitabc", site):
+        assert ra.required_torch("2.9.0+gitabc") == "2.9.0"
+        assert host_runtime.extracted_wheel("2.9.0+gitabc") == site
+        meta.write_text(meta.read_text() + "Requires-Dist: torch==2.9.1+cpu\n")
+        assert ra.required_torch("2.9.0+gitabc") == "2.9.1"
+    assert ra.installed_site("2.9.0+gitabc") is None
+    with pytest.raises(host_runtime.wheels.WheelUnavailable, match=r"'2\.9\.0\+gitabc' is not a torch_npu release"):
+        host_runtime.extracted_wheel("2.9.0+gitabc")
+    with pytest.raises(ra.TierError, match=r"no torch_npu/lib/libtorch_npu\.so under"):
+        with ra.installed("2.9.0", tmp_path):
+            pass

@@ -185,18 +185,23 @@ def test_codegen_check_reads_the_sample_launchers_back():
 
 
 def test_simulation_check_runs_the_installed_files_and_names_a_wrong_launch(monkeypatch, tmp_path):
-    """The ``simulation`` check with torch_npu "installed" as the leg's reference release (its files linked into a
-    site folder of their own, the released wheel out of reach): the sample launchers run on those files' own task
-    queue and caching allocator and pass; with the lock fill of one kernel left out they fail, naming that kernel
-    and what its probe saw."""
+    """The ``simulation`` check with torch_npu "installed" as a local build of the leg's reference release (its
+    files linked into a site folder of their own, its version ``<release>+git1a2b3c4``, the released wheel out of
+    reach): the sample launchers run on those files' own task queue and caching allocator and pass; with the lock
+    fill of one kernel left out they fail, naming that kernel and what its probe saw."""
     from torch_npu._inductor.patchset.tooling.releases import host_runtime, real_artifacts, real_sources
 
-    release = release_wheels.fetched(REFERENCE_RELEASE)
-    whole = host_runtime.extracted_wheel(release)
+    whole = host_runtime.extracted_wheel(release_wheels.fetched(REFERENCE_RELEASE))
+    release = f"{REFERENCE_RELEASE}+git1a2b3c4"  # as a source build names itself: not a released version
     site = tmp_path / "site-packages"
-    site.mkdir()
-    for member in [whole / "torch_npu", *whole.glob("torch_npu-*.dist-info")]:
-        (site / member.name).symlink_to(member, target_is_directory=True)
+    (site / f"torch_npu-{release}.dist-info").mkdir(parents=True)
+    (site / "torch_npu").symlink_to(whole / "torch_npu", target_is_directory=True)
+    for member in next(whole.glob("torch_npu-*.dist-info")).iterdir():
+        linked = site / f"torch_npu-{release}.dist-info" / member.name
+        if member.name == "METADATA":
+            linked.write_text(re.sub(r"(?m)^Version: .*$", f"Version: {release}", member.read_text()))
+        else:
+            linked.symlink_to(member)
 
     def out_of_reach(*_a, **_k):
         raise AssertionError("the released wheel was asked for")

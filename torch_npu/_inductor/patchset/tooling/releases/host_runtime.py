@@ -49,7 +49,8 @@ _RELEASE = re.compile(r"^\d+\.\d+\.\d+(?:\.post\d+)?$")
 
 
 def _check_release(release: str) -> str:
-    if not _RELEASE.match(release or ""):
+    """A released version; or any version whose installed files serve it (a local build: ``2.7.1+git...``)."""
+    if not _RELEASE.match(release or "") and real_artifacts.installed_site(release) is None:
         raise wheels.WheelUnavailable(f"{release!r} is not a torch_npu release (e.g. 2.7.1.post10)")
     return release
 

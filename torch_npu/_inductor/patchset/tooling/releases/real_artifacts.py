@@ -303,8 +303,8 @@ def required_torch(version: str) -> str:
         m = re.match(r"\s*torch\s*==\s*([0-9]+(?:\.[0-9]+)*)", req)
         if m:
             return m.group(1)
-    # No pin: the wheel's own X.Y.Z
-    return ".".join(version.split(".")[:3])
+    # No pin: the release's own X.Y.Z (a local build's too: 2.7.1+gitabc -> 2.7.1)
+    return ".".join(version.split("+")[0].split(".")[:3])
 
 
 def line_of(version: str) -> str:
