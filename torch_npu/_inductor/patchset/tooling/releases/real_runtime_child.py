@@ -401,7 +401,7 @@ def run_scenario(torch, so: Launchers, sp: dict, out: dict) -> None:
     for t in threads[sp["threads"]:]:
         t.join()
     sync_error = _synchronize_all(torch, devices)
-    so.release_done()  # the next launch's first step: every block whose lambda is done goes back
+    so.release_done()  # the next launch's first step: every block whose kernel has finished goes back
     out.update(calls=rows, thread_errors=errors, sync_error=sync_error, memory_before=before,
                   memory_after=_settled_all(torch, devices), host=HOST.report(), thread_tids=tids, **extra)
     step("scenario done", out)
