@@ -3,7 +3,6 @@
 // several devices; nothing in the lambda allocates, locks or waits.
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <thread>
 
 #include "real_support.h"
@@ -87,20 +86,25 @@ TEST_CASE_QUEUES(two_devices_take_memory_of_their_own, "10") {
 }
 
 // One stream's long kernels never delay another stream's launches on the host: no stream lock, no wait. With
-// the queue off each call returns once its kernel is queued on the stream.
+// the queue off each call returns once its kernel is queued on the stream, so all 32 have returned while the
+// busy stream's kernels (1.2 s) still run: an event recorded after them is not yet complete. (An order, not a
+// time limit: a wait on the busy stream would have let that event complete first.)
 TEST_CASE_QUEUES(streams_never_wait_on_each_other, "0") {
   aclrtStream busy = stream(0);
-  aclrtFuncHandle slow = probe("slow", 16, 64, 200000);  // 200 ms each
+  aclrtFuncHandle slow = probe("slow", 16, 64, 400000);  // 400 ms each
   for (int i = 0; i < 3; ++i) (void)generated_launch("slow", slow, busy, 1, 1, 1, 1, 64, legacy(2, 0));
+  aclrtEvent busy_done = nullptr;
+  CHECK_EQ(aclrtCreateEvent(&busy_done), ACL_SUCCESS);
+  CHECK_EQ(aclrtRecordEvent(busy_done, busy), ACL_SUCCESS);
   std::vector<aclrtStream> others(32);
   for (auto &o : others) CHECK_EQ(aclrtCreateStream(&o), ACL_SUCCESS);
   aclrtFuncHandle fast = probe("fast", 16, 64);
-  const auto t0 = std::chrono::steady_clock::now();
   for (aclrtStream o : others) (void)generated_launch("fast", fast, o, 1, 1, 1, 1, 64, legacy(2, 0));
-  const auto host = std::chrono::steady_clock::now() - t0;
-  CHECK_MSG(host < std::chrono::milliseconds(150),
-            "32 launches on idle streams took " << std::chrono::duration_cast<std::chrono::milliseconds>(host).count()
-                                                << " ms while another stream ran 600 ms of kernels");
+  aclrtEventRecordedStatus status = ACL_EVENT_RECORDED_STATUS_COMPLETE;
+  CHECK_EQ(aclrtQueryEventStatus(busy_done, &status), ACL_SUCCESS);
+  CHECK_MSG(status == ACL_EVENT_RECORDED_STATUS_NOT_READY,
+            "the busy stream's 1.2 s of kernels had finished before 32 launches on idle streams returned");
   sync_all();
+  CHECK_EQ(aclrtDestroyEvent(busy_done), ACL_SUCCESS);
   CHECK_NO_SIM_ERRORS();
 }

@@ -15,6 +15,20 @@
 using namespace t;
 using Clock = std::chrono::steady_clock;
 
+// An event recorded on `s` after the work queued on it so far: whether a call waited for that work is then an
+// order (the event completed first), not a time limit a loaded machine can miss.
+static aclrtEvent record_after(aclrtStream s) {
+  aclrtEvent ev = nullptr;
+  CHECK_EQ(aclrtCreateEvent(&ev), ACL_SUCCESS);
+  CHECK_EQ(aclrtRecordEvent(ev, s), ACL_SUCCESS);
+  return ev;
+}
+static bool completed(aclrtEvent ev) {
+  aclrtEventRecordedStatus st = ACL_EVENT_RECORDED_STATUS_NOT_READY;
+  CHECK_EQ(aclrtQueryEventStatus(ev, &st), ACL_SUCCESS);
+  return st == ACL_EVENT_RECORDED_STATUS_COMPLETE;
+}
+
 TEST_CASE(device_memory_is_not_host_accessible) {
   void *d = nullptr;
   CHECK_EQ(aclrtMalloc(&d, 64, ACL_MEM_MALLOC_HUGE_FIRST), ACL_SUCCESS);
@@ -114,10 +128,11 @@ TEST_CASE(memcpy_models) {
   uint64_t b = launch(h, stream(0), d, nullptr, 1, grid);
   std::this_thread::sleep_for(std::chrono::milliseconds(10));
   std::vector<int64_t> other(8, 4);
-  t0 = Clock::now();
+  aclrtEvent b_done = record_after(stream(0));
   CHECK_EQ(aclrtMemcpy(d, 64, other.data(), 64, ACL_MEMCPY_HOST_TO_DEVICE), ACL_SUCCESS);
-  CHECK(Clock::now() - t0 < std::chrono::milliseconds(150));
+  CHECK(!completed(b_done));  // returned while the kernel ran: it did not wait (an order, not a time limit)
   sync(stream(0));
+  CHECK_EQ(aclrtDestroyEvent(b_done), ACL_SUCCESS);
   CHECK(!record(b).locks_unchanged);
   CHECK_EQ(acl_sim::error_count(acl_sim::ErrorKind::kLocksChangedWhileRunning), 1u);
   CHECK_EQ(acl_sim::error_count(acl_sim::ErrorKind::kOverlapWithRunningKernel), 1u);
@@ -259,13 +274,14 @@ TEST_CASE(device_synchronise_waits_for_its_own_device_only) {
   aclrtStream s1 = nullptr;
   CHECK_EQ(aclrtCreateStream(&s1), ACL_SUCCESS);
   launch(slow, s1, nullptr, nullptr, 1, grid);
+  aclrtEvent slow_done = record_after(s1);
   CHECK_EQ(aclrtSetDevice(0), ACL_SUCCESS);
-  auto t0 = Clock::now();
   sync_all();
-  CHECK(Clock::now() - t0 < std::chrono::milliseconds(150));
   CHECK_EQ(aclrtSetDevice(1), ACL_SUCCESS);
+  CHECK(!completed(slow_done));  // device 0's synchronisation returned before device 1's kernel finished
   sync_all();
-  CHECK(Clock::now() - t0 > std::chrono::milliseconds(200));
+  CHECK(completed(slow_done));
+  CHECK_EQ(aclrtDestroyEvent(slow_done), ACL_SUCCESS);
 }
 
 // ---------------------------------------------------------------- graph capture
