@@ -68,8 +68,10 @@ def test_real_runtime_tiny_run_counts_per_launch(tmp_path, cells):
     assert (patch["allocator_calls"], patch["device_synchronizations"], patch["host_blocking_calls"],
             patch["page_locked_allocations"]) == (1, 0, 0, 0), patch
     assert patch["memsets"] == 1 and patch["sync_copies"] == 0, patch  # init 0: one byte fill, on the stream
-    # on the queue thread: the fill, the launch and at most one event record (fewer when lambdas lag behind)
-    assert 2 <= patch["queue_acl_calls"] <= 3.5 and own["queue_acl_calls"] >= 2, (patch, own)
+    # on the queue thread: the fill, the launch and at most one event record (fewer when lambdas lag behind), and
+    # at most one aclrtCreateEvent, made by the first lambda of a record (many while a short run's records grow)
+    assert 2 <= patch["queue_acl_calls_warm"] <= 3 and own["queue_acl_calls"] >= 2, (patch, own)
+    assert patch["queue_acl_calls_warm"] <= patch["queue_acl_calls"] <= patch["queue_acl_calls_warm"] + 1, patch
     assert 1 <= patch["peak_live_blocks"] <= 40, patch  # blocks held until their lambdas ran, at most the batch
     assert (own["caching_allocator_calls"], own["workspace_allocator_calls"], own["sync_copies"]) == (0, 2, 1), own
     # Host heap allocations on the calling thread (heap_count.py's counting malloc, preloaded into the child; each

@@ -21,10 +21,12 @@ def _count(calls: dict, names: Sequence[str], baseline: dict | None = None) -> i
     return n - sum((baseline or {}).get(f, 0) for f in names)
 
 
-def queue_thread_acl_calls(calls: dict) -> int:
-    """ACL calls made by the threads that launched kernels (torch_npu's queue thread with its queue on)."""
+def queue_thread_acl_calls(calls: dict, only: tuple[str, ...] | None = None) -> int:
+    """ACL calls made by the threads that launched kernels (torch_npu's queue thread with its queue on); ``only``
+    those functions, if given."""
     launchers = {t for f in LAUNCH_CALLS for t in ((calls.get(f) or {}).get("threads") or {})}
-    return sum(c for v in calls.values() for t, c in ((v or {}).get("threads") or {}).items() if t in launchers)
+    return sum(c for f, v in calls.items() if only is None or f in only
+               for t, c in ((v or {}).get("threads") or {}).items() if t in launchers)
 
 
 def batch_counters(batch: dict, baseline: dict) -> dict:
@@ -42,6 +44,9 @@ def batch_counters(batch: dict, baseline: dict) -> dict:
             "sync_copies": copies / n, "page_locked_allocations": _count(calls, ("aclrtMallocHost",), baseline) / n,
             "launch_calls": _count(calls, LAUNCH_CALLS) / n, "memsets": _count(calls, ("aclrtMemsetAsync",)) / n,
             "queue_acl_calls": queue_thread_acl_calls(calls) / n,
+            # the same less aclrtCreateEvent: a launch record's event is made once, by the first lambda that records
+            # it, so that count is high while the records in use still grow (a short run, a queue falling behind)
+            "queue_acl_calls_warm": (queue_thread_acl_calls(calls) - queue_thread_acl_calls(calls, ("aclrtCreateEvent",))) / n,
             "heap_allocations": batch["heap_allocations"] / n if batch.get("heap_allocations", -1) >= 0 else None,
             "heap_in_launchers": batch["heap_in_launchers"] / n if batch.get("heap_in_launchers") is not None else None}
 
