@@ -229,7 +229,8 @@ _scenarios: dict = {}
 
 def scenario(name: str, mutant: str | None = None) -> dict:
     """``launcher --scenario NAME --real-runtime REFERENCE --json`` (a mutant's through the module), once; the
-    scenarios not in :data:`CLI_SCENARIOS` in one ``run_scenarios`` batch (3 processes for all of them)."""
+    scenarios not in :data:`CLI_SCENARIOS` in one ``run_scenarios`` batch (3 processes for all of them), but for
+    those :data:`KNOWN_FAILING`, each in its own."""
     if (name, mutant) not in _scenarios:
         if mutant is None and name in CLI_SCENARIOS:
             proc = subprocess.run([sys.executable, "-m", "torch_npu._inductor.patchset", "launcher", "--scenario", name,
@@ -240,10 +241,15 @@ def scenario(name: str, mutant: str | None = None) -> dict:
             assert (proc.returncode == 0) == out["ok"]  # the exit status is the verdict
             _scenarios[(name, mutant)] = out
         elif mutant is None:
-            batch = [n for n in rr.SCENARIOS if n not in CLI_SCENARIOS]
+            # A known failure runs in children of its own: on 2.13.0 the capture it ends can fail a lambda, and a
+            # failed task stops torch_npu's queue for the rest of its process (CI once saw every later scenario of
+            # that child reach 0 kernels).
+            batch = [n for n in rr.SCENARIOS if n not in CLI_SCENARIOS and n not in KNOWN_FAILING]
             release = _fetched(REFERENCE)
-            for n, out in rr.run_scenarios(release, batch, built=rr.build(release)).items():
-                _scenarios[(n, None)] = out
+            built = rr.build(release)
+            for group in [batch] + [[n] for n in KNOWN_FAILING]:
+                for n, out in rr.run_scenarios(release, group, built=built).items():
+                    _scenarios[(n, None)] = out
         else:  # a mutant may stop torch_npu's queue or wait for itself: its child is stopped within 2 minutes
             _scenarios[(name, mutant)] = rr.run_scenario(_fetched(REFERENCE), name, mutant=mutant, timeout=120)
     return _scenarios[(name, mutant)]
@@ -339,16 +345,17 @@ def test_a_block_given_back_once_its_lambda_ran_is_freed_under_its_kernel(releas
 def _caught_writing_freed_memory(mutant: str) -> dict:
     """``threads-empty-cache`` with ``mutant`` until a kernel writes memory torch_npu freed (a use-after-free the
     host ACL library reports); that run's result. Another thread's empty_cache must land inside the mutant's window,
-    a race a loaded machine can miss (both mutants have been missed once in CI), so a miss is run again, at most
-    twice: the window must open and be caught in one of three runs."""
+    a race a loaded machine can miss (both mutants have been missed in CI: release-once-queued on 2.13.0 in 3 runs
+    of 3 once; on a quiet machine it was caught in 5 of 6, 2-5 kernels of 180 each), so a miss is run again: the
+    window must open and be caught in one of six runs (about 4 s each)."""
     misses = []
-    for attempt in range(3):
+    for attempt in range(6):
         out = scenario("threads-empty-cache", mutant) if attempt == 0 else rr.run_scenario(
             _fetched(REFERENCE), "threads-empty-cache", mutant=mutant, timeout=120)
         if not out["ok"] and out["host_error_kinds"].get("use-after-free", 0) > 0:
             return out
         misses.append(_summary(out))
-    pytest.fail(f"{mutant} was not caught in 3 runs: {misses}")
+    pytest.fail(f"{mutant} was not caught in 6 runs: {misses}")
 
 
 @pytest.mark.parametrize("name", _scenario_params())
