@@ -61,7 +61,7 @@ def test_demo_shows_null_and_aliasing_as_shipped_and_clean_patched():
     assert "aliasing: lock and workspace regions overlap" in by["2.7.1.post11"]["upstream"]["verdict"]
     for r in by.values():
         assert r["patched"]["verdict"] == ["clean"]
-        assert "cost:      allocator requests 1, blocking copies 0, regions overlap: no" in r["patched"]["evidence"]
+        assert "cost:      caching-allocator requests on the calling thread 1, blocking copies 0, regions overlap: no" in r["patched"]["evidence"]
         assert "-        void* workspace_addr = NULL;" in r["diff"]
         plus = [line for line in r["diff"] if line.startswith("+")]
         assert any("torch_npu::inductor::LaunchMemory npu_sync_memory(" in line for line in plus)  # before the lambda
@@ -99,7 +99,7 @@ def test_text_report_keeps_labels_apart_from_their_values_and_says_sizes_in_word
     assert "    as shipped:  NULL pointers" in lines and "    patched:     clean" in lines
     assert "                 workspace: NULL            kernel needs 24576 B" in lines
     assert "                 locks:     512 B usable    kernel needs 32 B; slots hold 1 at launch" in lines
-    assert "                 cost:      allocator requests 1, blocking copies 0, regions overlap: no" in lines
+    assert "                 cost:      caching-allocator requests on the calling thread 1, blocking copies 0, regions overlap: no" in lines
     assert not any("False" in line or "True" in line or "[1]" in line for line in lines)
 
 

@@ -124,8 +124,9 @@ def evidence(judged: dict) -> list[str]:
         rows.append(f"{what + ':':<11}{'NULL' if null else _bytes(got) + ' usable':<15} kernel needs {_bytes(need)}")
     values = la["lock_values_at_start"]
     rows[-1] += f"; slots hold {', '.join(map(str, values))} at launch" if values else ""
-    rows.append(f"{'cost:':<11}allocator requests {la['allocator_calls']}, blocking copies {la['sync_copies']}, "
-                f"regions overlap: {'yes' if la['regions_overlap'] else 'no'}")
+    # Counted while torch_npu's queue still held the lambda: what the calling thread asked for.
+    rows.append(f"{'cost:':<11}caching-allocator requests on the calling thread {la['allocator_calls']}, "
+                f"blocking copies {la['sync_copies']}, regions overlap: {'yes' if la['regions_overlap'] else 'no'}")
     if la.get("thread"):
         rows.append(f"{'where:':<11}launched from {la['thread']}")
     return rows
