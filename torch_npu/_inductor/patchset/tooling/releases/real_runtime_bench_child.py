@@ -70,6 +70,12 @@ def thread_cpu_ns(tid: int) -> int:
         return 0
 
 
+def named_total(breakdown: str, obj: str | None = None) -> int:
+    """Calls a heap breakdown ("libtorch_npu.so 5, own.so 1") names: all of them, or those of shared object ``obj``."""
+    parts = (p.rsplit(" ", 1) for p in breakdown.split(", ") if p)
+    return sum(int(n) for name, n in parts if obj is None or name == obj)
+
+
 def digest(records: list) -> list:
     """The probe records with what decides a verdict in common, once each, with how many there were; the first of
     each kept whole (with ``ptr - base`` and the extents, which the judge reads)."""
@@ -137,9 +143,12 @@ def main() -> None:
         return helper.bench_calls(fns[ln["key"]], n, b[0].data_ptr(), b[1].data_ptr(), ln["xnumel"], 0, stream, cubin,
                                   ns, err, len(err), ctypes.byref(heap))
 
-    # The heap counter on allocations of a known number (heap_count.py): 8 mallocs and one operator new counted,
-    # another thread's 8 not.
-    RESULT["heap_known"] = {"made": 9, "counted": helper.bench_heap_known(8)}
+    # The heap counter on allocations of a known number (heap_count.py): 5000 mallocs and one operator new counted,
+    # another thread's 5000 not; and its breakdown by caller names all 5001 (a breakdown that once kept only 4096
+    # callers understated the launchers' own share of every long batch, unseen by a short run).
+    counted = helper.bench_heap_known(5000)
+    helper.bench_heap_by_object(err, len(err))
+    RESULT["heap_known"] = {"made": 5001, "counted": counted, "named": named_total(err.value.decode(errors="replace"))}
 
     # What a bare synchronize calls (subtracted from each free run's counts).
     torch.npu.synchronize()
@@ -198,9 +207,10 @@ def main() -> None:
             if not bad:
                 helper.bench_heap_by_object(err, len(err))
                 heap_by = err.value.decode(errors="replace")
+            # the launchers' own count only from a breakdown that names every counted call
             own = os.path.basename(SPEC["so"])
-            heap_launchers = sum(int(part.rsplit(" ", 1)[1]) for part in heap_by.split(", ") if part
-                                 and part.rsplit(" ", 1)[0] == own) if heap_n >= 0 and not bad else None
+            heap_launchers = (named_total(heap_by, own) if heap_n >= 0 and not bad and named_total(heap_by) == heap_n
+                              else None)
             q1, c1, ws1 = thread_cpu_ns(queue_tid), thread_cpu_ns(caller), helper.bench_workspace_calls()
             s1 = torch.npu.memory_stats(0)
             rep = report()

@@ -80,9 +80,13 @@ def heap_counter_problems(res: dict) -> list[str]:
     """The child's check of its heap counter (``heap_count.py``) on allocations of a known number: a counter that
     missed or over-counted them makes every heap figure of that child wrong."""
     known = res.get("heap_known")
-    if known is None or known["counted"] == known["made"]:
+    if known is None:
         return []
-    return [f"the heap counter counted {known['counted']} of {known['made']} known allocations"]
+    problems = [] if known["counted"] == known["made"] else [
+        f"the heap counter counted {known['counted']} of {known['made']} known allocations"]
+    if known.get("named", known["counted"]) != known["counted"]:
+        problems.append(f"the heap counter's breakdown named {known['named']} of {known['counted']} known allocations")
+    return problems
 
 
 #: The verdict column's words for the problems :func:`batch_verdict` finds (the JSON keeps the problems whole).
