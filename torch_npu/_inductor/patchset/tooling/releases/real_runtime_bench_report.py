@@ -38,15 +38,16 @@ def batch_counters(batch: dict, baseline: dict) -> dict:
     syncs = _count(calls, SYNC_CALLS, baseline)
     dsync = _count(calls, ("aclrtSynchronizeDevice", "aclrtSynchronizeDeviceWithTimeout"), baseline)
     copies = _count(calls, ("aclrtMemcpy",), baseline)
+    queue_calls = queue_thread_acl_calls(calls)
     return {"allocator_calls": (batch["caching_requests"] + batch["workspace_calls"]) / n,
             "caching_allocator_calls": batch["caching_requests"] / n, "workspace_allocator_calls": batch["workspace_calls"] / n,
             "device_synchronizations": dsync / n, "host_blocking_calls": (syncs + copies) / n,
             "sync_copies": copies / n, "page_locked_allocations": _count(calls, ("aclrtMallocHost",), baseline) / n,
             "launch_calls": _count(calls, LAUNCH_CALLS) / n, "memsets": _count(calls, ("aclrtMemsetAsync",)) / n,
-            "queue_acl_calls": queue_thread_acl_calls(calls) / n,
+            "queue_acl_calls": queue_calls / n,
             # the same less aclrtCreateEvent: a launch record's event is made once, by the first lambda that records
             # it, so that count is high while the records in use still grow (a short run, a queue falling behind)
-            "queue_acl_calls_warm": (queue_thread_acl_calls(calls) - queue_thread_acl_calls(calls, ("aclrtCreateEvent",))) / n,
+            "queue_acl_calls_warm": (queue_calls - queue_thread_acl_calls(calls, ("aclrtCreateEvent",))) / n,
             "heap_allocations": batch["heap_allocations"] / n if batch.get("heap_allocations", -1) >= 0 else None,
             "heap_in_launchers": batch["heap_in_launchers"] / n if batch.get("heap_in_launchers") is not None else None}
 
