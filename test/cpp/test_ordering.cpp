@@ -230,7 +230,8 @@ TEST_CASE(a_launch_that_threw_holds_back_nothing) {
 // torch_npu's queue held: N launches of one thread wait in it, each queued behind the one before. A lambda that
 // has not run when the next launch is handed over leaves its block to that launch: one event, recorded after
 // the later kernel, gives back both (at most 8 blocks per event). With the queue off each lambda has run by
-// then: one event per launch.
+// then: one event per launch, and a launch may already give back an earlier one whose kernel finished (the
+// calling thread paused longer than a kernel: seen on a loaded CI machine).
 TEST_CASE_QUEUES(launches_queued_behind_each_other_share_one_event_per_eight, "10") {
   aclrtStream s = stream(0);
   const LockLayout l = legacy(4, 0);
@@ -251,8 +252,9 @@ TEST_CASE_QUEUES(launches_queued_behind_each_other_share_one_event_per_eight, "1
   sync(s);
   const Counters c = counters();
   CHECK_EQ(c.events_recorded - c0.events_recorded, held ? uint64_t(3) : uint64_t(N));  // 8 + 8 + 4
-  CHECK_EQ(blocks().live, int64_t(N));
-  CHECK_EQ(HeldBlocks::all().release_done(), size_t(N));
+  const int64_t live = blocks().live;  // the last launch's block is given back by a later call only
+  CHECK(held ? live == int64_t(N) : live >= 1 && live <= int64_t(N));
+  CHECK_EQ(HeldBlocks::all().release_done(), size_t(live));
   CHECK_EQ(blocks().live, 0);
   each_ran_clean_on_its_own_block(ls);
   CHECK_NO_SIM_ERRORS();
