@@ -134,7 +134,7 @@ TEST_CASE(paused_queue_n_launches_held_until_their_lambdas_ran) {
 TEST_CASE(a_block_is_held_until_its_kernel_has_finished) {
   const LockLayout l = legacy(2, 1);
   aclrtStream s = stream(0);
-  aclrtFuncHandle slow = probe("slow", 16, 64, 20000);  // 20 ms on the device
+  aclrtFuncHandle slow = probe("slow", 16, 64, 300000);  // 300 ms on the device: longer than a loaded thread pauses
   {
     LaunchMemory m("m", s, 1, 1, 1, 1, 64, l);
     const LaunchRegions regions = m.regions();
