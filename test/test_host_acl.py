@@ -408,16 +408,15 @@ try:
 except RuntimeError as exc:
     facts["ones"] = {"raised": str(exc)}
 facts["ones"]["missing"] = acl_host_report()["missing_calls"]
-print(json.dumps(facts))
+send_report(facts)
 """
 
 
 @functools.lru_cache(maxsize=None)
 def _facts(release: str, task_queue: str) -> dict:
     proc = host_runtime.run_python(release, _SCRIPT, env_extra={"TASK_QUEUE_ENABLE": task_queue}, timeout=300)
-    assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stderr[-4000:]}"
-    # torch_npu's own C++ writes to stdout too (a warning from its queue thread can follow the facts)
-    facts = json.loads(next(x for x in reversed(proc.stdout.splitlines()) if x.startswith('{"imported"')))
+    assert proc.returncode == 0 and len(proc.reports) == 1, f"exit {proc.returncode}\n{proc.stderr[-4000:]}"
+    facts = proc.reports[0]
     facts["stderr"] = proc.stderr
     return facts
 

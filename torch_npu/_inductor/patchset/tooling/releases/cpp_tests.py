@@ -17,7 +17,6 @@ queue): {"ok", "message", "seconds"}}, "children": {queue: seconds}}``.
 from __future__ import annotations
 
 import dataclasses
-import json
 import time
 from pathlib import Path
 
@@ -32,7 +31,6 @@ TEST_FILES = ("test_regions", "test_ordering", "test_errors", "test_launch_path"
 TEST_DIR = ra.REPO_ROOT / "test" / "cpp"
 SCENARIOS_DIR = sim_build.SIM_ROOT / "scenarios"  # lock_layouts.h: the lock content, computed independently
 RECIPE = "helper C++ tests on the real runtime 1"
-MARK = "TNIP_CPP "  # the child's result lines (torch_npu's own C++ writes to stdout too)
 
 
 class CppTestsError(ra.TierError):
@@ -77,7 +75,7 @@ def build(release: str, *, test_dir: Path = TEST_DIR) -> Built:
     return Built(release, final / "launchers.so", info)
 
 
-_CHILD = r"""
+_CHILD = host_runtime.REPORT_SNIPPET + r"""
 import ctypes, json, os, sys
 import torch, torch_npu
 torch.npu.set_device(0)
@@ -87,10 +85,10 @@ lib.tnip_cpp_tests_run.restype = ctypes.c_char_p
 lib.tnip_cpp_tests_run.argtypes = [ctypes.c_char_p]
 queue = os.environ["TASK_QUEUE_ENABLE"]
 cases = json.loads(lib.tnip_cpp_tests_list())
-print("TNIP_CPP " + json.dumps({"cases": cases}), flush=True)
+send_report({"cases": cases})
 for c in sorted(cases, key=lambda c: "!" in c["queues"]):  # "!": stops torch_npu's queue, so last
     if queue in c["queues"]:
-        print("TNIP_CPP " + lib.tnip_cpp_tests_run(c["name"].encode()).decode(), flush=True)
+        send_report(json.loads(lib.tnip_cpp_tests_run(c["name"].encode())))
 """
 
 
@@ -105,7 +103,7 @@ def run(release: str, queues: tuple[str, ...] | None = None, *, timeout: float =
         code = _CHILD.replace("sys.argv[1]", repr(str(built.shared_object)))
         proc = host_runtime.run_python(release, code, env_extra={"TASK_QUEUE_ENABLE": q}, timeout=timeout)
         out["children"][q] = round(time.monotonic() - started, 1)
-        lines = [json.loads(ln[len(MARK):]) for ln in proc.stdout.splitlines() if ln.startswith(MARK)]
+        lines = proc.reports
         listed = next((ln["cases"] for ln in lines if "cases" in ln), None)
         if listed is None:
             raise CppTestsError(f"torch_npu {release}: the C++ tests' child (TASK_QUEUE_ENABLE={q}) listed no case "

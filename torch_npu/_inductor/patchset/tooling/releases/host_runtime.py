@@ -13,8 +13,9 @@ Interface (the real-runtime tier builds on it):
     subprocess_env(release, extra=None) -> dict
     python_for(release) -> str                the interpreter of the release's own torch line (line_python.py)
     run_python(release, code, *, env_extra=None, timeout=300, python=None) -> subprocess.CompletedProcess
+                                              (+ .reports: what the child passed to send_report(), REPORT_SNIPPET)
     inventory(release) -> dict                imports / runtime_lookups / implemented / stated_noops / missing
-    IMPORT_CHECK                              the import check's code (one JSON line on stdout)
+    IMPORT_CHECK                              the import check's code (one report)
 
 From the subprocess, the double's control surface (``acl_host_report_json``, ``acl_host_reset``, ...:
 ``sim/acl_sim/host/host_acl.h``) is reached with ctypes through :data:`CONTROL_SNIPPET`.
@@ -43,7 +44,8 @@ from ..sim import host_library
 from . import line_python, real_artifacts, wheel_needs, wheels
 
 __all__ = ["extracted_wheel", "needs", "host_library_for", "runtime_dir", "subprocess_env", "run_python",
-           "inventory", "import_check", "IMPORT_CHECK", "CONTROL_SNIPPET", "torch_lib_dir", "python_for"]
+           "inventory", "import_check", "IMPORT_CHECK", "CONTROL_SNIPPET", "REPORT_SNIPPET", "torch_lib_dir",
+           "python_for"]
 
 _RELEASE = re.compile(r"^\d+\.\d+\.\d+(?:\.post\d+)?$")
 
@@ -155,8 +157,12 @@ def run_python(release: str, code: str, *, env_extra: dict | None = None, timeou
     would shadow the wheel."""
     env = subprocess_env(release, env_extra)
     with tempfile.TemporaryDirectory(prefix="host-runtime-") as cwd:
-        return subprocess.run([python or python_for(release), "-c", code], capture_output=True, text=True,
+        reports = Path(cwd) / "reports.jsonl"
+        env[REPORT_ENV] = str(reports)
+        proc = subprocess.run([python or python_for(release), "-c", code], capture_output=True, text=True,
                               timeout=timeout, env=env, cwd=cwd)
+        proc.reports = [json.loads(x) for x in reports.read_text().splitlines()] if reports.exists() else []
+        return proc
 
 
 def inventory(release: str) -> dict:
@@ -190,8 +196,19 @@ def inventory(release: str) -> dict:
     }
 
 
+#: The file a child of :func:`run_python` reports to, a JSON object a line. Not stdout: torch_npu's own C++
+#: writes there too (from its queue thread, unsynchronised with Python's buffer), and on a loaded machine its
+#: warning once landed inside the facts' line (CI, test_host_acl on 2.7.1.post11).
+REPORT_ENV = "HOST_RUNTIME_REPORT"
+REPORT_SNIPPET = r"""
+import json as _json, os as _os
+def send_report(obj):
+    with open(_os.environ["HOST_RUNTIME_REPORT"], "a") as f:
+        f.write(_json.dumps(obj) + "\n")
+"""
+
 #: Loads the double's control surface in the subprocess (the object torch_npu loaded: same file).
-CONTROL_SNIPPET = r"""
+CONTROL_SNIPPET = REPORT_SNIPPET + r"""
 import ctypes, json, os
 _acl_host = ctypes.CDLL(os.environ["ACL_HOST_LIBRARY"])
 _acl_host.acl_host_report_json.restype = ctypes.c_char_p
@@ -201,7 +218,7 @@ def acl_host_reset():
     _acl_host.acl_host_reset()
 """
 
-#: The import check: one JSON line on stdout.
+#: The import check: one report.
 IMPORT_CHECK = CONTROL_SNIPPET + r"""
 import sys, threading
 facts = {}
@@ -233,19 +250,17 @@ facts["malloc"] = {n: report["calls"].get(n, {}).get("calls", 0) for n in ("aclr
 facts["frees"] = report["calls"].get("aclrtFree", {}).get("calls", 0)
 facts["missing_calls"] = report["missing_calls"]
 facts["errors"] = report["errors"]
-print(json.dumps(facts))
+send_report(facts)
 """
 
 
 def import_check(release: str, task_queue: str = "1", timeout: float = 300) -> dict:
     """Run :data:`IMPORT_CHECK` over the double; its facts, or ``{"error": ...}`` with the tail of stderr."""
     proc = run_python(release, IMPORT_CHECK, env_extra={"TASK_QUEUE_ENABLE": task_queue}, timeout=timeout)
-    try:
-        # the last JSON line: torch_npu's own C++ writes to stdout too, and may do so after it
-        facts = json.loads(next(x for x in reversed(proc.stdout.splitlines()) if x.startswith("{")))
-    except (StopIteration, json.JSONDecodeError):
+    if not proc.reports:
         said = [x for x in proc.stderr.strip().splitlines() if not x.startswith(("frame #", "<omitting"))]
         return {"error": f"exit {proc.returncode}: " + "\n".join(said[-15:])}
+    facts = proc.reports[-1]
     facts["stderr_tail"] = proc.stderr.strip().splitlines()[-5:]
     return facts
 
