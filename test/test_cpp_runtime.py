@@ -46,17 +46,17 @@ REQUIRED_REAL_CASES = {
     "test_regions.no_locks_no_workspace_takes_nothing": "1",
     "test_regions.ffts_address_and_argument_order_decoded": "1",
     "test_regions.probe_flags_wrong_pointer_presence": "1",
-    # ordering: a block held until its kernel has finished, reused only by the same stream
-    "test_ordering.back_to_back_launches_on_one_stream_get_another_block_while_the_first_runs": "1",
-    "test_ordering.block_is_reused_only_by_the_same_stream": "1",
+    # ordering: a block kept per (thread, stream) and reused; given back only behind its last kernel (issue 39)
+    "test_ordering.back_to_back_launches_on_one_stream_reuse_the_kept_block": "1",
+    "test_ordering.a_larger_launch_retires_the_block_behind_its_last_kernel": "1",
+    "test_ordering.each_stream_keeps_a_block_of_its_own": "1",
     "test_ordering.concurrent_streams_do_not_overlap": "1",
-    "test_ordering.paused_queue_n_launches_held_until_their_lambdas_ran": "1",
-    "test_ordering.a_block_is_held_until_its_kernel_has_finished": "1",
-    "test_ordering.a_pending_block_holds_back_only_its_own_stream": "1",
-    "test_ordering.a_launch_that_threw_holds_back_nothing": "1",
-    "test_ordering.launches_queued_behind_each_other_share_one_event_per_eight": "10",
-    "test_ordering.a_launch_never_takes_over_another_threads_block": "1",
-    "test_ordering.out_of_memory_gives_done_blocks_back_and_asks_again": "1",
+    "test_ordering.paused_queue_n_launches_share_the_threads_block": "1",
+    "test_ordering.threads_on_one_stream_keep_blocks_of_their_own": "1",
+    "test_ordering.a_thread_that_ends_with_its_kernel_pending_gives_the_block_back_after_it": "1",
+    "test_ordering.a_cache_miss_gives_finished_blocks_back_and_keeps_a_busy_one": "1",
+    "test_ordering.a_launch_that_threw_leaves_the_block_to_its_threads_next_launch": "1",
+    "test_ordering.out_of_memory_gives_retired_blocks_back_and_asks_again": "1",
     "test_ordering.out_of_memory_retry_while_another_stream_captures": "1",
     # errors: on the calling thread (sizes, the allocator), or in the lambda (a fill)
     "test_errors.workspace_size_overflow_throws_on_calling_thread_naming_the_kernel": "1",
@@ -73,12 +73,12 @@ REQUIRED_REAL_CASES = {
     # threads, devices, steady state
     "test_stress.threads_8_streams_4_launches_200": "10",
     "test_stress.devices_and_threads_queue_on_and_off": "10",
-    "test_stress.steady_state_one_allocator_call_no_sync_no_blocking_no_pinned": "1",
+    "test_stress.steady_state_no_allocator_call_no_event_no_sync_no_blocking_no_pinned": "1",
     # the released upstream fix, for contrast (upstream's own launchers: test_real_runtime.py)
     "test_contrast_upstream.helper_is_clean_in_the_same_scenarios": "1",
-    # a graph's wrapper of launch_codegen's launches and its mutants (tooling/releases/wrapper_shape.py; issues 22, 31)
-    "test_wrapper_shape.wrapper_with_the_queue_held_keeps_each_block_until_its_lambda_ran": "1",
-    "test_wrapper_shape.wrapper_with_the_queue_off_gives_each_block_back_at_a_later_launch": "0",
+    # a graph's wrapper of launch_codegen's launches and its mutants (tooling/releases/wrapper_shape.py; issues 22, 31, 39)
+    "test_wrapper_shape.wrapper_with_the_queue_held_shares_one_block_and_gives_back_none_while_queued": "1",
+    "test_wrapper_shape.wrapper_with_the_queue_off_shares_one_block": "0",
 }
 REAL_RUNS = sorted((case, q) for case, queues in REQUIRED_REAL_CASES.items() for q in queues if q != "!")
 

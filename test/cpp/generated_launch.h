@@ -1,6 +1,6 @@
 // The launch the generated launcher makes (launch_codegen.launcher_source written by hand in the same
 // shape): LaunchMemory on the calling thread, only the LaunchRegions copied into the lambda handed to
-// OpCommand::RunOpApiV2 (LaunchDone first in it), release_when_finished() right after that call returns.
+// OpCommand::RunOpApiV2 (LaunchDone first in it), handed() right after that call returns.
 // Included by real_support.h (torch_npu's own runtime), which defines first, in namespace t: last_launch_id(),
 // tid(), drain() (the queue run empty) and sync_all().
 #pragma once
@@ -18,8 +18,8 @@
 
 namespace t {
 
-using torch_npu::inductor::HeldBlock;
-using torch_npu::inductor::HeldBlocks;
+using torch_npu::inductor::KeptBlock;
+using torch_npu::inductor::KeptBlocks;
 using torch_npu::inductor::LaunchDone;
 using torch_npu::inductor::LaunchMemory;
 using torch_npu::inductor::LaunchRegions;
@@ -58,7 +58,7 @@ inline Launch generated_launch(const char *name, aclrtFuncHandle h, aclrtStream 
   auto ran_on = out.ran_on;
   const std::string kernel = name;
   at_npu::native::OpCommand::RunOpApiV2(kernel, [=]() -> int {
-    const LaunchDone done{regions.held, s};
+    const LaunchDone done{regions};
     ran_on->store(tid());
     aclError r = regions.write_locks(kernel.c_str(), s);
     if (r != ACL_SUCCESS) {
@@ -71,14 +71,14 @@ inline Launch generated_launch(const char *name, aclrtFuncHandle h, aclrtStream 
     rc->store(r);
     return r;
   });
-  memory.release_when_finished();  // held until its kernel has finished
+  memory.handed();  // kept for this thread's next launch on the stream
   return out;
 }
 
-// What the next launch does first, once the device is idle: every block whose kernel finished goes back.
+// What the allocator's free-memory callback does, once the device is idle: every kept block goes back.
 inline size_t settle_held() {
   sync_all();
-  return HeldBlocks::all().release_done();
+  return KeptBlocks::all().give_back_idle();
 }
 
 // generated_launch, waited for (the queue drained); returns the kernel's launch id.

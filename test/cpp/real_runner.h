@@ -25,14 +25,14 @@ inline std::string json_text(const std::string &s) {
   }
   return o + "\"";
 }
-// Between cases: every device's queue drained and device synchronised, every finished block given back, the
+// Between cases: every device's queue drained and device synchronised, every kept block given back, the
 // double's counters, reports and faults and torch_npu's allocator statistics reset; device 0 current.
 inline void settle_between_cases() {
-  for (int d = 1; d >= 0; --d) {
+  for (int d = 1; d >= 0; --d) {  // a device's blocks go back on a thread of that device
     set_device(d);
     sync_all();
+    KeptBlocks::all().give_back_idle();
   }
-  HeldBlocks::all().release_done();
   acl_host_reset();
   for (int d = 0; d < 2; ++d) {
     c10_npu::NPUCachingAllocator::resetAccumulatedStats(d);

@@ -129,7 +129,7 @@ TEST_CASE_QUEUES(fill_failure_on_queue_thread_returns_its_code_with_one_log_line
     queue_saw_it = queue_saw_it || (m.find("triton_f") != std::string::npos && m.find("507011") != std::string::npos);
   CHECK(queue_saw_it);
   sync(s);
-  CHECK_EQ(HeldBlocks::all().release_done(), 1u);  // the failed lambda is done too (its event recorded)
+  CHECK_EQ(KeptBlocks::all().give_back_idle(), 1u);  // the failed lambda counts as run too
   CHECK_EQ(blocks().live, 0);
 }
 
@@ -139,11 +139,11 @@ TEST_CASE(a_later_fill_failure_stops_at_that_fill) {
   CHECK_EQ(acl_host_inject_fault("aclrtMemsetAsync", 3, 507899), 0);
   LaunchMemory m("triton_late", s, 1, 1, 1, 1, 0, legacy(2, 0x1234));
   {
-    const LaunchDone done{m.regions().held, s};  // a failed fill is a way out of the lambda too
+    const LaunchDone done{m.regions()};  // a failed fill is a way out of the lambda too
     CHECK_EQ(m.regions().write_locks("triton_late", s), 507899);
   }
-  m.release_when_finished();
-  CHECK_EQ(settle_held(), 1u);  // what the next launch does first
+  m.handed();
+  CHECK_EQ(settle_held(), 1u);  // what the allocator's callback does
   CHECK_EQ(blocks().live, 0);
   CHECK_EQ(counters().memsets, 2u);
   auto logs = error_logs();

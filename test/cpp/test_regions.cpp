@@ -156,9 +156,11 @@ TEST_CASE(lock_content_seen_by_kernel_for_every_layout) {
       CHECK_EQ(c.memsets - c0.memsets, expected_fills(l, block_num));
       CHECK_EQ(c.async_copies + c.sync_copies + c.pinned_allocs - c0.async_copies - c0.sync_copies - c0.pinned_allocs,
                0u);
-      CHECK_EQ(c.events_recorded - c0.events_recorded, 1u);  // the block's, after the kernel
-      CHECK(c.events_created - c0.events_created <= 1u);     // once per record: the records are reused
-      CHECK_EQ(blocks().requests - b0.requests, 1);
+      // the thread's kept block is reused without an event; a larger one replaces it (the old one given back
+      // behind its last kernel: one event)
+      const int64_t requests = blocks().requests - b0.requests;
+      CHECK(requests == 0 || requests == 1);
+      CHECK(c.events_recorded - c0.events_recorded <= 1u);  // (recorded by the launch after the one that grew)
       CHECK_NO_SIM_ERRORS();
     }
   }
@@ -173,7 +175,7 @@ TEST_CASE(zero_grid_takes_nothing) {
     CHECK(m.regions().locks == nullptr);
     CHECK(m.regions().workspace == nullptr);
     CHECK_EQ(m.regions().sizes.total_bytes, 0u);
-    m.release_when_finished();
+    m.handed();
   }
   const Counters c = counters();
   CHECK_EQ(blocks().requests, 0);
@@ -185,7 +187,7 @@ TEST_CASE(no_locks_no_workspace_takes_nothing) {
   LaunchMemory m("plain", stream(0), 4, 2, 1, 8, 0, LockLayout{});
   CHECK(m.regions().locks == nullptr && m.regions().workspace == nullptr);
   CHECK_EQ(m.regions().write_locks("plain", stream(0)), ACL_SUCCESS);  // nothing to write
-  m.release_when_finished();
+  m.handed();
   CHECK_EQ(blocks().requests, 0);
   CHECK_EQ(counters().memsets, c0.memsets);
 }

@@ -1,9 +1,8 @@
 // A compiled graph's wrapper function on torch_npu's own runtime: launch_codegen's launches, six in one function
 // (wrapper_shape.h, written by tooling/releases/wrapper_shape.py), and three mutants of it. With torch_npu's
-// queue held (every lambda queued before any runs), no block goes back while its lambda waits, one block per
-// launch in flight, and none goes back on the queue thread; with the queue off (each lambda run inside its call,
-// each kernel finished before the next launch), a block goes back at a later launch, so at most two are live.
-// Each mutant must fail the check that is there for it (issues 22 and 31).
+// queue held (every lambda queued before any runs) or off, the six launches share the thread's one block: one
+// request, nothing given back while a lambda waits or on the queue thread; it goes back once the allocator's
+// callback asks. Each mutant must fail the check that is there for it (issues 22, 31 and 39).
 #include <atomic>
 #include <cstdio>
 #include <memory>
@@ -31,7 +30,7 @@ constexpr uint32_t kGrid = 4;
 struct ShapeRun {
   Blocks during;      // when the wrapper returned (its lambdas still queued, with the queue held)
   Blocks drained;     // once torch_npu's queue ran them (nothing else ran on the calling thread meanwhile)
-  Blocks given_back;  // once the calling thread gave back what had finished (what its next launch does first)
+  Blocks given_back;  // once the calling thread gave back its kept block (what the allocator's callback does)
   int clean = 0;      // kernels that found their lock content and wrote their workspace, without errors
   std::string first_problem;
 };
@@ -78,7 +77,7 @@ ShapeRun run(const ShapeVariant &v, aclrtStream s, bool hold) {
   drain();
   sync(s);
   r.drained = blocks();
-  HeldBlocks::all().release_done();
+  KeptBlocks::all().give_back_idle();
   r.given_back = blocks();
   const uint64_t last = launched_last();
   for (uint64_t id = last + 1 - uint64_t(wrapper_shape::kLaunches); id <= last; ++id) {
@@ -108,41 +107,42 @@ std::string said(const ShapeVariant &v, const ShapeRun &r) {
 
 }  // namespace wrapper_shape_test
 
-TEST_CASE(wrapper_with_the_queue_held_keeps_each_block_until_its_lambda_ran) {
+TEST_CASE(wrapper_with_the_queue_held_shares_one_block_and_gives_back_none_while_queued) {
   using namespace wrapper_shape_test;
   aclrtStream s = stream(0);
   const int n = wrapper_shape::kLaunches;
-  (void)run(kVariants[0], s, false);  // warm: the stream's blocks and the helper's records exist
+  (void)run(kVariants[0], s, false);  // warm: the helper's records and statics exist
   for (const ShapeVariant &v : kVariants) {
     const ShapeRun r = run(v, s, true);
     const std::string what = said(v, r);
     const std::string name = v.name;
     if (name == "generated") {
-      CHECK_MSG(r.during.requests == n && r.during.live == n && r.during.peak == n, what);  // one per launch queued
-      CHECK_MSG(r.during.frees == 0, what);                                // none while its lambda waited
-      CHECK_MSG(r.drained.frees == 0, what);                               // none on torch_npu's queue thread
-      CHECK_MSG(r.given_back.frees == n && r.given_back.live == 0, what);  // all, by the calling thread
+      CHECK_MSG(r.during.requests == 1 && r.during.live == 1 && r.during.peak == 1, what);  // one block, kept
+      CHECK_MSG(r.during.frees == 0, what);                               // none while its lambdas waited
+      CHECK_MSG(r.drained.frees == 0, what);                              // none on torch_npu's queue thread
+      CHECK_MSG(r.given_back.frees == 1 && r.given_back.live == 0, what);  // by the calling thread
       CHECK_MSG(r.clean == n, what);
     } else if (name == "release-once-queued") {  // caught: every block given back while its lambda still waited
       CHECK_MSG(r.during.frees == n, what);
+    } else {  // caught: a block still in use at the next launch, so one block per launch
+      CHECK_MSG(r.during.peak == n, what);
     }
   }
   CHECK_NO_SIM_ERRORS();
 }
 
-TEST_CASE_QUEUES(wrapper_with_the_queue_off_gives_each_block_back_at_a_later_launch, "0") {
+TEST_CASE_QUEUES(wrapper_with_the_queue_off_shares_one_block, "0") {
   using namespace wrapper_shape_test;
   aclrtStream s = stream(0);
   const int n = wrapper_shape::kLaunches;
-  wrapper_shape::sync_after_each = s;  // each kernel finished before the next launch's own allocation
+  wrapper_shape::sync_after_each = s;  // each kernel finished before the next launch
   (void)run(kVariants[0], s, false);
   for (const ShapeVariant &v : kVariants) {
     const ShapeRun r = run(v, s, false);
     const std::string what = said(v, r);
     const std::string name = v.name;
     if (name == "generated") {
-      // the previous launch's block, given back by the one after it, and its own
-      CHECK_MSG(r.during.requests == n && r.during.peak <= 2, what);
+      CHECK_MSG(r.during.requests == 1 && r.during.peak == 1, what);
       CHECK_MSG(r.given_back.live == 0 && r.clean == n, what);
     } else if (name == "owner-in-lambda" || name == "release-at-end") {  // caught: held to the wrapper's end
       CHECK_MSG(r.during.peak == n, what);

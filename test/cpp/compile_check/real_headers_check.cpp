@@ -17,11 +17,11 @@ aclError use_everything(aclrtStream stream) {
   const torch_npu::inductor::LaunchRegions regions = memory.regions();
   aclError rc = ACL_SUCCESS;
   {
-    const torch_npu::inductor::LaunchDone done{regions.held, stream};
+    const torch_npu::inductor::LaunchDone done{regions};
     rc = regions.write_locks("check", stream);
   }
-  memory.release_when_finished();
-  torch_npu::inductor::HeldBlocks::all().release_done();
+  memory.handed();
+  torch_npu::inductor::KeptBlocks::all().give_back_idle();
   (void)sizes;
   return rc;
 }

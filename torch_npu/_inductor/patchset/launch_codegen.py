@@ -8,12 +8,12 @@ Pure Python, no torch import. Two levels:
   count, the lock layout and ONE ``torch_npu::inductor::LaunchMemory`` (the
   runtime helper in ``csrc/npu_launch_resources.h``), which takes the block
   from torch_npu's caching allocator and carves it; ``in_lambda``: the
-  ``LaunchDone`` mark (as the lambda returns: the block's event recorded after the launch), the lock fills on the
+  ``LaunchDone`` mark (as the lambda returns: this launch on the kept block has run), the lock fills on the
   stream, then the two pointers the kernel's packed argument
   struct needs, ``sync_block_lock`` and ``workspace_addr`` (``nullptr`` when
   the kernel needs neither, with no helper call at all); ``after``
-  ``launchKernel(...)`` returns: the block handed over, given back by a later launch once its kernel
-  finished on the device. SIMT-only kernels get no
+  ``launchKernel(...)`` returns: the block handed back, kept for the thread's next launch on the stream
+  (a captured one goes back to the graph's pool). SIMT-only kernels get no
   lines: their struct has no such fields. The torch_npu hooks splice exactly
   these lines into the launcher torch_npu's C++ wrapper generates.
 * :func:`args_decl_lines`, :func:`launch_lines` and :func:`launcher_source`
@@ -142,7 +142,7 @@ def _comment(plan: SyncPlan, site: LaunchSite) -> list[str]:
     return [
         f"// {MARKER}: {'; '.join(what)}.",
         f"// ONE block from torch_npu's caching allocator for {site.stream}, taken here before the launch is queued",
-        "// and carved into [locks | workspace]; held until its kernel has finished (the lambda records an event).",
+        "// and carved into [locks | workspace]; kept for this thread's next launch on the stream (docs/design.md).",
     ]
 
 
@@ -186,13 +186,13 @@ def resource_code(plan: SyncPlan, site: LaunchSite = LaunchSite()) -> ResourceCo
     before += [f"{HELPER_NAMESPACE}::LaunchMemory {p}memory({kernel}, {site.stream},",
                f"    {g0}, {g1}, {g2}, {p}block_num, UINT64_C({workspace}), {p}locks);",
                f"const {HELPER_NAMESPACE}::LaunchRegions {p}regions = {p}memory.regions();  // what the lambda copies"]
-    in_lambda = [f"const {HELPER_NAMESPACE}::LaunchDone {p}done{{{p}regions.held, {site.stream}}};"
-                 "  // as the lambda returns: the block's event recorded after the launch"]
+    in_lambda = [f"const {HELPER_NAMESPACE}::LaunchDone {p}done{{{p}regions}};"
+                 "  // as the lambda returns: this launch on the block has run"]
     if plan.needs_locks:
         in_lambda += [f"aclError {p}status = {p}regions.write_locks({kernel}, {site.stream});",
                       f"if ({p}status != ACL_SUCCESS) return {p}status;  // logged by the helper"]
     in_lambda += [f"void* sync_block_lock = {p}regions.locks;", f"void* workspace_addr = {p}regions.workspace;"]
-    after = [f"{p}memory.release_when_finished();  // held until its kernel finished, given back by a later launch"]
+    after = [f"{p}memory.handed();  // queued: the block is the thread's again, for its next launch on the stream"]
     return ResourceCode(before, in_lambda, after)
 
 

@@ -1,24 +1,21 @@
 // npu_launch_resources: workspace and sync-lock memory for the Triton-Ascend
 // kernels Inductor's C++ wrapper launches. Before the launch is queued, on the
 // thread that runs the graph, LaunchMemory takes ONE block of torch_npu's
-// caching allocator for the stream (as op-plugin takes an operator's workspace)
-// and carves disjoint 512-byte-aligned lock and workspace regions. The lambda
-// gets only LaunchRegions: byte fills for the locks, the launch, the block's
-// event (LaunchDone). Failures: on the calling thread, an exception naming the
-// kernel, nothing queued; in the lambda, the ACL code and one aclAppLog line.
+// caching allocator for the stream (kept for that thread's next launch there,
+// kept.h; from the graph's pool while the stream is captured) and carves
+// disjoint 512-byte-aligned lock and workspace regions. The lambda gets only
+// LaunchRegions: byte fills for the locks, the launch, LaunchDone. Failures: on
+// the calling thread, an exception naming the kernel, nothing queued; in the
+// lambda, the ACL code and one aclAppLog line.
 #pragma once
 
 #include <acl/acl.h>
 #include <torch_npu/csrc/core/npu/NPUCachingAllocator.h>
 
 #include <cstdint>
-#include <memory>
-#include <stdexcept>
-#include <string>
-#include <utility>
 
 #include "npu_launch_resources/abi.h"
-#include "npu_launch_resources/held.h"
+#include "npu_launch_resources/kept.h"
 #include "npu_launch_resources/sizes.h"
 
 TORCH_NPU_LAUNCH_RESOURCES_BEGIN_NAMESPACE
@@ -29,7 +26,8 @@ struct LaunchRegions {
   void *workspace = nullptr;  // nullptr without workspace bytes
   LaunchSizes sizes;
   LockLayout layout;
-  HeldBlock *held = nullptr;  // the block's record, for LaunchDone
+  KeptBlock *kept = nullptr;  // the kept block and this launch's number on it, for LaunchDone
+  uint64_t launch = 0;
 
   // In the lambda, before the kernel: the lock content, byte fills on `stream` (legal while capturing).
   aclError write_locks(const char *kernel, aclrtStream stream) const noexcept {
@@ -45,7 +43,15 @@ struct LaunchRegions {
   }
 };
 
-// Owns one launch's block on the thread that runs the graph, until it is handed over.
+// First in the launch lambda: on every way out, after all it queued, the launch has run.
+struct LaunchDone {
+  const LaunchRegions &regions;
+  ~LaunchDone() {
+    if (regions.kept != nullptr) regions.kept->ran.store(regions.launch, std::memory_order_release);
+  }
+};
+
+// Takes one launch's block on the thread that runs the graph; handed() once the launch is queued.
 class LaunchMemory {
  public:
   // Sizes the launch and takes its block for `stream`; throws, holding nothing.
@@ -54,47 +60,38 @@ class LaunchMemory {
     regions_.layout = locks;
     regions_.sizes = launch_sizes(kernel, grid_x, grid_y, grid_z, block_num, workspace_per_block, locks);
     const LaunchSizes &s = regions_.sizes;
-    if (s.total_bytes == 0) return;                  // a launch that needs nothing asks for nothing
-    const bool events = !captures_underway(stream);  // else the lambda's end counts (held.h)
-    HeldBlocks &held = HeldBlocks::all();
-    held.release_done(nullptr, events);  // earlier launches' blocks first: this one may reuse them
-    block_ = held.record(stream);
-    block_->with_event = events;
-    for (bool retried = false; block_->blocks == 0;) {
-      try {
-        block_->raw[0] = c10_npu::NPUCachingAllocator::raw_alloc_with_stream(s.total_bytes, stream);
-        block_->blocks = 1;
-      } catch (const std::exception &e) {
-        // Its out-of-memory retry synchronised the device: finished blocks go back, and it is asked again.
-        if (!std::exchange(retried, true) && held.release_done(nullptr, events) != 0) continue;
-        held.release_done(std::move(block_), false);  // the record, a spare again
-        throw std::runtime_error("npu_launch_resources: kernel '" + std::string(kernel) + "': " +
-                                 std::to_string(s.total_bytes) + " bytes for its locks and workspace: " + e.what());
-      }
+    if (s.total_bytes == 0) return;  // a launch that needs nothing asks for nothing
+    KeptBlocks &kept = KeptBlocks::all();
+    void *raw = nullptr;
+    if (stream_captures(stream)) {  // the graph's pool holds it for every replay
+      raw = captured_ = kept.allocate(kernel, stream, s.total_bytes);
+    } else {
+      kept_ = regions_.kept = kept.take(kernel, stream, s.total_bytes, generation_);
+      regions_.launch = kept_->queued.fetch_add(1) + 1;
+      raw = kept_->raw;
     }
-    const uintptr_t base =
-        (reinterpret_cast<uintptr_t>(block_->raw[0]) + kRegionAlignment - 1) & ~(kRegionAlignment - 1);
+    const uintptr_t base = (reinterpret_cast<uintptr_t>(raw) + kRegionAlignment - 1) & ~(kRegionAlignment - 1);
     if (s.lock_bytes != 0) regions_.locks = reinterpret_cast<void *>(base);
     if (s.workspace_bytes != 0) regions_.workspace = reinterpret_cast<void *>(base + s.workspace_offset);
-    regions_.held = block_.get();
   }
-  ~LaunchMemory() {  // (not copyable: it owns the block)
-    try {
-      if (block_) HeldBlocks::all().release_done(std::move(block_), false);  // unwinding: it may be queued
-    } catch (...) {
-    }
-  }
+  ~LaunchMemory() { handed(false); }  // the launch threw: a captured block it may still write stays allocated
+  LaunchMemory(const LaunchMemory &) = delete;
+  LaunchMemory &operator=(const LaunchMemory &) = delete;
 
   const LaunchRegions &regions() const noexcept { return regions_; }
 
-  // Right after launchKernel returns: held until its kernel finished (held.h).
-  void release_when_finished() {
-    if (block_) HeldBlocks::all().release_done(std::move(block_), false, true);
+  // Right after launchKernel returns: the kept block is its thread's again; a captured one goes back to the
+  // graph's pool, where the graph orders later work.
+  void handed(bool queued = true) {
+    if (kept_ != nullptr) std::exchange(kept_, nullptr)->state.store(generation_ << 2 | kIdle, std::memory_order_release);
+    if (queued && captured_ != nullptr) c10_npu::NPUCachingAllocator::raw_delete(std::exchange(captured_, nullptr));
   }
 
  private:
-  std::unique_ptr<HeldBlock> block_;
   LaunchRegions regions_;
+  KeptBlock *kept_ = nullptr;
+  void *captured_ = nullptr;
+  uint64_t generation_ = 0;
 };
 
 TORCH_NPU_LAUNCH_RESOURCES_END_NAMESPACE

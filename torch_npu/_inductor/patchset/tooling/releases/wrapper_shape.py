@@ -9,9 +9,9 @@ or give back its block wrongly:
 
 * ``owner-in-lambda``: the lambda holds the owning object (a ``shared_ptr`` to the ``LaunchMemory``), so the
   wrapper's copy of the lambda keeps the block until the wrapper ends;
-* ``release-at-end``: every launch's hand-over moved to the wrapper's end;
-* ``release-once-queued`` (issue 31's defect): the calling thread marks the launch done once the queue call
-  returned, so its block goes back while the lambda may still wait in torch_npu's queue.
+* ``release-at-end``: every launch's hand-back moved to the wrapper's end;
+* ``release-once-queued`` (issue 31's defect, ``mutant_helpers``): a block per launch, back to the cache once the
+  queue call returned, while the lambda may still wait in torch_npu's queue.
 """
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from pathlib import Path
 
 from ... import launch_codegen as lc
 from ...launch_plan import plan_from_metadata
+from . import mutant_helpers
 
 LAUNCHES = 6
 KERNEL = "triton_shape"
@@ -46,19 +47,16 @@ def _owner_in_lambda(body: list[str], i: int) -> list[str]:
     text = "\n".join(body)
     text = text.replace(f"torch_npu::inductor::LaunchMemory {p}memory(",
                         f"auto {p}owner = std::make_shared<torch_npu::inductor::LaunchMemory>(")
-    for field in ("write_locks(", "locks;", "workspace;", "held,"):
-        text = text.replace(f"{p}regions.{field}", f"{p}owner->regions().{field}")
-    out = [ln for ln in text.splitlines() if f"{p}memory.release_when_finished();" not in ln and f"{p}regions = " not in ln]
+    for field in (".write_locks(", ".locks;", ".workspace;", "}"):
+        text = text.replace(f"{p}regions{field}", f"{p}owner->regions(){field}")
+    out = [ln for ln in text.splitlines() if f"{p}memory.handed();" not in ln and f"{p}regions = " not in ln]
     if f"{p}owner->regions().locks" not in "\n".join(out):
         raise ValueError("the owner-in-lambda edit no longer applies to launch_codegen's launcher")
     return out
 
 
 def _release_once_queued(body: list[str], i: int) -> list[str]:
-    p = f"npu_sync{i}_"
-    mark = f"if ({p}regions.held != nullptr) {{ {p}regions.held->with_event = false; {p}regions.held->done.store(true); }}"
-    out = [ln.replace(f"{p}memory.release_when_finished();", f"{mark} {p}memory.release_when_finished();")
-           for ln in body]
+    out = mutant_helpers.use("\n".join(body), "release-once-queued").splitlines()
     if out == body:
         raise ValueError("the release-once-queued edit no longer applies to launch_codegen's launcher")
     return out
@@ -77,8 +75,8 @@ def wrapper_source(variant: str) -> str:
     elif variant == "release-once-queued":
         bodies = [_release_once_queued(b, i) for i, b in enumerate(bodies)]
     elif variant == "release-at-end":
-        releases = [ln for b in bodies for ln in b if "memory.release_when_finished();" in ln]
-        bodies = [[ln for ln in b if "memory.release_when_finished();" not in ln] for b in bodies]
+        releases = [ln for b in bodies for ln in b if "memory.handed();" in ln]
+        bodies = [[ln for ln in b if "memory.handed();" not in ln] for b in bodies]
         if len(releases) != LAUNCHES:
             raise ValueError("the release-at-end edit no longer applies to launch_codegen's launcher")
     elif variant != "generated":
@@ -112,7 +110,7 @@ def header() -> str:
            "inline void launchKernel(std::function<int()> launch_call, const char* kernel_name) {",
            "  at_npu::native::OpCommand::RunOpApiV2(kernel_name, launch_call);",
            "  if (sync_after_each != nullptr) (void)aclrtSynchronizeStream(sync_after_each);",
-           "}"]
+           "}", mutant_helpers.definition("release-once-queued")]
     for v in VARIANTS:
         out.append(wrapper_source(v))
     out.append("}  // namespace wrapper_shape")

@@ -11,6 +11,9 @@
 //
 // Simulated contract (torch_npu NPUCachingAllocator.cpp, v2.7.1; details and
 // the device memory capacity in acl_sim/control.h, "torch_npu's allocators"):
+//  * FreeNPUMemoryCallbacksRegistry: the helper registers its free-memory
+//    callback there; the simulated allocator never runs the callbacks (torch_npu
+//    runs them at a cache miss: the simulation returns less memory, never more).
 //  * raw_alloc_with_stream(n, stream): 0 bytes gives nullptr (:3754-3758); the
 //    calling thread's current device's allocator, under that device's lock
 //    (:1192). While `stream` captures (status ACTIVE, the capture's own model:
@@ -35,6 +38,11 @@
 #pragma once
 #include <stddef.h>
 #include <stdint.h>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
 
 #include "acl/acl_base.h"
 #include "acl_sim/caching_allocator.h"
@@ -66,6 +74,24 @@ class NPUAllocator {  // torch_npu's allocator interface: only the virtual the h
   virtual ~NPUAllocator() = default;
   virtual bool hasCapturesUnderway(c10::DeviceIndex device) { return NPUCachingAllocator::hasCapturesUnderway(device); }
 };
+
+class FreeMemoryCallback {  // the real header's interface
+ public:
+  virtual ~FreeMemoryCallback() {}
+  virtual bool Execute() = 0;
+};
+struct FreeMemoryCallbacks {  // c10::Registry's Register, as the helper calls it
+  std::map<std::string, std::function<std::unique_ptr<FreeMemoryCallback>()>> creators;
+  void Register(const std::string& key, std::function<std::unique_ptr<FreeMemoryCallback>()> creator)
+  {
+    creators[key] = std::move(creator);
+  }
+};
+inline FreeMemoryCallbacks* FreeNPUMemoryCallbacksRegistry()
+{
+  static FreeMemoryCallbacks registry;
+  return &registry;
+}
 
 inline NPUAllocator* get()
 {

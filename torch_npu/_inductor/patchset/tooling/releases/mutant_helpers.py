@@ -1,0 +1,122 @@
+"""Earlier and wrong launch-memory rules, as C++ classes a mutant launcher uses instead of the helper's
+``LaunchMemory`` (same constructor, ``regions()`` and ``handed()``; the lambda's ``LaunchDone`` then does nothing,
+or marks the mutant's own record). The real runtime and the C++ tests must catch each (docs/design.md, "When
+the block goes back"):
+
+* ``release-once-queued``: a block per launch, back to the cache once the launch is queued (commit 698f526): a
+  lambda still in torch_npu's queue can write memory another thread's ``empty_cache`` freed (issue 31);
+* ``release-once-ran``: a block per launch, back once its lambda has run (578384d): the kernel may still be
+  pending on the device when another thread's ``empty_cache`` or out-of-memory retry frees it;
+* ``shared-by-threads``: one kept block per stream for every thread: with the task queue off, two threads' fills
+  and kernels interleave on the stream;
+* ``retire-at-once``: kept per (thread, stream), but a block replaced by a larger one goes back to the cache at
+  once, while its last kernel may still run.
+"""
+from __future__ import annotations
+
+_COMMON = r"""
+  const torch_npu::inductor::LaunchRegions &regions() const noexcept { return r_; }
+  void carve(void *raw) {
+    const uintptr_t base = (reinterpret_cast<uintptr_t>(raw) + 511) & ~uintptr_t(511);
+    if (r_.sizes.lock_bytes != 0) r_.locks = reinterpret_cast<void *>(base);
+    if (r_.sizes.workspace_bytes != 0) r_.workspace = reinterpret_cast<void *>(base + r_.sizes.workspace_offset);
+  }
+  bool sized(const char *kernel, uint32_t gx, uint32_t gy, uint32_t gz, uint32_t bn, uint64_t ws,
+             const torch_npu::inductor::LockLayout &locks) {
+    r_.layout = locks;
+    r_.sizes = torch_npu::inductor::launch_sizes(kernel, gx, gy, gz, bn, ws, locks);
+    return r_.sizes.total_bytes != 0;
+  }
+  torch_npu::inductor::LaunchRegions r_;
+"""
+_CTOR = ("LaunchMemory(const char *kernel, aclrtStream stream, uint32_t gx, uint32_t gy, uint32_t gz, uint32_t bn, "
+         "uint64_t ws, const torch_npu::inductor::LockLayout &locks)")
+_NS = "npu_mutant_{}"
+
+_CLASSES = {
+    "release-once-queued": f"""
+class LaunchMemory {{
+ public:
+  {_CTOR} {{
+    if (sized(kernel, gx, gy, gz, bn, ws, locks)) carve(raw_ = c10_npu::NPUCachingAllocator::raw_alloc_with_stream(r_.sizes.total_bytes, stream));
+  }}
+  void handed() {{
+    if (raw_ != nullptr) c10_npu::NPUCachingAllocator::raw_delete(std::exchange(raw_, nullptr));
+  }}
+  void *raw_ = nullptr;
+{_COMMON}}};
+""",
+    "release-once-ran": f"""
+inline std::mutex ran_mu;
+inline std::vector<torch_npu::inductor::KeptBlock *> ran_blocks;  // ran == 1 once the lambda has run
+class LaunchMemory {{
+ public:
+  {_CTOR} {{
+    std::vector<void *> done;
+    {{
+      std::lock_guard<std::mutex> g(ran_mu);
+      for (auto *&k : ran_blocks)
+        if (k->ran.load() != 0) done.push_back(k->raw), delete std::exchange(k, nullptr);
+      ran_blocks.erase(std::remove(ran_blocks.begin(), ran_blocks.end(), nullptr), ran_blocks.end());
+    }}
+    for (void *raw : done) c10_npu::NPUCachingAllocator::raw_delete(raw);
+    if (!sized(kernel, gx, gy, gz, bn, ws, locks)) return;
+    r_.kept = new torch_npu::inductor::KeptBlock;
+    r_.launch = 1;
+    carve(r_.kept->raw = c10_npu::NPUCachingAllocator::raw_alloc_with_stream(r_.sizes.total_bytes, stream));
+  }}
+  void handed() {{
+    if (r_.kept == nullptr) return;
+    std::lock_guard<std::mutex> g(ran_mu);
+    ran_blocks.push_back(r_.kept);
+  }}
+{_COMMON}}};
+""",
+    "shared-by-threads": f"""
+inline std::mutex shared_mu;
+inline std::map<aclrtStream, std::pair<void *, uint64_t>> shared_blocks;  // stream -> (block, bytes), every thread's
+class LaunchMemory {{
+ public:
+  {_CTOR} {{
+    if (!sized(kernel, gx, gy, gz, bn, ws, locks)) return;
+    std::lock_guard<std::mutex> g(shared_mu);
+    auto &b = shared_blocks[stream];
+    if (b.second < r_.sizes.total_bytes)
+      b = {{c10_npu::NPUCachingAllocator::raw_alloc_with_stream(r_.sizes.total_bytes, stream), r_.sizes.total_bytes}};
+    carve(b.first);
+  }}
+  void handed() {{}}
+{_COMMON}}};
+""",
+    "retire-at-once": f"""
+class LaunchMemory {{
+ public:
+  {_CTOR} {{
+    if (!sized(kernel, gx, gy, gz, bn, ws, locks)) return;
+    static thread_local std::map<aclrtStream, std::pair<void *, uint64_t>> mine;
+    auto &b = mine[stream];
+    if (b.second < r_.sizes.total_bytes) {{
+      if (b.first != nullptr) c10_npu::NPUCachingAllocator::raw_delete(b.first);  // its kernel may still run
+      b = {{c10_npu::NPUCachingAllocator::raw_alloc_with_stream(r_.sizes.total_bytes, stream), r_.sizes.total_bytes}};
+    }}
+    carve(b.first);
+  }}
+  void handed() {{}}
+{_COMMON}}};
+""",
+}
+NAMES = tuple(_CLASSES)
+_INCLUDES = "#include <algorithm>\n#include <map>\n#include <mutex>\n#include <utility>\n#include <vector>\n"
+_HELPER_CLASS = "torch_npu::inductor::LaunchMemory "
+
+
+def definition(name: str) -> str:
+    """The C++ of mutant ``name``'s class, in a namespace of its own (after the helper's include)."""
+    return f"{_INCLUDES}namespace {_NS.format(name.replace('-', '_'))} {{{_CLASSES[name]}}}  // namespace\n"
+
+
+def use(cpp: str, name: str) -> str:
+    """Launcher text ``cpp`` (the generated shape) with its LaunchMemory replaced by mutant ``name``'s."""
+    if _HELPER_CLASS not in cpp:
+        return cpp
+    return cpp.replace(_HELPER_CLASS, f"{_NS.format(name.replace('-', '_'))}::LaunchMemory ")
