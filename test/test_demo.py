@@ -65,7 +65,7 @@ def test_demo_shows_null_and_aliasing_as_shipped_and_clean_patched():
         assert "-        void* workspace_addr = NULL;" in r["diff"]
         plus = [line for line in r["diff"] if line.startswith("+")]
         assert any("torch_npu::inductor::LaunchMemory npu_sync_memory(" in line for line in plus)  # before the lambda
-        assert any("npu_sync_memory.release_when_finished();" in line for line in plus)  # after launchKernel
+        assert any("npu_sync_memory.handed();" in line for line in plus)  # after launchKernel
         assert any("torch_npu::inductor::LaunchDone npu_sync_done{" in line for line in plus)  # first in the lambda
     states = {row["id"]: row["state"] for row in by["2.7.1.post10"]["status"]}
     assert states["cpp-wrapper-sync-resources"] == "applied"

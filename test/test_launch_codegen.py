@@ -103,7 +103,7 @@ static inline void call_triton_red_fused_sum_1(
     if (grid_0 == 0 || grid_1 == 0 || grid_2 == 0) return;
     // npu-sync-resources: workspace 256 B per block x grid.
     // ONE block from torch_npu's caching allocator for stream_, taken here before the launch is queued
-    // and carved into [locks | workspace]; held until its kernel has finished (the lambda records an event).
+    // and carved into [locks | workspace]; kept for this thread's next launch on the stream (docs/design.md).
     uint32_t npu_sync_block_num = grid_0 * grid_1 * grid_2;
     npu_sync_block_num = std::min(npu_sync_block_num, static_cast<uint32_t>(48));
     torch_npu::inductor::LockLayout npu_sync_locks;
@@ -112,7 +112,7 @@ static inline void call_triton_red_fused_sum_1(
     const torch_npu::inductor::LaunchRegions npu_sync_regions = npu_sync_memory.regions();  // what the lambda copies
     auto launch_call = [=]() -> aclError {
         aclError ret = ACL_SUCCESS;
-        const torch_npu::inductor::LaunchDone npu_sync_done{npu_sync_regions.held, stream_};  // as the lambda returns: the block's event recorded after the launch
+        const torch_npu::inductor::LaunchDone npu_sync_done{npu_sync_regions};  // as the lambda returns: this launch on the block has run
         void* sync_block_lock = npu_sync_regions.locks;
         void* workspace_addr = npu_sync_regions.workspace;
         void* var_0 = in_ptr0;
@@ -147,7 +147,7 @@ static inline void call_triton_red_fused_sum_1(
         return ret;
     };
     launchKernel(launch_call, "triton_red_fused_sum_1");
-    npu_sync_memory.release_when_finished();  // held until its kernel finished, given back by a later launch
+    npu_sync_memory.handed();  // queued: the block is the thread's again, for its next launch on the stream
 }""")
 
     def test_locks_only(self):
@@ -164,7 +164,7 @@ static inline void call_triton_red_fused_max_2(
     if (grid_0 == 0 || grid_1 == 0 || grid_2 == 0) return;
     // npu-sync-resources: locks 16 int64 slots, each 7.
     // ONE block from torch_npu's caching allocator for stream_, taken here before the launch is queued
-    // and carved into [locks | workspace]; held until its kernel has finished (the lambda records an event).
+    // and carved into [locks | workspace]; kept for this thread's next launch on the stream (docs/design.md).
     uint32_t npu_sync_block_num = grid_0 * grid_1 * grid_2;
     npu_sync_block_num = std::min(npu_sync_block_num, static_cast<uint32_t>(48));
     torch_npu::inductor::LockLayout npu_sync_locks;
@@ -175,7 +175,7 @@ static inline void call_triton_red_fused_max_2(
     const torch_npu::inductor::LaunchRegions npu_sync_regions = npu_sync_memory.regions();  // what the lambda copies
     auto launch_call = [=]() -> aclError {
         aclError ret = ACL_SUCCESS;
-        const torch_npu::inductor::LaunchDone npu_sync_done{npu_sync_regions.held, stream_};  // as the lambda returns: the block's event recorded after the launch
+        const torch_npu::inductor::LaunchDone npu_sync_done{npu_sync_regions};  // as the lambda returns: this launch on the block has run
         aclError npu_sync_status = npu_sync_regions.write_locks("triton_red_fused_max_2", stream_);
         if (npu_sync_status != ACL_SUCCESS) return npu_sync_status;  // logged by the helper
         void* sync_block_lock = npu_sync_regions.locks;
@@ -209,7 +209,7 @@ static inline void call_triton_red_fused_max_2(
         return ret;
     };
     launchKernel(launch_call, "triton_red_fused_max_2");
-    npu_sync_memory.release_when_finished();  // held until its kernel finished, given back by a later launch
+    npu_sync_memory.handed();  // queued: the block is the thread's again, for its next launch on the stream
 }""")
 
     def test_both(self):
@@ -229,7 +229,7 @@ static inline void call_triton_tem_fused_flex_bwd_3(
     if (grid_0 == 0 || grid_1 == 0 || grid_2 == 0) return;
     // npu-sync-resources: locks 4 int64 slots, each 1; workspace 1024 B per block x grid.
     // ONE block from torch_npu's caching allocator for stream_, taken here before the launch is queued
-    // and carved into [locks | workspace]; held until its kernel has finished (the lambda records an event).
+    // and carved into [locks | workspace]; kept for this thread's next launch on the stream (docs/design.md).
     uint32_t npu_sync_block_num = grid_0 * grid_1 * grid_2;
     npu_sync_block_num = std::min(npu_sync_block_num, static_cast<uint32_t>(48));
     torch_npu::inductor::LockLayout npu_sync_locks;
@@ -240,7 +240,7 @@ static inline void call_triton_tem_fused_flex_bwd_3(
     const torch_npu::inductor::LaunchRegions npu_sync_regions = npu_sync_memory.regions();  // what the lambda copies
     auto launch_call = [=]() -> aclError {
         aclError ret = ACL_SUCCESS;
-        const torch_npu::inductor::LaunchDone npu_sync_done{npu_sync_regions.held, stream_};  // as the lambda returns: the block's event recorded after the launch
+        const torch_npu::inductor::LaunchDone npu_sync_done{npu_sync_regions};  // as the lambda returns: this launch on the block has run
         aclError npu_sync_status = npu_sync_regions.write_locks("triton_tem_fused_flex_bwd_3", stream_);
         if (npu_sync_status != ACL_SUCCESS) return npu_sync_status;  // logged by the helper
         void* sync_block_lock = npu_sync_regions.locks;
@@ -283,7 +283,7 @@ static inline void call_triton_tem_fused_flex_bwd_3(
         return ret;
     };
     launchKernel(launch_call, "triton_tem_fused_flex_bwd_3");
-    npu_sync_memory.release_when_finished();  // held until its kernel finished, given back by a later launch
+    npu_sync_memory.handed();  // queued: the block is the thread's again, for its next launch on the stream
 }""")
 
     def test_packed_unordered_with_mix_factor(self):
@@ -301,7 +301,7 @@ static inline void call_triton_mm_splitk_4(
     if (grid_0 == 0 || grid_1 == 0 || grid_2 == 0) return;
     // npu-sync-resources: locks 2 ordered (0), 1 unordered (slot 0 = 2 x blocks, then 0).
     // ONE block from torch_npu's caching allocator for stream_, taken here before the launch is queued
-    // and carved into [locks | workspace]; held until its kernel has finished (the lambda records an event).
+    // and carved into [locks | workspace]; kept for this thread's next launch on the stream (docs/design.md).
     uint32_t npu_sync_block_num = grid_0 * grid_1 * grid_2;
     npu_sync_block_num = std::min(npu_sync_block_num, static_cast<uint32_t>(48));
     torch_npu::inductor::LockLayout npu_sync_locks;
@@ -314,7 +314,7 @@ static inline void call_triton_mm_splitk_4(
     const torch_npu::inductor::LaunchRegions npu_sync_regions = npu_sync_memory.regions();  // what the lambda copies
     auto launch_call = [=]() -> aclError {
         aclError ret = ACL_SUCCESS;
-        const torch_npu::inductor::LaunchDone npu_sync_done{npu_sync_regions.held, stream_};  // as the lambda returns: the block's event recorded after the launch
+        const torch_npu::inductor::LaunchDone npu_sync_done{npu_sync_regions};  // as the lambda returns: this launch on the block has run
         aclError npu_sync_status = npu_sync_regions.write_locks("triton_mm_splitk_4", stream_);
         if (npu_sync_status != ACL_SUCCESS) return npu_sync_status;  // logged by the helper
         void* sync_block_lock = npu_sync_regions.locks;
@@ -351,7 +351,7 @@ static inline void call_triton_mm_splitk_4(
         return ret;
     };
     launchKernel(launch_call, "triton_mm_splitk_4");
-    npu_sync_memory.release_when_finished();  // held until its kernel finished, given back by a later launch
+    npu_sync_memory.handed();  // queued: the block is the thread's again, for its next launch on the stream
 }""")
 
     def test_simt_only(self):
@@ -414,7 +414,7 @@ static inline void call_triton_tem_fused_mm_7(
     if (grid_0 == 0 || grid_1 == 0 || grid_2 == 0) return;
     // npu-sync-resources: locks 2 int64 slots, each -1; workspace 512 B per block x grid.
     // ONE block from torch_npu's caching allocator for stream_, taken here before the launch is queued
-    // and carved into [locks | workspace]; held until its kernel has finished (the lambda records an event).
+    // and carved into [locks | workspace]; kept for this thread's next launch on the stream (docs/design.md).
     uint32_t npu_sync_block_num = grid_0 * grid_1 * grid_2;
     npu_sync_block_num = std::min(npu_sync_block_num, static_cast<uint32_t>(48));
     torch_npu::inductor::LockLayout npu_sync_locks;
@@ -428,7 +428,7 @@ static inline void call_triton_tem_fused_mm_7(
         void* ffts_addr = nullptr;
         ret = aclrtGetHardwareSyncAddr(&ffts_addr);
         if (ret != ACL_SUCCESS) return ret;
-        const torch_npu::inductor::LaunchDone npu_sync_done{npu_sync_regions.held, stream_};  // as the lambda returns: the block's event recorded after the launch
+        const torch_npu::inductor::LaunchDone npu_sync_done{npu_sync_regions};  // as the lambda returns: this launch on the block has run
         aclError npu_sync_status = npu_sync_regions.write_locks("triton_tem_fused_mm_7", stream_);
         if (npu_sync_status != ACL_SUCCESS) return npu_sync_status;  // logged by the helper
         void* sync_block_lock = npu_sync_regions.locks;
@@ -470,7 +470,7 @@ static inline void call_triton_tem_fused_mm_7(
         return ret;
     };
     launchKernel(launch_call, "triton_tem_fused_mm_7");
-    npu_sync_memory.release_when_finished();  // held until its kernel finished, given back by a later launch
+    npu_sync_memory.handed();  // queued: the block is the thread's again, for its next launch on the stream
 }""")
 
 
@@ -492,12 +492,12 @@ def test_memory_taken_before_the_lambda_handed_over_after_the_queue_call(key):
     for banned in ("npu_sync_memory", "LaunchMemory", "allocate_workspace", "raw_alloc", "aclrtMalloc", "aclrtMemcpy"):
         assert banned not in in_lambda, banned
     assert in_lambda.count("npu_sync_regions.write_locks(") == (1 if plan.needs_locks else 0)
-    release = "npu_sync_memory.release_when_finished();"
+    release = "npu_sync_memory.handed();"
     assert after.count(release) == (1 if needs else 0)
     if needs:  # right after the queue call: the next statement; the lambda's first of ours marks it done
         assert after.splitlines()[1].strip().startswith(release)
         ours = [ln.strip() for ln in in_lambda.splitlines() if "npu_sync_" in ln]
-        assert ours[0].startswith("const torch_npu::inductor::LaunchDone npu_sync_done{npu_sync_regions.held, stream_};")
+        assert ours[0].startswith("const torch_npu::inductor::LaunchDone npu_sync_done{npu_sync_regions};")
     assert in_lambda.count("LaunchDone") == (1 if needs else 0)
     assert "NULL" not in text
     struct = text[text.index("struct __attribute__((packed)) {"):text.index("} kernel_args")]

@@ -18,7 +18,7 @@ from torch_npu._inductor.patchset import cli
 from torch_npu._inductor.patchset import launch_codegen as lc
 from torch_npu._inductor.patchset.launch_plan import plan_from_metadata
 from torch_npu._inductor.patchset.tooling.commands import launcher as launcher_cli
-from torch_npu._inductor.patchset.tooling.releases import real_sources
+from torch_npu._inductor.patchset.tooling.releases import mutant_helpers, real_sources
 
 ROOT = Path(__file__).resolve().parents[1]
 LEG = ".".join(importlib.metadata.version("torch").split("+")[0].split(".")[:3])
@@ -74,7 +74,7 @@ def test_emit_cpp_and_simulate_json(release, capsys):
     data = json.loads(out)
     assert data["ok"] is True and len(data["launches"]) == 2
     assert data["plan"]["participant_factor"] == 2 and data["plan"]["block_num"] == 4
-    assert "LaunchMemory npu_sync_memory(" in data["cpp"] and "npu_sync_memory.release_when_finished();" in data["cpp"]
+    assert "LaunchMemory npu_sync_memory(" in data["cpp"] and "npu_sync_memory.handed();" in data["cpp"]
     for launch in data["launches"]:
         # the reference rule: with an unordered lock the whole region is zero, slot 0 of it = P = 4 x 2
         assert launch["lock_values_at_start"] == [0, 8]
@@ -264,12 +264,9 @@ def _mutant(plan, site, kernel_args, old: str, new: str) -> str:
 
 
 BOTH = {"name": "triton_both", "workspace_size": 1024, "lock_num": 4, "lock_init_val": 7}
-RELEASE_ONCE_QUEUED = ("if (npu_sync_regions.held != nullptr) { npu_sync_regions.held->with_event = false; "
-                       "npu_sync_regions.held->done.store(true); }\n    npu_sync_memory.release_when_finished();")
 WRONG_FILL = ("if (aclrtMemsetAsync(npu_sync_regions.locks, npu_sync_regions.sizes.lock_bytes, 1, "
               "npu_sync_regions.sizes.lock_bytes, stream_) != ACL_SUCCESS) return 1;\n        void* sync_block_lock = ")
-#: name: (metadata, the edit of the generated launcher: (old, new), "never-done" or None). In this order in one
-#: child: release-once-queued last (its lambdas mark a record done after the record went back to the helper's spares).
+#: name: (metadata, the edit of the generated launcher: (old, new), "never-done", a rule of mutant_helpers, or None).
 MUTANTS = {
     "none": (BOTH, None),
     # the launcher asks for a quarter of the workspace: the kernel's region runs past its block
@@ -279,7 +276,7 @@ MUTANTS = {
     # without the LaunchDone mark no block is ever given back
     "never-done": (BOTH, "never-done"),
     # issue 31's defect: the block goes back once the queue call returns, while the lambda waits in the queue
-    "release-once-queued": (BOTH, ("npu_sync_memory.release_when_finished();", RELEASE_ONCE_QUEUED)),
+    "release-once-queued": (BOTH, "release-once-queued"),
 }
 
 
@@ -293,6 +290,8 @@ def mutants(release):
         src = lc.launcher_source(plan, site, args)
         if edit == "never-done":
             src = "\n".join(ln for ln in src.splitlines() if "LaunchDone" not in ln) + "\n"
+        elif edit in mutant_helpers.NAMES:
+            src = mutant_helpers.definition(edit) + mutant_helpers.use(src, edit)
         elif edit is not None:
             src = _mutant(plan, site, args, *edit)
         jobs.append(real_sources.job(name, plan, site, args, (8, 1, 1), launcher_cpp=src))
@@ -311,7 +310,7 @@ def test_generated_launcher_is_clean(mutants):
     ("quarter-workspace", "-byte block torch_npu's caching allocator gave the launch"),
     ("aliasing", "regions overlap"),
     ("wrong-lock-content", "lock content at start"),
-    ("never-done", "still allocated (its lambda never marked it, or owns it)"),
+    ("never-done", "(its lambda never marked it, or owns it)"),
     ("release-once-queued", "the launch block went back to the allocator inside the call, before its kernel finished"),
 ])
 def test_mutants_fail_the_judge(name, words, mutants):

@@ -60,7 +60,7 @@ static inline void call_triton_red_fused_sum_1(const in_ptr0_type_& in_ptr0, int
         uint32_t ffts_len;
         ret = rtGetC2cCtrlAddr((uint64_t*)&ffts_addr, &ffts_len);
         if (ret != RT_ERROR_NONE) return ret;
-        const torch_npu::inductor::LaunchDone npu_sync_done{npu_sync_regions.held, stream_};  // as the lambda returns: the block's event recorded after the launch
+        const torch_npu::inductor::LaunchDone npu_sync_done{npu_sync_regions};  // as the lambda returns: this launch on the block has run
         aclError npu_sync_status = npu_sync_regions.write_locks("triton_red_fused_sum_1", stream_);
         if (npu_sync_status != ACL_SUCCESS) return npu_sync_status;
         void* sync_block_lock = npu_sync_regions.locks;
@@ -71,15 +71,15 @@ static inline void call_triton_red_fused_sum_1(const in_ptr0_type_& in_ptr0, int
     };
 
     launchKernel(launch_call_0, "triton_red_fused_sum_1");
-    npu_sync_memory.release_when_finished();  // held until its kernel finished, given back by a later launch
+    npu_sync_memory.handed();  // queued: the block is the thread's again, for its next launch on the stream
 }
 """
 
 LAMBDA_START = "    auto launch_call = [=]() -> aclError {\n        aclError ret = ACL_SUCCESS;\n"
-RELEASE = ("    npu_sync_memory.release_when_finished();  // held until its kernel finished, given back by a "
-           "later launch\n")
-DONE = ("        const torch_npu::inductor::LaunchDone npu_sync_done{npu_sync_regions.held, stream_};  // as the lambda "
-        "returns: the block's event recorded after the launch\n")
+RELEASE = ("    npu_sync_memory.handed();  // queued: the block is the thread's again, for its next launch on the "
+           "stream\n")
+DONE = ("        const torch_npu::inductor::LaunchDone npu_sync_done{npu_sync_regions};  // as the lambda "
+        "returns: this launch on the block has run\n")
 MEMORY = ('    torch_npu::inductor::LaunchMemory npu_sync_memory("triton_tem_fused_mm_1", stream_,\n'
           "        grid_0, grid_1, grid_2, npu_sync_block_num, UINT64_C(64), npu_sync_locks);\n")
 #: The shapes issue 22 forbids, each made from the good launcher, and what the read-back says.
@@ -99,18 +99,18 @@ MUTATIONS = {
         lambda s: s.replace("void* workspace_addr = npu_sync_regions.workspace;",
                             "void* workspace_addr = npu_sync_memory.regions().workspace;"),
         "the launch lambda names the owning npu_sync_memory"),
-    "released later than right after the launch": (
+    "handed back later than right after the launch": (
         lambda s: s.replace(RELEASE, "    other_work(stream_);\n" + RELEASE),
-        "the statement right after launchKernel(...) is not npu_sync_memory.release_when_finished();"),
-    "released only by the destructor": (
+        "the statement right after launchKernel(...) is not npu_sync_memory.handed();"),
+    "handed back only by the destructor": (
         lambda s: s.replace(RELEASE, ""),
-        "the statement right after launchKernel(...) is not npu_sync_memory.release_when_finished();"),
+        "the statement right after launchKernel(...) is not npu_sync_memory.handed();"),
     "released once queued (issue 31)": (
         lambda s: s.replace(RELEASE, "    npu_sync_memory.release();\n"),
-        "the statement right after launchKernel(...) is not npu_sync_memory.release_when_finished();"),
-    "a lambda that never marks itself done": (
+        "the statement right after launchKernel(...) is not npu_sync_memory.handed();"),
+    "a lambda that never counts itself as run": (
         lambda s: s.replace(DONE, ""),
-        "the launch lambda does not mark itself done with one torch_npu::inductor::LaunchDone"),
+        "the launch lambda does not count itself as run with one torch_npu::inductor::LaunchDone"),
     "a null workspace pointer": (
         lambda s: s.replace("void* workspace_addr = npu_sync_regions.workspace;", "void* workspace_addr = NULL;"),
         "the launch lambda sets workspace_addr to a null pointer"),
@@ -154,8 +154,8 @@ def test_a_launch_that_needs_nothing_takes_nothing():
 
 def test_npu_wrapper_passes_when_memory_is_taken_exactly_where_needed():
     detail, data = st.check_wrapper("npu", [WRAPPER], PLANS, "t")
-    assert detail.startswith("2 launches; 1 need memory and take it before the lambda, hold it until its kernel "
-                             "has finished, none allocates inside its lambda")
+    assert detail.startswith("2 launches; 1 need memory and take it before the lambda, keep it for the thread's "
+                             "next launch on the stream, none allocates inside its lambda")
     assert data["read_back"]["triton_tem_fused_mm_1"] == {
         "needs": {"workspace": True, "locks": True}, "launches": 1, "takes_memory": True, "problems": []}
 
@@ -181,7 +181,7 @@ def test_wrapper_without_launchers_fails_on_a_device():
 def test_codegen_check_reads_the_sample_launchers_back():
     detail, _ = st.check_codegen()
     assert detail.startswith("10 sample kernels: the 8 that need memory take it before the launch lambda and "
-                             "hold it until its kernel has finished (LaunchDone, release_when_finished after launchKernel)")
+                             "keep it for the thread's next launch on the stream (LaunchDone, handed after launchKernel)")
 
 
 def test_simulation_check_runs_the_installed_files_and_names_a_wrong_launch(monkeypatch, tmp_path):

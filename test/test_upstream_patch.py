@@ -235,8 +235,8 @@ def test_generated_module_writes_launch_codegen_lines(sample, tmp_path):
         got = m["launch_resource_lines"](sample.kernel, params, clamp, False)
         assert sum("LaunchMemory npu_sync_memory(" in ln for ln in got.before) == 1
         assert not any("npu_sync_memory" in ln for ln in got.in_lambda)
-        assert got.in_lambda[0].startswith("const torch_npu::inductor::LaunchDone npu_sync_done{npu_sync_regions.held, stream_};")
-        assert [ln.split("  //")[0] for ln in got.after] == ["npu_sync_memory.release_when_finished();"]
+        assert got.in_lambda[0].startswith("const torch_npu::inductor::LaunchDone npu_sync_done{npu_sync_regions};")
+        assert [ln.split("  //")[0] for ln in got.after] == ["npu_sync_memory.handed();"]
 
 
 def test_generated_module_leaves_out_only_uncalled_methods():

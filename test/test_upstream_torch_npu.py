@@ -146,8 +146,8 @@ def test_patched_params_and_cpp(version, s, tmp_path_factory):
     in_lambda, after = rest.split("launchKernel(", 1)
     assert ("LaunchMemory" in before) == needs and "npu_sync_memory" not in in_lambda
     ours = [ln.strip() for ln in in_lambda.splitlines() if "npu_sync_" in ln or "sync_block_lock =" in ln]
-    assert ours[0].startswith("const torch_npu::inductor::LaunchDone npu_sync_done{npu_sync_regions.held, stream_};") == needs
-    assert after.splitlines()[1].strip().startswith("npu_sync_memory.release_when_finished();") == needs
+    assert ours[0].startswith("const torch_npu::inductor::LaunchDone npu_sync_done{npu_sync_regions};") == needs
+    assert after.splitlines()[1].strip().startswith("npu_sync_memory.handed();") == needs
     assert "npu_sync_memory.release();" not in cpp
     assert lc.MARKER in cpp
     assert ("ffts_addr" in cpp) == s.has_ffts
@@ -510,7 +510,7 @@ def test_older_layout_hooks_on_each_releases_own_code(version, tmp_path, monkeyp
         assert body.count("LaunchMemory npu_sync_memory(") == 1 and "std::min(" not in body
         assert body.index("LaunchMemory npu_sync_memory(") < body.index("auto launch_call")
         assert body.index("auto launch_call") < body.index("LaunchDone npu_sync_done{") < body.index("launchKernel(")
-        assert body.index("launchKernel(") < body.index("npu_sync_memory.release_when_finished();")
+        assert body.index("launchKernel(") < body.index("npu_sync_memory.handed();")
         cpp = (f"static void* {name} = nullptr;\n"
                f"template <typename T0, typename T1>\nstatic inline void call_{name}(const T0& in_ptr0, const T1& out_ptr0,"
                f" int64_t x0_numel, aclrtStream stream_) {{\n"

@@ -78,7 +78,7 @@ inline Launch generated_launch(const char *name, aclrtFuncHandle h, aclrtStream 
 // What the allocator's free-memory callback does, once the device is idle: every kept block goes back.
 inline size_t settle_held() {
   sync_all();
-  return KeptBlocks::all().give_back_idle();
+  return KeptBlocks::all().give_back(nullptr, true);
 }
 
 // generated_launch, waited for (the queue drained); returns the kernel's launch id.

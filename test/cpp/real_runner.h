@@ -31,7 +31,7 @@ inline void settle_between_cases() {
   for (int d = 1; d >= 0; --d) {  // a device's blocks go back on a thread of that device
     set_device(d);
     sync_all();
-    KeptBlocks::all().give_back_idle();
+    KeptBlocks::all().give_back(nullptr, true);
   }
   acl_host_reset();
   for (int d = 0; d < 2; ++d) {

@@ -77,7 +77,7 @@ ShapeRun run(const ShapeVariant &v, aclrtStream s, bool hold) {
   drain();
   sync(s);
   r.drained = blocks();
-  KeptBlocks::all().give_back_idle();
+  KeptBlocks::all().give_back(nullptr, true);
   r.given_back = blocks();
   const uint64_t last = launched_last();
   for (uint64_t id = last + 1 - uint64_t(wrapper_shape::kLaunches); id <= last; ++id) {

@@ -83,7 +83,8 @@ class LaunchMemory {
   // Right after launchKernel returns: the kept block is its thread's again; a captured one goes back to the
   // graph's pool, where the graph orders later work.
   void handed(bool queued = true) {
-    if (kept_ != nullptr) std::exchange(kept_, nullptr)->state.store(generation_ << 2 | kIdle, std::memory_order_release);
+    if (kept_ != nullptr)
+      std::exchange(kept_, nullptr)->state.store(generation_ << 2 | kIdle, std::memory_order_release);
     if (queued && captured_ != nullptr) c10_npu::NPUCachingAllocator::raw_delete(std::exchange(captured_, nullptr));
   }
 

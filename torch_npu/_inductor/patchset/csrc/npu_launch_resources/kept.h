@@ -1,10 +1,10 @@
-// npu_launch_resources: a launch block is kept per (calling thread, stream, current stream) and reused by
-// that thread's next launch there: its lambdas run in order on the task queue the current stream picks,
-// their kernels in order on the stream, so reuse needs no event. A kept block is never free in the caching
-// allocator: no empty_cache or out-of-memory retry can aclrtFree it. It is retired when a larger launch
-// replaces it, when its thread ends, or when the allocator misses its cache (the free-memory callback);
-// once every lambda that used it has run, a calling thread records an event behind its last kernel and
-// frees it when that completed. Nothing waits.
+// npu_launch_resources: a launch block is kept per (calling thread, stream, current stream) and reused by that
+// thread's next launch there: its lambdas run in order on the task queue the current stream picks, their kernels
+// in order on the stream, so reuse needs no event. A kept block is never free in the caching allocator: no
+// empty_cache or out-of-memory retry can aclrtFree it. It is retired when a larger launch replaces it or its
+// thread ends; once every lambda that used it has run, a calling thread records an event behind its last kernel
+// and frees it when that completed. At a cache miss the allocator's free-memory callback frees every idle block
+// whose kernels have finished. Nothing waits.
 #pragma once
 
 #include <acl/acl.h>
@@ -29,8 +29,8 @@ inline bool stream_captures(aclrtStream stream) {  // its launches then take the
   aclmdlRI graph = nullptr;
   return aclmdlRICaptureGetInfo(stream, &status, &graph) != ACL_SUCCESS || status != ACL_MODEL_RI_CAPTURE_STATUS_NONE;
 }
-// Events are illegal while capturing and a query ends a global-mode capture: like torch_npu's allocator, none
-// while the device captures (2.7.1 and post2's allocator cannot say: then `stream`'s own status).
+// An event query ends a global-mode capture: like torch_npu's allocator, none while the device captures (2.7.1
+// and post2's allocator cannot say: then none while `stream` does).
 template <class A>
 auto capturing(A *a, aclrtStream, int) -> decltype(a->hasCapturesUnderway(0)) {
   int32_t device = 0;
@@ -42,18 +42,27 @@ bool capturing(A *, aclrtStream stream, long) {
 }
 inline bool captures_underway(aclrtStream stream) { return capturing(c10_npu::NPUCachingAllocator::get(), stream, 0); }
 
-// state: generation << 2 | kIdle, kInUse (its thread is launching on it) or kRetired; records are reused, so
-// a thread that finds its block retired by the callback (a newer generation) lets it go.
+// state: generation << 2 | kIdle, kInUse (its thread is launching on it) or kRetired. Records are reused: a
+// thread whose block was given back by the callback finds a newer generation there and lets it go.
 enum : uint64_t { kIdle, kInUse, kRetired };
 struct KeptBlock {
   void *raw = nullptr;
   aclrtStream stream = nullptr;
-  int32_t device = 0;
+  int32_t device = -1;
   std::atomic<uint64_t> queued{0};  // launches made on it
-  std::atomic<uint64_t> ran{0};     // the last of them whose lambda has run
+  std::atomic<uint64_t> ran{0};     // the last of them whose lambda has run (they run in order)
   std::atomic<uint64_t> state{kInUse};
-  aclrtEvent event = nullptr;  // once retired: recorded once every lambda ran, behind the last kernel
-  bool recorded = false;
+  aclrtEvent event = nullptr;
+  bool recorded = false;  // once retired: the event is behind its last kernel
+
+  bool finished(bool record) {  // every lambda ran and (`record`: an event recorded now) its kernels finished
+    aclrtEventRecordedStatus status = ACL_EVENT_RECORDED_STATUS_NOT_READY;
+    if (record && ran.load() == queued.load() && !stream_captures(stream))
+      recorded = (event != nullptr || aclrtCreateEvent(&event) == ACL_SUCCESS) &&
+                 aclrtRecordEvent(event, stream) == ACL_SUCCESS;
+    return recorded && aclrtQueryEventStatus(event, &status) == ACL_SUCCESS &&
+           status == ACL_EVENT_RECORDED_STATUS_COMPLETE;
+  }
 };
 
 class KeptBlocks {
@@ -68,21 +77,22 @@ class KeptBlocks {
       try {
         return c10_npu::NPUCachingAllocator::raw_alloc_with_stream(bytes, stream);
       } catch (const std::exception &e) {  // its retry synchronised the device: retired blocks go back, ask again
-        if (!std::exchange(retried, true) && give_back_retired(stream) != 0) continue;
-        throw std::runtime_error("npu_launch_resources: kernel '" + std::string(kernel) + "': " +
-                                 std::to_string(bytes) + " bytes for its locks and workspace: " + e.what());
+        if (!std::exchange(retried, true) && give_back(stream, false) != 0) continue;
+        throw std::runtime_error("npu_launch_resources: kernel '" + std::string(kernel) +
+                                 "': " + std::to_string(bytes) + " bytes for its locks and workspace: " + e.what());
       }
     }
   }
   // This thread's block for `stream`, in use until set idle: the kept one if it fits, else a new one.
   KeptBlock *take(const char *kernel, aclrtStream stream, uint64_t bytes, uint64_t &generation) {
-    if (retired_count_.load(std::memory_order_relaxed) != 0) give_back_retired(stream);
+    if (retired_count_.load(std::memory_order_relaxed) != 0) give_back(stream, false);
     const aclrtStream current = c10_npu::getCurrentNPUStream().stream(false);
     std::vector<Mine> &mine = thread_blocks().blocks;
-    auto it = std::find_if(mine.begin(), mine.end(), [&](const Mine &m) { return m.stream == stream && m.current == current; });
+    auto it = std::find_if(mine.begin(), mine.end(),
+                           [&](const Mine &m) { return m.stream == stream && m.current == current; });
     if (it != mine.end()) {
-      uint64_t idle = it->generation << 2 | kIdle;  // else the callback retired it
-      if (it->block->state.compare_exchange_strong(idle, idle + kInUse, std::memory_order_acquire)) {
+      uint64_t idle = it->generation << 2 | kIdle;  // else the callback gave it back
+      if (it->block->state.compare_exchange_strong(idle, idle + kInUse)) {
         if (it->bytes >= bytes) return generation = it->generation, it->block;
         retire({*it}, kInUse);  // too small: replaced
       }
@@ -94,73 +104,47 @@ class KeptBlocks {
     std::lock_guard<std::mutex> lock(mutex_);
     KeptBlock *k = spare_.empty() ? new KeptBlock : spare_.back();
     if (!spare_.empty()) spare_.pop_back();
-    generation = (k->state.load() >> 2) + 1;
-    k->raw = raw, k->stream = stream, k->recorded = false;
-    k->queued.store(0);
-    k->ran.store(0), k->state.store(generation << 2 | kInUse);
     const int32_t device = k->device;
     aclrtGetDevice(&k->device);
-    if (k->event != nullptr && k->device != device) aclrtDestroyEvent(std::exchange(k->event, nullptr));  // completed
+    if (k->event != nullptr && k->device != device) aclrtDestroyEvent(std::exchange(k->event, nullptr));
+    generation = (k->state.load() >> 2) + 1;
+    k->raw = raw, k->stream = stream, k->recorded = false, k->queued = 0, k->ran = 0;
+    k->state = generation << 2 | kInUse;
     kept_.push_back(k);
     mine.push_back({k, generation, stream, current, bytes});
     return k;
   }
-  // Frees this device's retired blocks whose last kernel finished, recording their events first. The
-  // allocator is called outside the mutex: its free-memory callback takes that under the allocator's own.
-  size_t give_back_retired(aclrtStream stream) {
+  // Frees this device's retired blocks whose last kernel finished and (`idle`: the allocator's free-memory
+  // callback, at a cache miss) its idle blocks whose kernels have finished. The allocator is called outside the
+  // mutex: the callback takes that under the allocator's own.
+  size_t give_back(aclrtStream stream, bool idle) {
     int32_t device = 0;
     if (captures_underway(stream) || aclrtGetDevice(&device) != ACL_SUCCESS) return 0;
     std::vector<void *> done;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      for (KeptBlock *&k : retired_) {
-        if (k->device != device) continue;
-        if (!k->recorded && k->ran.load(std::memory_order_acquire) == k->queued.load() && !stream_captures(k->stream))
-          k->recorded = (k->event != nullptr || aclrtCreateEvent(&k->event) == ACL_SUCCESS) &&
-                        aclrtRecordEvent(k->event, k->stream) == ACL_SUCCESS;
-        aclrtEventRecordedStatus status = ACL_EVENT_RECORDED_STATUS_NOT_READY;
-        if (k->recorded && aclrtQueryEventStatus(k->event, &status) == ACL_SUCCESS &&
-            status == ACL_EVENT_RECORDED_STATUS_COMPLETE) {
-          done.push_back(k->raw);
-          spare_.push_back(std::exchange(k, nullptr));
-        }
+    std::unique_lock<std::mutex> lock(mutex_);
+    for (KeptBlock *&k : retired_)
+      if (k->device == device && k->finished(!k->recorded))
+        done.push_back(k->raw), spare_.push_back(std::exchange(k, nullptr));
+    for (KeptBlock *&k : kept_) {
+      uint64_t s = k->state.load();
+      const uint64_t queued = k->queued.load();
+      if (!idle || (s & 3) != kIdle || k->device != device || !k->finished(true) ||
+          !k->state.compare_exchange_strong(s, s - kIdle + kRetired))
+        continue;
+      k->recorded = false;
+      if (k->queued.load() != queued) {  // its thread launched on it meanwhile: given back by a later call
+        retired_.push_back(std::exchange(k, nullptr));
+        continue;
       }
-      retired_.erase(std::remove(retired_.begin(), retired_.end(), nullptr), retired_.end());
-      retired_count_.store(retired_.size(), std::memory_order_relaxed);
+      done.push_back(k->raw);
+      spare_.push_back(std::exchange(k, nullptr));
     }
+    kept_.erase(std::remove(kept_.begin(), kept_.end(), nullptr), kept_.end());
+    retired_.erase(std::remove(retired_.begin(), retired_.end(), nullptr), retired_.end());
+    retired_count_.store(retired_.size(), std::memory_order_relaxed);
+    lock.unlock();
     for (void *raw : done) c10_npu::NPUCachingAllocator::raw_delete(raw);
     return done.size();
-  }
-  // The allocator's free-memory callback (at a cache miss, its mutex held), and tests: every idle block whose
-  // kernels have finished goes back (an event recorded and asked about at once); a busy one stays kept.
-  size_t give_back_idle() {
-    int32_t device = 0;
-    if (captures_underway(nullptr) || aclrtGetDevice(&device) != ACL_SUCCESS) return 0;
-    std::vector<void *> done;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      for (KeptBlock *&k : kept_) {
-        uint64_t s = k->state.load();
-        const uint64_t queued = k->queued.load();
-        aclrtEventRecordedStatus status = ACL_EVENT_RECORDED_STATUS_NOT_READY;
-        if ((s & 3) != kIdle || k->device != device || k->ran.load() != queued || stream_captures(k->stream) ||
-            (k->event == nullptr && aclrtCreateEvent(&k->event) != ACL_SUCCESS) ||
-            aclrtRecordEvent(k->event, k->stream) != ACL_SUCCESS ||
-            aclrtQueryEventStatus(k->event, &status) != ACL_SUCCESS || status != ACL_EVENT_RECORDED_STATUS_COMPLETE ||
-            !k->state.compare_exchange_strong(s, s - kIdle + kRetired))
-          continue;
-        if (k->queued.load() != queued) {  // its thread launched on it meanwhile: retired, given back later
-          retired_.push_back(std::exchange(k, nullptr));
-          continue;
-        }
-        done.push_back(k->raw);
-        spare_.push_back(std::exchange(k, nullptr));
-      }
-      kept_.erase(std::remove(kept_.begin(), kept_.end(), nullptr), kept_.end());
-      retired_count_.store(retired_.size(), std::memory_order_relaxed);
-    }
-    for (void *raw : done) c10_npu::NPUCachingAllocator::raw_delete(raw);
-    return done.size() + give_back_retired(nullptr);
   }
 
  private:
@@ -170,7 +154,7 @@ class KeptBlocks {
     aclrtStream stream, current;  // current: the stream that picked the task queue
     uint64_t bytes;
   };
-  struct ThreadBlocks {  // as the thread ends, its blocks are retired (the next call records their events)
+  struct ThreadBlocks {  // as the thread ends, its blocks are retired (a later call records their events)
     std::vector<Mine> blocks;
     ~ThreadBlocks() { KeptBlocks::all().retire(blocks, kIdle); }
   };
@@ -189,7 +173,7 @@ class KeptBlocks {
     retired_count_.store(retired_.size(), std::memory_order_relaxed);
   }
   struct Callback final : c10_npu::NPUCachingAllocator::FreeMemoryCallback {
-    bool Execute() override { return KeptBlocks::all().give_back_idle() != 0; }
+    bool Execute() override { return KeptBlocks::all().give_back(nullptr, true) != 0; }
   };
   static bool register_callback() {  // once per process and helper version
     c10_npu::NPUCachingAllocator::FreeNPUMemoryCallbacksRegistry()->Register(

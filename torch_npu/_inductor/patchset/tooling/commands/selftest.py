@@ -26,9 +26,9 @@ any work).
   masked rows exactly zero, no recompilation after the first length, and the
   generated C++ wrapper read back. On an NPU, for each launch whose kernel
   asks for a workspace or locks: its ``torch_npu::inductor::LaunchMemory``
-  is taken before the ``launch_call`` lambda, handed over right after
-  ``launchKernel(...)`` (``release_when_finished``: held until its kernel
-  has finished, which the lambda marks with ``LaunchDone``), and nothing inside
+  is taken before the ``launch_call`` lambda, handed back right after
+  ``launchKernel(...)`` (``handed``: kept for the thread's next launch on the
+  stream; the lambda counts itself as run with ``LaunchDone``), and nothing inside
   the lambda allocates or touches the owning object; a launch that needs
   nothing takes nothing.
 * ``kernels-workspace`` / ``kernels-locks`` / ``kernels-workspace-and-locks``:
@@ -378,7 +378,7 @@ def check_codegen() -> tuple[str, dict]:
     if wrong:
         raise CheckFailed("; ".join(wrong))
     return (f"{len(SAMPLES)} sample kernels: the {taking} that need memory take it before the launch lambda and "
-            "hold it until its kernel has finished (LaunchDone, release_when_finished after launchKernel), nothing is "
+            "keep it for the thread's next launch on the stream (LaunchDone, handed after launchKernel), nothing is "
             "allocated inside a lambda, the others take none", {})
 
 
@@ -580,8 +580,8 @@ def read_back(body: str, needs_memory: bool | None) -> dict:
     ``needs_memory`` (the kernel's metadata asks for a workspace or locks; None: unknown): each
     ``launchKernel(<lambda>, ...)`` must then be preceded, after the previous launch, by exactly one
     ``torch_npu::inductor::LaunchMemory <m>(...)`` outside the lambda, and followed at once by
-    ``<m>.release_when_finished();`` (issue 31: the block is held until its kernel has finished); the lambda
-    marks itself done with one ``torch_npu::inductor::LaunchDone``, allocates nothing, never names ``<m>``
+    ``<m>.handed();`` (issue 39: the block is the thread's again, kept for its next launch on the stream); the
+    lambda counts itself as run with one ``torch_npu::inductor::LaunchDone``, allocates nothing, never names ``<m>``
     (it copies only the raw pointers) and passes no NULL sync pointer. A launch that needs nothing takes
     and releases nothing.
     Returns ``{"launches", "takes_memory", "problems"}``."""
@@ -615,7 +615,7 @@ def read_back(body: str, needs_memory: bool | None) -> dict:
         for alloc in sorted({m.group(1) for m in _ALLOCATION.finditer(lam)}):
             problems.append(f"{where}: {alloc} inside the launch lambda (it runs on the task-queue thread)")
         after = code[semicolon + 1:]
-        released = re.match(r"\s*(\w+)\s*\.\s*release_when_finished\s*\(\s*\)\s*;", after)
+        released = re.match(r"\s*(\w+)\s*\.\s*handed\s*\(\s*\)\s*;", after)
         if needs_memory or (needs_memory is None and before):
             if len(before) != 1:
                 problems.append(f"{where}: {len(before)} torch_npu::inductor::LaunchMemory before the launch lambda "
@@ -625,9 +625,9 @@ def read_back(body: str, needs_memory: bool | None) -> dict:
                 takes = True
                 if not (released and released.group(1) == owner):
                     problems.append(f"{where}: the statement right after launchKernel(...) is not "
-                                    f"{owner}.release_when_finished();")
+                                    f"{owner}.handed();")
                 if len(re.findall(r"\btorch_npu::inductor::LaunchDone\b", lam)) != 1:
-                    problems.append(f"{where}: the launch lambda does not mark itself done with one "
+                    problems.append(f"{where}: the launch lambda does not count itself as run with one "
                                     "torch_npu::inductor::LaunchDone (its block would never go back)")
                 if re.search(rf"\b{owner}\b", lam):
                     problems.append(f"{where}: the launch lambda names the owning {owner} (it must get only the "
@@ -697,8 +697,8 @@ def check_wrapper(device: str, sources: list[str], plans: dict, what: str) -> tu
                           + "; ".join(f"{k}: {', '.join(p)}" for k, p in wrong.items()))
     unknown = [k for k, r in reads.items() if r["needs"] is None]
     taking = sum(1 for r in reads.values() if r["takes_memory"])
-    return (f"{len(launches)} launches; {taking} need memory and take it before the lambda, hold it until its kernel "
-            "has finished, none allocates inside its lambda"
+    return (f"{len(launches)} launches; {taking} need memory and take it before the lambda, keep it for the thread's "
+            "next launch on the stream, none allocates inside its lambda"
             + (f"; no saved params for {unknown}" if unknown else ""), data)
 
 

@@ -111,8 +111,11 @@ _HELPER_CLASS = "torch_npu::inductor::LaunchMemory "
 
 
 def definition(name: str) -> str:
-    """The C++ of mutant ``name``'s class, in a namespace of its own (after the helper's include)."""
-    return f"{_INCLUDES}namespace {_NS.format(name.replace('-', '_'))} {{{_CLASSES[name]}}}  // namespace\n"
+    """The C++ of mutant ``name``'s class, in a namespace of its own (after the helper's include; guarded, so that
+    every launcher using it may carry it)."""
+    ns = _NS.format(name.replace("-", "_"))
+    return (f"#ifndef {ns.upper()}\n#define {ns.upper()}\n{_INCLUDES}namespace {ns} {{{_CLASSES[name]}}}  "
+            f"// namespace {ns}\n#endif\n")
 
 
 def use(cpp: str, name: str) -> str:

@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Sequence
 
 from ... import launch_codegen as lc
+from . import mutant_helpers
 from ..sim import harness as sim_harness
 from ..sim.samples import SAMPLES, Sample
 from . import aot_artifacts, rendered
@@ -274,9 +275,10 @@ extern "C" __attribute__((visibility("default"))) long long npu_patchset_real_ru
   std::lock_guard<std::mutex> g(nprt::gate_mu);
   return nprt::queue_tid;
 }
-// What the calling thread's next launch does first: the blocks whose lambdas are done go back; how many.
-extern "C" __attribute__((visibility("default"))) int npu_patchset_real_runtime_release_done() {
-  return static_cast<int>(torch_npu::inductor::HeldBlocks::all().release_done());
+// What torch_npu's allocator's free-memory callback does at a cache miss: every kept block of this device whose
+// kernels have finished goes back (and the retired ones whose event completed); how many.
+extern "C" __attribute__((visibility("default"))) int npu_patchset_real_runtime_give_back() {
+  return static_cast<int>(torch_npu::inductor::KeptBlocks::all().give_back(nullptr, true));
 }
 // The end of the wrapper function; how many blocks a launcher had kept until then.
 extern "C" __attribute__((visibility("default"))) int npu_patchset_real_runtime_wrapper_end() {
@@ -422,21 +424,15 @@ def with_mutants(harness: dict) -> dict:
 
 
 # ---- mutants of the generated launcher (what the real runtime must catch, as the simulation does) ----------
-_RELEASE = "npu_sync_memory.release_when_finished();"
+_RELEASE = "npu_sync_memory.handed();"
 
 
-def _release_once_queued(cpp: str) -> str:
-    """Issue 31's defect (the launcher before it): the calling thread marks the launch done itself once the queue
-    call returned, so its block goes back while the lambda may still wait in torch_npu's queue."""
-    return cpp.replace(_RELEASE, "if (npu_sync_regions.held != nullptr) { npu_sync_regions.held->with_event = false; "
-                       "npu_sync_regions.held->done.store(true); }\n    " + _RELEASE)
-
-
-def _release_once_ran(cpp: str) -> str:
-    """The launcher of the morning of issue 31: the block goes back once its lambda ran, no event recorded, while
-    the kernel the lambda queued may still be pending on the device."""
-    return cpp.replace("npu_sync_memory.regions();", "npu_sync_memory.regions();\n    if (npu_sync_regions.held != "
-                       "nullptr) npu_sync_regions.held->with_event = false;", 1)
+def _helper_mutant(name: str):
+    """A launcher whose LaunchMemory is :mod:`mutant_helpers`' ``name`` (an earlier or wrong rule)."""
+    def edit(cpp: str) -> str:
+        return mutant_helpers.definition(name) + mutant_helpers.use(cpp, name)
+    edit.__doc__ = mutant_helpers.__doc__.split(f"* ``{name}``: ", 1)[1].split("\n* ", 1)[0].strip()
+    return edit
 
 
 def _never_done(cpp: str) -> str:
@@ -509,16 +505,13 @@ def _memory_in_lambda(cpp: str) -> str:
             + "\n".join(ln for ln in cpp.splitlines() if _RELEASE not in ln) + "\n")
 
 
-#: The mutants the simulation catches (test_launcher_cli.py, test_cpp_runtime.py), built into every release's
-#: shared object for :data:`MUTANT_SAMPLES`. (The lambda owning the LaunchMemory is not among them: with blocks
-#: held until their kernel finished, it only moves the hand-over to wherever the lambda dies, which only a
-#: wrapper keeping its lambdas to its end shows: test/cpp/test_wrapper_shape.cpp, on the real runtime too.)
-#: In this order in a child: release-once-queued last, since its lambdas mark a record done after the record went
-#: back to the helper's spares, where a later launch's block took it.
+#: The mutants the real runtime must catch, built into every release's shared object for :data:`MUTANT_SAMPLES`:
+#: edits of the generated launcher, then the earlier and wrong launch-memory rules of :mod:`mutant_helpers`. (The
+#: lambda owning the LaunchMemory is not among them: only a wrapper keeping its lambdas to its end shows it,
+#: test/cpp/test_wrapper_shape.cpp, on the real runtime too.)
 MUTANTS = {"never-done": _never_done, "release-at-end": _release_at_end,
            "quarter-workspace": _quarter_workspace, "aliasing": _aliasing, "wrong-lock-content": _wrong_lock_content,
-           "release-once-ran": _release_once_ran, "memory-in-lambda": _memory_in_lambda,
-           "release-once-queued": _release_once_queued}
+           "memory-in-lambda": _memory_in_lambda, **{n: _helper_mutant(n) for n in mutant_helpers.NAMES}}
 MUTANT_SAMPLES = ("both", "threads")
 
 

@@ -186,7 +186,7 @@ def main() -> None:
             n, m = SPEC["launches"], SPEC["gated"]
             torch.npu.synchronize()
             # the blocks an earlier batch left held (their kernels finished) go back first: the peak is this batch's
-            so.npu_patchset_real_runtime_release_done()
+            so.npu_patchset_real_runtime_give_back()
             host.acl_host_reset()
             torch.npu.reset_peak_memory_stats(0)
             s0 = torch.npu.memory_stats(0)

@@ -105,7 +105,7 @@ class Launchers:
         self.lib.npu_patchset_real_runtime_gate_refusal.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
         self.lib.npu_patchset_real_runtime_queue_tid.restype = ctypes.c_longlong
         self.lib.npu_patchset_real_runtime_wrapper_end.restype = ctypes.c_int
-        self.lib.npu_patchset_real_runtime_release_done.restype = ctypes.c_int
+        self.lib.npu_patchset_real_runtime_give_back.restype = ctypes.c_int
 
     def entry(self, symbol: str):
         fn = getattr(self.lib, symbol)
@@ -135,8 +135,8 @@ class Launchers:
         self.lib.npu_patchset_real_runtime_gate_refusal(buf, len(buf))
         return buf.value.decode(errors="replace")
 
-    def release_done(self) -> int:
-        return self.lib.npu_patchset_real_runtime_release_done()
+    def give_back(self) -> int:
+        return self.lib.npu_patchset_real_runtime_give_back()
 
     def wrapper_end(self) -> int:
         return self.lib.npu_patchset_real_runtime_wrapper_end()
@@ -235,11 +235,13 @@ def run_samples(torch, so: Launchers) -> None:
     for launcher in SPEC["launchers"]:
         bufs = [torch.empty(launcher["xnumel"], device="npu", dtype=torch.float32) for _ in range(2)]
         torch.npu.synchronize()
+        baseline = None
         for i in range(SPEC["launches"]):
-            so.release_done()  # what the thread's next launch does first: earlier launches' done blocks go back
+            so.give_back()  # what the allocator's callback does: the kept blocks whose kernels finished go back
             HOST.reset()
             torch.npu.reset_peak_memory_stats(0)  # the peak then says how big the launch's block was
             before = _stats(torch)
+            baseline = baseline or before  # before the launcher's first launch
             gate = so.gate_close()
             threw, what = so.call(launcher, bufs, stream)
             held = _stats(torch)  # the launch is queued behind the gate: its lambda has not run
@@ -247,7 +249,7 @@ def run_samples(torch, so: Launchers) -> None:
             if gate == "queue off":  # the lambda ran in the call: once its kernel finished, the block is the
                 calls = HOST.report().get("calls", {})  # caller's to give back at its next launch in the wrapper
                 torch.npu.synchronize()
-                early = so.release_done()
+                early = so.give_back()
             kept = so.wrapper_end()  # the end of the compiled graph's wrapper function
             at_end = _stats(torch)  # still queued
             so.gate_open()
@@ -263,13 +265,13 @@ def run_samples(torch, so: Launchers) -> None:
             except Exception as exc:
                 sync_error += _failure(exc)
             after_sync = _stats(torch)
-            given_back = so.release_done()  # the calling thread's next hand-over
+            given_back = so.give_back()  # the calling thread gives its kept block back
             after = _settled(torch)
             peak = torch.npu.max_memory_allocated(0)
             RESULT["launches"].append({
                 "key": launcher["key"], "kernel": launcher["kernel"], "launch": i + 1, "gate": gate,
                 "queue_tid": so.queue_tid(), "call_threw": threw, "call_error": what, "sync_error": sync_error,
-                "kept_to_wrapper_end": kept, "given_back_before_wrapper_end": early, "memory_before": before, "memory_held_while_queued": held, "memory_at_wrapper_end": at_end, "memory_after_sync": after_sync, "given_back": given_back, "memory_peak": peak,
+                "kept_to_wrapper_end": kept, "given_back_before_wrapper_end": early, "memory_before": before, "memory_baseline": baseline, "memory_held_while_queued": held, "memory_at_wrapper_end": at_end, "memory_after_sync": after_sync, "given_back": given_back, "memory_peak": peak,
                 "memory_after": after, "calls_before_sync": calls, "host": HOST.report(),
                 "outcome": so.outcome(launcher)})
             save()
@@ -310,8 +312,12 @@ def run_scenario(torch, so: Launchers, sp: dict, out: dict) -> None:
             stream = torch.npu.current_stream(device).npu_stream
             bufs = [torch.empty(launcher["xnumel"], device=f"npu:{device}", dtype=torch.float32) for _ in range(2)]
             started.wait(10)
+            scratch = sp.get("empty_cache_every") or sp.get("empty_cache_thread")
             for i in range(sp["per_thread"]):
                 threw, what = so.call(launcher, bufs, stream, device)
+                if scratch:  # a tensor of the program's own, dropped: what empty_cache frees besides any launch's
+                    del_me = torch.empty(24 << 20, device=f"npu:{device}", dtype=torch.uint8)  # a segment of its own
+                    del del_me
                 if sp.get("pace_s"):  # the launches spread over the other thread's empty_cache calls
                     time.sleep(sp["pace_s"])
                 rows.append({"thread": t, "device": device, "launch": i + 1, "call_threw": threw,
@@ -403,7 +409,10 @@ def run_scenario(torch, so: Launchers, sp: dict, out: dict) -> None:
     for t in threads[sp["threads"]:]:
         t.join()
     sync_error = _synchronize_all(torch, devices)
-    so.release_done()  # the next launch's first step: every block whose kernel has finished goes back
+    for d in devices:  # what the allocator's callback does, on each device: the kept blocks go back
+        torch.npu.set_device(d)
+        so.give_back()
+    torch.npu.set_device(0)
     out.update(calls=rows, thread_errors=errors, sync_error=sync_error, memory_before=before,
                   memory_after=_settled_all(torch, devices), host=HOST.report(), thread_tids=tids, **extra)
     step("scenario done", out)
@@ -507,7 +516,7 @@ def run_capture(torch, so: Launchers, sp: dict, out: dict) -> None:
     sync_error = _synchronize_all(torch, [0])
     del graph
     bufs.clear()
-    so.release_done()
+    so.give_back()
     out.update(calls=rows, thread_errors=errors, sync_error=sync_error, memory_before=before,
                   memory_after=_settled(torch), host=HOST.report(), replays=replays, captured_tasks=captured_tasks,
                   thread_tids={0: threading.get_native_id()})
@@ -575,7 +584,7 @@ def run_graphs(torch, so: Launchers, sp: dict, out: dict) -> None:
     sync_error = _synchronize_all(torch, [0])
     graphs.clear()
     bufs.clear()
-    so.release_done()
+    so.give_back()
     out.update(calls=rows, thread_errors=errors, sync_error=sync_error, memory_before=before,
                memory_after=_settled(torch), host=HOST.report(), replays=replays, captured_tasks=captured_tasks,
                replay_streams=replay_handles, thread_tids={0: threading.get_native_id()})
@@ -665,7 +674,7 @@ def run_global_capture(torch, so: Launchers, sp: dict, out: dict) -> None:
     del graph
     bufs.clear()
     eager_bufs.clear()
-    so.release_done()
+    so.give_back()
     host = HOST.report()
     out.update(calls=rows, thread_errors=errors, sync_error=sync_error, memory_before=before,
                memory_after=_settled(torch), host=host, replays=replays, captured_tasks=captured_tasks,
@@ -703,7 +712,7 @@ def run_oom_fill(torch, so: Launchers, sp: dict, out: dict) -> None:
     launcher = sp["launchers"][0]
     torch.npu.set_device(0)
     torch.npu.synchronize()
-    so.release_done()
+    so.give_back()
     torch.npu.empty_cache()
     HOST.reset()
     before = _settled(torch)
@@ -718,7 +727,7 @@ def run_oom_fill(torch, so: Launchers, sp: dict, out: dict) -> None:
             other = torch.npu.Stream()
             bufs = [torch.empty(launcher["xnumel"], device="npu", dtype=torch.float32) for _ in range(2)]
             for r in range(sp["rounds"]):
-                so.release_done()  # the last round's blocks (their kernels finished) cached for the default stream
+                so.give_back()  # the last round's blocks (their kernels finished) cached for the default stream
                 held, refusals = [], 0
                 with torch.npu.stream(other):
                     for size in sp["fill_bytes"]:
@@ -754,7 +763,7 @@ def run_oom_fill(torch, so: Launchers, sp: dict, out: dict) -> None:
     t.start()
     t.join()
     sync_error = _synchronize_all(torch, [0])
-    so.release_done()
+    so.give_back()
     out.update(calls=rows, thread_errors=errors, sync_error=sync_error, memory_before=before,
                memory_after=_settled(torch), host=HOST.report(), thread_tids=tids, launch_phases=phases)
     step("scenario done", out)

@@ -60,29 +60,34 @@ def probe_view(rec: dict) -> dict:
 
 
 def memory_problems(need: bool, queue: str, m: dict) -> list[str]:
-    """Where the launch block went, by the launcher's design (docs/design.md; issue 31): held until its kernel
-    has finished on the device (the lambda records the block's event after the launch), then given back by a
-    calling thread at its next launch, never while the lambda may wait in torch_npu's queue or the kernel may be
-    pending. From torch_npu's own ``memory_allocated`` (``m``: bytes more than before the call ``held`` once it
-    returned; ``after`` once the launch completed and the calling thread gave finished blocks back;
-    ``given_back``, how many it gave back then; ``early``, with the task queue off, how many it gave back once
-    the kernel had finished, before the wrapper function ended)."""
+    """Where the launch block went, by the launcher's design (docs/design.md, "When the block goes back"): kept
+    for the calling thread's next launch on the stream, never free in the caching allocator while its lambda may
+    wait in torch_npu's queue or its kernel may be pending; given back by a calling thread once its kernels have
+    finished (here: what torch_npu's free-memory callback does, asked after the device synchronised). From
+    torch_npu's own ``memory_allocated`` (``m``: bytes more than before the call ``held`` once it returned;
+    ``after`` once the launch completed and the kept blocks were given back; ``carried``, before the call, more
+    than before the launcher's first launch: an earlier launch's block that could not be given back;
+    ``given_back``, how many went back then; ``early``, with the task queue off, how many went back once the
+    kernel had finished, before the wrapper function ended)."""
     problems = []
-    if need and m["held"] <= 0:
+    if need and m["carried"] > 0:
+        problems.append(f"{m['carried']} bytes of an earlier launch still allocated before this one, once its kernel "
+                        "had finished and the kept blocks were given back (its lambda never marked it, or owns it)")
+    elif need and m["held"] <= 0:
         problems.append("the launch block went back to the allocator inside the call, before its kernel finished "
                         + ("(its lambda had not even run: " if queue != "0" else "(")
                         + "another thread's empty_cache can free it under the launch)")
     if need and queue == "0" and m["held"] > 0 and not m["early"]:
-        problems.append("its kernel had finished, yet the calling thread's next launch could not give the block "
-                        "back: " + ("it was kept until the end of the wrapper function" if m["after"] == 0
-                                    else "never handed over"))
+        problems.append("its kernel had finished, yet the calling thread could not give the block back: "
+                        + ("it was kept until the end of the wrapper function" if m["after"] == 0
+                           else "never handed back"))
     if need and queue != "0" and m["held"] > 0 and m["given_back"] == 0:
         problems.append("the block did not go back through the calling thread once its kernel had finished: " +
                         ("it went back from torch_npu's queue, where the lambda that owned it was destroyed"
                          if m["after"] <= 0 else "still allocated (its lambda never marked it, or owns it)"))
-    if m["after"] != 0:
+    if m["after"] != 0 and m["carried"] <= 0:
         problems.append(f"{m['after']} bytes more allocated than before the launch once it completed and the calling "
-                        f"thread gave finished blocks back (a leak)")
+                        f"thread gave its kept blocks back (a leak)")
     return problems
 
 
@@ -163,7 +168,8 @@ def judge_launch(expect: tuple, ln: dict, rec: dict, queue: str, caller: int) ->
     at_end, synced = rec["memory_at_wrapper_end"], rec["memory_after_sync"]
     mem = {"held": held_m["allocated"] - before["allocated"], "at_end": at_end["allocated"] - before["allocated"],
            "after": after["allocated"] - before["allocated"], "given_back": rec["given_back"],
-           "early": rec.get("given_back_before_wrapper_end")}
+           "early": rec.get("given_back_before_wrapper_end"),
+           "carried": before["allocated"] - (rec.get("memory_baseline") or before)["allocated"]}
     if ln["tag"] != "upstream":  # a release's own launcher takes nothing before its queue call
         problems += memory_problems(need, queue, mem)
         problems += block_problems(records[0] if records else None, rec["memory_peak"] - before["allocated"])

@@ -86,8 +86,8 @@ _LAUNCH_KERNEL = """\
             r"launchKernel({}, {});".format("launch_call", f'"{kernel_var_name}"')
         )
 """
-_AFTER = "        prefix.writelines(launch_resources.after)  # queued: held until its kernel has finished\n"
-_HANDED_OVER = "and hands them over once it is queued: held until its kernel has finished"
+_AFTER = "        prefix.writelines(launch_resources.after)  # queued: the block is the thread's again\n"
+_HANDED_OVER = "and hands them back once it is queued: kept for the thread's next launch on the stream"
 _TAKE = """\
         # Workspace and sync-block locks (csrc/inductor/npu_launch_resources.h), taken on the graph's thread
         block_clamp = npu_config.num_vector_core if enable_auto_blockify else None

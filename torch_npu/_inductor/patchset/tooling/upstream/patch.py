@@ -12,8 +12,8 @@ head). It changes, in upstream's own files (:mod:`.upstream_patch_edits`):
 * the C++ wrapper's launch code takes each launch's workspace and locks before
   the launch lambda, on the thread that runs the graph, marks them done and
   declares ``sync_block_lock`` / ``workspace_addr`` first in the lambda, and
-  hands them over right after ``launchKernel(...)``, held until its kernel has
-  finished (the three parts of ``launch_codegen.resource_code``), and its header includes
+  hands them back right after ``launchKernel(...)``, kept for the thread's next
+  launch on the stream (the three parts of ``launch_codegen.resource_code``), and its header includes
   ``<torch_npu/csrc/inductor/npu_launch_resources.h>``;
 * ``torch_npu/_inductor/codegen/npu_launch_resources.py`` (generated from
   ``launch_plan`` / ``launch_codegen``: :mod:`.upstream_patch_module`);
@@ -231,22 +231,25 @@ def _message(layout: str, changes: list[str], base: str) -> str:
         "- the lambda copies only the raw pointers, writes the lock content with",
         "  byte fills on the stream (aclrtMemsetAsync: stream-ordered, legal while",
         "  capturing; a failure is returned as its ACL code with one log line),",
-        "  launches, then records the block's event on the stream and marks the",
-        "  block done as it returns; it allocates, frees and waits for nothing;",
-        "- the block is held until its kernel has finished: right after",
-        "  launchKernel returns it is handed over, and calling threads give it back",
-        "  to the allocator once its lambda has run and its event has completed",
-        "  (aclrtQueryEventStatus; before a later launch takes its block, and before",
-        "  an allocation that ran out of memory is retried); the allocator hands a",
-        "  block only to later work on its stream. Not once queued: the caching",
-        "  allocator frees cached blocks with aclrtFree (which does not wait for the",
-        "  device) after draining the task queue with its mutex released (emptyCache,",
-        "  the out-of-memory retry, garbage collection). Not on the queue thread: a",
-        "  release takes the allocator mutex, which a thread may hold while it waits",
-        "  on the queue (NPUQueue.cpp, Repository::Enqueue). A launch queued behind",
-        "  one of its own thread whose lambda has not run yet takes that block over",
-        "  (the queue runs lambdas in order): one event gives back up to 8 blocks;",
-        "  while a capture is underway no event is used (the lambda's end counts);",
+        "  launches and counts the launch as run; it allocates, frees and waits for",
+        "  nothing;",
+        "- the block is kept per (calling thread, stream, current stream) and reused",
+        "  by that thread's next launch there with no allocator call and no event:",
+        "  its lambdas run in order on the task queue the current stream picks, its",
+        "  kernels in order on the stream. So launch memory is bounded by the",
+        "  streams and threads that launch, not by the launches in flight. A kept",
+        "  block is never free in the caching allocator: emptyCache and the",
+        "  out-of-memory retry, which free cached blocks with aclrtFree (no wait for",
+        "  the device) after draining the task queue with the mutex released, cannot",
+        "  free it under a queued lambda or a pending kernel. A block replaced by a",
+        "  larger one, or whose thread ended, goes back once every lambda that used",
+        "  it has run and an event recorded behind its last kernel has completed",
+        "  (aclrtQueryEventStatus, on calling threads only: a release takes the",
+        "  allocator mutex, which a thread may hold while it waits on the queue).",
+        "  At a cache miss, a free-memory callback (FreeNPUMemoryCallbacksRegistry)",
+        "  gives back every idle block whose kernels have finished. While the",
+        "  launch's stream is captured the block comes from the graph's pool and",
+        "  goes back once queued; no event is used while a capture is underway;",
         "- the helper is header-only, torch_npu/csrc/inductor/npu_launch_resources.h",
         "  and npu_launch_resources/*.h (installed by setup.py's csrc globs);",
         "- a SymbolicGridFn for the Flex Attention backward template where it was",

@@ -1,8 +1,8 @@
 """The test file the upstream patch adds: ``test/_inductor/test_npu_launch_resources.py``.
 
 Upstream's style (unittest, as ``test/_inductor/test_flex_attention_dynamic_mask_out.py`` on
-v2.7.1): without an NPU it checks the generated C++ (memory taken before the launch lambda, held
-until its kernel has finished), the sizes and bad metadata; on an NPU it runs a
+v2.7.1): without an NPU it checks the generated C++ (memory taken before the launch lambda, kept
+for the thread's next launch on the stream), the sizes and bad metadata; on an NPU it runs a
 ``cpp_wrapper`` compile on one when present. ``@WRAPPER@`` and ``@HEURISTICS@`` are the branch's
 launcher and autotuner files.
 """
@@ -36,17 +36,17 @@ class TestNpuLaunchResources(unittest.TestCase):
         params = dict(fields, **m.kernel_sync_params({"mix_mode": "aiv", **fields}, "triton_k"))
         return ["\n".join(part) for part in m.launch_resource_lines("triton_k", params, clamp, simt_only).__dict__.values()]
 
-    def test_memory_taken_before_the_lambda_and_held_until_its_kernel_finished(self):
+    def test_memory_taken_before_the_lambda_and_kept_for_the_threads_next_launch(self):
         before, in_lambda, after = self._code(workspace_size=256, lock_num=16, lock_init_val=7)
         for line in ("npu_sync_locks.legacy_slots = UINT64_C(16);", "npu_sync_locks.init_value = INT64_C(7);",
                      "grid_0, grid_1, grid_2, npu_sync_block_num, UINT64_C(256), npu_sync_locks);"):
             self.assertIn(line, before)
         self.assertEqual(before.count("LaunchMemory npu_sync_memory("), 1)
-        self.assertTrue(in_lambda.startswith("const torch_npu::inductor::LaunchDone npu_sync_done{npu_sync_regions.held, stream_};"))
+        self.assertTrue(in_lambda.startswith("const torch_npu::inductor::LaunchDone npu_sync_done{npu_sync_regions};"))
         self.assertIn('npu_sync_regions.write_locks("triton_k", stream_);', in_lambda)
         self.assertIn("void* workspace_addr = npu_sync_regions.workspace;", in_lambda)
         self.assertNotIn("npu_sync_memory", in_lambda)  # the lambda copies raw pointers, never the owner
-        self.assertTrue(after.startswith("npu_sync_memory.release_when_finished();"))  # held until its kernel ends
+        self.assertTrue(after.startswith("npu_sync_memory.handed();"))  # kept for the next launch on the stream
         self.assertNotIn("allocate_workspace", before + in_lambda)
 
     def test_packed_locks_clamp_no_fields_simt_only_and_bad_metadata(self):
@@ -70,7 +70,7 @@ class TestNpuLaunchResources(unittest.TestCase):
             self.assertIn(text, wrapper)
         self.assertNotIn("void* workspace_addr = NULL;", wrapper)
         self.assertIn("kernel_sync_params(", (REPO_ROOT / "@HEURISTICS@").read_text(encoding="utf-8"))
-        self.assertTrue((REPO_ROOT / "torch_npu/csrc/inductor/npu_launch_resources/held.h").is_file())
+        self.assertTrue((REPO_ROOT / "torch_npu/csrc/inductor/npu_launch_resources/kept.h").is_file())
         self.assertIn('"torch_npu/csrc/*/*/*.h"', (REPO_ROOT / "setup.py").read_text(encoding="utf-8"))
 
     def test_cpp_wrapper_kernel_on_an_npu(self):
