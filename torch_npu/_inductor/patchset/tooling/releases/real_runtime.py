@@ -48,10 +48,9 @@ from pathlib import Path
 from typing import Sequence
 
 from ... import launch_codegen as lc
-from . import mutant_helpers
 from ..sim import harness as sim_harness
 from ..sim.samples import SAMPLES, Sample
-from . import aot_artifacts, rendered
+from . import aot_artifacts, mutant_helpers, rendered
 from . import real_artifacts as ra
 from .real_runtime_judge import (
     child_failure,
