@@ -222,7 +222,7 @@ int main() {
   struct { void* lock; void* ws; int32_t g[3]; } args{r.locks, r.workspace, {3, 1, 1}};
   if (aclrtLaunchKernelWithHostArgs(h, 3, s, nullptr, &args, sizeof args, nullptr, 0) != ACL_SUCCESS) return 3;
   const uint64_t id = acl_sim::last_launch_id();
-  m.release_when_finished();
+  m.handed();
   aclrtSynchronizeStream(s);
   acl_sim::ProbeRecord rec;
   if (!acl_sim::probe_record(id, &rec)) return 4;

@@ -103,7 +103,7 @@ static inline void call_triton_red_fused_sum_1(
     if (grid_0 == 0 || grid_1 == 0 || grid_2 == 0) return;
     // npu-sync-resources: workspace 256 B per block x grid.
     // ONE block from torch_npu's caching allocator for stream_, taken here before the launch is queued
-    // and carved into [locks | workspace]; kept for this thread's next launch on the stream (docs/design.md).
+    // and carved into [locks | workspace]; kept for this thread's next launch on the stream.
     uint32_t npu_sync_block_num = grid_0 * grid_1 * grid_2;
     npu_sync_block_num = std::min(npu_sync_block_num, static_cast<uint32_t>(48));
     torch_npu::inductor::LockLayout npu_sync_locks;
@@ -164,7 +164,7 @@ static inline void call_triton_red_fused_max_2(
     if (grid_0 == 0 || grid_1 == 0 || grid_2 == 0) return;
     // npu-sync-resources: locks 16 int64 slots, each 7.
     // ONE block from torch_npu's caching allocator for stream_, taken here before the launch is queued
-    // and carved into [locks | workspace]; kept for this thread's next launch on the stream (docs/design.md).
+    // and carved into [locks | workspace]; kept for this thread's next launch on the stream.
     uint32_t npu_sync_block_num = grid_0 * grid_1 * grid_2;
     npu_sync_block_num = std::min(npu_sync_block_num, static_cast<uint32_t>(48));
     torch_npu::inductor::LockLayout npu_sync_locks;
@@ -229,7 +229,7 @@ static inline void call_triton_tem_fused_flex_bwd_3(
     if (grid_0 == 0 || grid_1 == 0 || grid_2 == 0) return;
     // npu-sync-resources: locks 4 int64 slots, each 1; workspace 1024 B per block x grid.
     // ONE block from torch_npu's caching allocator for stream_, taken here before the launch is queued
-    // and carved into [locks | workspace]; kept for this thread's next launch on the stream (docs/design.md).
+    // and carved into [locks | workspace]; kept for this thread's next launch on the stream.
     uint32_t npu_sync_block_num = grid_0 * grid_1 * grid_2;
     npu_sync_block_num = std::min(npu_sync_block_num, static_cast<uint32_t>(48));
     torch_npu::inductor::LockLayout npu_sync_locks;
@@ -301,7 +301,7 @@ static inline void call_triton_mm_splitk_4(
     if (grid_0 == 0 || grid_1 == 0 || grid_2 == 0) return;
     // npu-sync-resources: locks 2 ordered (0), 1 unordered (slot 0 = 2 x blocks, then 0).
     // ONE block from torch_npu's caching allocator for stream_, taken here before the launch is queued
-    // and carved into [locks | workspace]; kept for this thread's next launch on the stream (docs/design.md).
+    // and carved into [locks | workspace]; kept for this thread's next launch on the stream.
     uint32_t npu_sync_block_num = grid_0 * grid_1 * grid_2;
     npu_sync_block_num = std::min(npu_sync_block_num, static_cast<uint32_t>(48));
     torch_npu::inductor::LockLayout npu_sync_locks;
@@ -414,7 +414,7 @@ static inline void call_triton_tem_fused_mm_7(
     if (grid_0 == 0 || grid_1 == 0 || grid_2 == 0) return;
     // npu-sync-resources: locks 2 int64 slots, each -1; workspace 512 B per block x grid.
     // ONE block from torch_npu's caching allocator for stream_, taken here before the launch is queued
-    // and carved into [locks | workspace]; kept for this thread's next launch on the stream (docs/design.md).
+    // and carved into [locks | workspace]; kept for this thread's next launch on the stream.
     uint32_t npu_sync_block_num = grid_0 * grid_1 * grid_2;
     npu_sync_block_num = std::min(npu_sync_block_num, static_cast<uint32_t>(48));
     torch_npu::inductor::LockLayout npu_sync_locks;

@@ -73,13 +73,13 @@ def test_every_undefined_symbol_is_accounted_for(version):
     assert not any("allocate_workspace" in pretty or "malloc_with_stream" in pretty for _, pretty, _ in r.accounting)
     acl = {pretty for _, pretty, p in r.accounting if p.startswith("libascendcl.so")}
     assert "aclrtLaunchKernelWithHostArgs" in acl and "aclrtMemsetAsync" in acl, acl
-    # the block held until its kernel finished: an event recorded by the lambda, queried (never waited for)
-    for used in ("aclrtCreateEvent", "aclrtRecordEvent", "aclrtQueryEventStatus"):
+    # a kept block given back behind its last kernel: an event recorded and queried (never waited for) by a
+    # calling thread; whether the launch's stream is captured: CANN's per-stream status
+    for used in ("aclrtCreateEvent", "aclrtRecordEvent", "aclrtQueryEventStatus", "aclmdlRICaptureGetInfo"):
         assert used in acl, used
-    # locks are written with byte fills: no copy, no page-locked memory; nothing waits; the capture check is the
-    # allocator's hasCapturesUnderway (these releases have it), not CANN's per-stream query
+    # locks are written with byte fills: no copy, no page-locked memory; nothing waits
     for gone in ("aclrtMemcpyAsync", "aclrtMemcpy", "aclrtMallocHost", "aclrtFreeHost", "aclrtSynchronizeStream",
-                 "aclrtSynchronizeDevice", "aclrtSynchronizeEvent", "aclmdlRICaptureGetInfo"):
+                 "aclrtSynchronizeDevice", "aclrtSynchronizeEvent"):
         assert gone not in acl, gone
 
 
@@ -146,7 +146,8 @@ def test_helper_builds_against_the_oldest_releases(version):
     text = header.read_text()
     assert "inline void* raw_alloc_with_stream(size_t nbytes, aclrtStream stream)" in text
     assert "inline void raw_delete(void* ptr)" in text
-    # Without the allocator's hasCapturesUnderway the helper asks CANN whether the launch's stream captures.
+    # Without the allocator's hasCapturesUnderway the helper asks CANN whether a stream captures (it always does
+    # for the launch's own stream).
     assert "hasCapturesUnderway" not in text
     assert "aclmdlRICaptureGetInfo" in {pretty for _, pretty, p in r.accounting if p.startswith("libascendcl.so")}
 

@@ -33,7 +33,10 @@ REAL_HEADER = "torch_npu/include/torch_npu/csrc/core/npu/NPUCachingAllocator.h"
 ALLOCATOR_SYMBOL = "_ZN7c10_npu19NPUCachingAllocator9allocatorE"
 #: ``get()`` gives the allocator object, whose virtual ``hasCapturesUnderway`` (from 2.7.1.post6) the helper asks
 #: through a detection that falls back where the member is absent.
-USED_BY_THE_HELPER = {"raw_alloc_with_stream", "raw_delete", "get"}
+USED_BY_THE_HELPER = {"raw_alloc_with_stream", "raw_delete", "get", "FreeNPUMemoryCallbacksRegistry"}
+#: Declared by a macro in the real header (C10_DECLARE_REGISTRY), defined inline in the stand-in: its declaration,
+#: the callback interface and the export are checked instead of an inline prototype.
+REGISTRY = "FreeNPUMemoryCallbacksRegistry"
 #: What b45157f's helper (memory inside the launch lambda) uses: the stand-in keeps it so that
 #: the benchmark's --baseline-helper still builds that helper.
 USED_BY_THE_HELPER_OF_B45157F = {"raw_alloc_with_stream", "raw_delete", "hasCapturesUnderway"}
@@ -137,6 +140,12 @@ def test_stand_in_matches_the_wheel(version):
     real = inline_functions(real_text)
     for name, proto in inline_functions(STAND_IN.read_text()).items():
         if name in ABSENT_IN_OLD_RELEASES and name not in real and name not in real_text:
+            continue
+        if name == REGISTRY:  # the helper registers its free-memory callback there (docs/design.md)
+            assert re.search(r"C10_DECLARE_REGISTRY\(\s*FreeNPUMemoryCallbacksRegistry\s*,\s*FreeMemoryCallback\s*\)",
+                             real_text), whl.name
+            assert _norm("virtual bool Execute() = 0;") in _norm(_COMMENT.sub(" ", real_text)), whl.name
+            assert any(REGISTRY in sym for sym in exports_of(whl)), f"{whl.name}: {REGISTRY} not exported"
             continue
         assert real.get(name) == proto, f"{whl.name}: stand-in `{proto}` vs real `{real.get(name)}`"
     assert re.search(r"extern\s+std::atomic<\s*NPUAllocator\s*\*\s*>\s+allocator\s*;", real_text), whl.name

@@ -110,7 +110,8 @@ class Wheel:
         self.acl_functions = acl_function_names(self.acl_root / "acl")
 
     def _extract(self) -> Path:
-        final = wheel_cache() / "sim-surface" / self.version  # emptied with the wheel cache
+        # emptied with the wheel cache; "-2": NPUStream.h joined the headers kept (issue 39)
+        final = wheel_cache() / "sim-surface-2" / self.version
         if (final / ".complete").exists():
             return final
         whl = wheel_file(self.version)
@@ -121,7 +122,7 @@ class Wheel:
                 for name in z.namelist():
                     if name.startswith("torch_npu/include/") and not name.endswith("/"):
                         if "/acl/" in name or name.endswith(("NPUWorkspaceAllocator.h", "OpCommand.h",
-                                                             "OpParamMaker.h", "NPUMacros.h")):
+                                                             "OpParamMaker.h", "NPUMacros.h", "NPUStream.h")):
                             dest = tmp / "include" / name[len("torch_npu/include/"):]
                             dest.parent.mkdir(parents=True, exist_ok=True)
                             dest.write_bytes(z.read(name))
@@ -359,6 +360,10 @@ def test_sim_torch_npu_prototypes_match(version):
         assert decl in real, f"{version}: {rel} does not declare `{decl}`"
     opm = _text(w.include / "torch_npu/csrc/framework/OpParamMaker.h")
     assert re.search(r"using\s+PROC_FUNC\s*=\s*std::function<int\(\)>\s*;", opm), version
+    # the helper's current stream (the NPUStream.h stand-in defines these two inline, with the real prototypes)
+    stream_h = _norm(_text(w.include / "torch_npu/csrc/core/npu/NPUStream.h"))
+    assert _norm("aclrtStream stream(const bool need_empty) const;") in stream_h, version
+    assert _norm("NPUStream getCurrentNPUStream(c10::DeviceIndex device_index = -1);") in stream_h, version
     assert re.search(r"class\s+TORCH_NPU_API\s+OpCommand\b", _text(w.include / "torch_npu/csrc/framework/OpCommand.h"))
 
 

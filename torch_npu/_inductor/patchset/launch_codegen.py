@@ -142,7 +142,7 @@ def _comment(plan: SyncPlan, site: LaunchSite) -> list[str]:
     return [
         f"// {MARKER}: {'; '.join(what)}.",
         f"// ONE block from torch_npu's caching allocator for {site.stream}, taken here before the launch is queued",
-        "// and carved into [locks | workspace]; kept for this thread's next launch on the stream (docs/design.md).",
+        "// and carved into [locks | workspace]; kept for this thread's next launch on the stream.",
     ]
 
 

@@ -1,18 +1,9 @@
-// npu_launch_resources: workspace and sync-lock memory for the Triton-Ascend
-// kernels Inductor's C++ wrapper launches. Before the launch is queued, on the
-// thread that runs the graph, LaunchMemory takes ONE block of torch_npu's
-// caching allocator for the stream (kept for that thread's next launch there,
-// kept.h; from the graph's pool while the stream is captured) and carves
-// disjoint 512-byte-aligned lock and workspace regions. The lambda gets only
-// LaunchRegions: byte fills for the locks, the launch, LaunchDone. Failures: on
-// the calling thread, an exception naming the kernel, nothing queued; in the
-// lambda, the ACL code and one aclAppLog line.
+// npu_launch_resources: workspace and sync-lock memory for the Triton-Ascend kernels Inductor's C++ wrapper
+// launches. Before the launch is queued, on the thread that runs the graph, LaunchMemory takes ONE block of
+// torch_npu's caching allocator for the stream (kept.h) and carves disjoint 512-byte-aligned lock and workspace
+// regions; the lambda gets only LaunchRegions. Failures: on the calling thread, an exception naming the kernel,
+// nothing queued; in the lambda, the ACL code and one aclAppLog line.
 #pragma once
-
-#include <acl/acl.h>
-#include <torch_npu/csrc/core/npu/NPUCachingAllocator.h>
-
-#include <cstdint>
 
 #include "npu_launch_resources/abi.h"
 #include "npu_launch_resources/kept.h"
@@ -61,12 +52,10 @@ class LaunchMemory {
     regions_.sizes = launch_sizes(kernel, grid_x, grid_y, grid_z, block_num, workspace_per_block, locks);
     const LaunchSizes &s = regions_.sizes;
     if (s.total_bytes == 0) return;  // a launch that needs nothing asks for nothing
-    KeptBlocks &kept = KeptBlocks::all();
-    void *raw = nullptr;
-    if (stream_captures(stream)) {  // the graph's pool holds it for every replay
-      raw = captured_ = kept.allocate(kernel, stream, s.total_bytes);
-    } else {
-      kept_ = regions_.kept = kept.take(kernel, stream, s.total_bytes, generation_);
+    void *raw = captured_ =
+        stream_captures(stream) ? KeptBlocks::all().allocate(kernel, stream, s.total_bytes) : nullptr;
+    if (raw == nullptr) {  // not captured (else the graph's pool holds it for every replay): the thread's kept one
+      kept_ = regions_.kept = KeptBlocks::all().take(kernel, stream, s.total_bytes, generation_);
       regions_.launch = kept_->queued.fetch_add(1) + 1;
       raw = kept_->raw;
     }

@@ -1,5 +1,4 @@
-// npu_launch_resources: the versioned namespace (ABI: the helper's content hash,
-// from the generated source): helpers of other versions share no inline state.
+// npu_launch_resources: the versioned namespace (ABI: the helper's content hash): no state shared across versions.
 #pragma once
 
 #ifndef TORCH_NPU_LAUNCH_RESOURCES_ABI

@@ -1,10 +1,7 @@
-// npu_launch_resources: a launch block is kept per (calling thread, stream, current stream) and reused by that
-// thread's next launch there: its lambdas run in order on the task queue the current stream picks, their kernels
-// in order on the stream, so reuse needs no event. A kept block is never free in the caching allocator: no
-// empty_cache or out-of-memory retry can aclrtFree it. It is retired when a larger launch replaces it or its
-// thread ends; once every lambda that used it has run, a calling thread records an event behind its last kernel
-// and frees it when that completed. At a cache miss the allocator's free-memory callback frees every idle block
-// whose kernels have finished. Nothing waits.
+// npu_launch_resources: a block kept per (calling thread, stream, current stream), reused by that thread's next
+// launch there without an event (its lambdas run in order on one task queue, its kernels on the stream), never
+// free in the caching allocator meanwhile. Replaced or orphaned blocks, and idle ones at a cache miss, go back
+// behind an event on their last kernel (docs/design.md of torch-npu-inductor-patches). Nothing waits.
 #pragma once
 
 #include <acl/acl.h>
@@ -29,8 +26,8 @@ inline bool stream_captures(aclrtStream stream) {  // its launches then take the
   aclmdlRI graph = nullptr;
   return aclmdlRICaptureGetInfo(stream, &status, &graph) != ACL_SUCCESS || status != ACL_MODEL_RI_CAPTURE_STATUS_NONE;
 }
-// An event query ends a global-mode capture: like torch_npu's allocator, none while the device captures (2.7.1
-// and post2's allocator cannot say: then none while `stream` does).
+// No event query while the device captures (it ends a global-mode capture), as torch_npu's allocator; 2.7.1
+// and post2's cannot say: then `stream`'s own status.
 template <class A>
 auto capturing(A *a, aclrtStream, int) -> decltype(a->hasCapturesUnderway(0)) {
   int32_t device = 0;
@@ -42,8 +39,7 @@ bool capturing(A *, aclrtStream stream, long) {
 }
 inline bool captures_underway(aclrtStream stream) { return capturing(c10_npu::NPUCachingAllocator::get(), stream, 0); }
 
-// state: generation << 2 | kIdle, kInUse (its thread is launching on it) or kRetired. Records are reused: a
-// thread whose block was given back by the callback finds a newer generation there and lets it go.
+// state: generation << 2 | kIdle, kInUse or kRetired (a reused record's newer generation: given back)
 enum : uint64_t { kIdle, kInUse, kRetired };
 struct KeptBlock {
   void *raw = nullptr;
@@ -67,6 +63,9 @@ struct KeptBlock {
 
 class KeptBlocks {
  public:
+  struct Callback final : c10_npu::NPUCachingAllocator::FreeMemoryCallback {  // at a cache miss
+    bool Execute() override { return KeptBlocks::all().give_back(nullptr, true) != 0; }
+  };
   static KeptBlocks &all() {
     static KeptBlocks *kept = new KeptBlocks;  // never destroyed: nothing is released during exit
     return *kept;
@@ -87,7 +86,8 @@ class KeptBlocks {
   KeptBlock *take(const char *kernel, aclrtStream stream, uint64_t bytes, uint64_t &generation) {
     if (retired_count_.load(std::memory_order_relaxed) != 0) give_back(stream, false);
     const aclrtStream current = c10_npu::getCurrentNPUStream().stream(false);
-    std::vector<Mine> &mine = thread_blocks().blocks;
+    static thread_local ThreadBlocks thread;
+    std::vector<Mine> &mine = thread.blocks;
     auto it = std::find_if(mine.begin(), mine.end(),
                            [&](const Mine &m) { return m.stream == stream && m.current == current; });
     if (it != mine.end()) {
@@ -98,8 +98,12 @@ class KeptBlocks {
       }
       mine.erase(it);
     }
-    static const bool registered = register_callback();
-    (void)registered;
+    static const bool registered = [] {  // the allocator's free-memory callback, once per process and version
+      c10_npu::NPUCachingAllocator::FreeNPUMemoryCallbacksRegistry()->Register(
+          "npu_launch_resources_" TORCH_NPU_LAUNCH_RESOURCES_STR(TORCH_NPU_LAUNCH_RESOURCES_ABI),
+          [] { return std::unique_ptr<c10_npu::NPUCachingAllocator::FreeMemoryCallback>(new Callback); });
+      return true;
+    }();
     void *raw = allocate(kernel, stream, bytes);
     std::lock_guard<std::mutex> lock(mutex_);
     KeptBlock *k = spare_.empty() ? new KeptBlock : spare_.back();
@@ -107,16 +111,15 @@ class KeptBlocks {
     const int32_t device = k->device;
     aclrtGetDevice(&k->device);
     if (k->event != nullptr && k->device != device) aclrtDestroyEvent(std::exchange(k->event, nullptr));
-    generation = (k->state.load() >> 2) + 1;
+    generation = (k->state.load() >> 2) + registered;
     k->raw = raw, k->stream = stream, k->recorded = false, k->queued = 0, k->ran = 0;
     k->state = generation << 2 | kInUse;
     kept_.push_back(k);
-    mine.push_back({k, generation, stream, current, bytes});
+    mine.push_back({k, generation, bytes, stream, current});
     return k;
   }
-  // Frees this device's retired blocks whose last kernel finished and (`idle`: the allocator's free-memory
-  // callback, at a cache miss) its idle blocks whose kernels have finished. The allocator is called outside the
-  // mutex: the callback takes that under the allocator's own.
+  // Frees this device's retired blocks behind their last kernel and (`idle`: the allocator's callback, at a cache
+  // miss) its finished idle ones; the allocator only outside the mutex, which the callback takes under its own.
   size_t give_back(aclrtStream stream, bool idle) {
     int32_t device = 0;
     if (captures_underway(stream) || aclrtGetDevice(&device) != ACL_SUCCESS) return 0;
@@ -131,13 +134,9 @@ class KeptBlocks {
       if (!idle || (s & 3) != kIdle || k->device != device || !k->finished(true) ||
           !k->state.compare_exchange_strong(s, s - kIdle + kRetired))
         continue;
-      k->recorded = false;
-      if (k->queued.load() != queued) {  // its thread launched on it meanwhile: given back by a later call
-        retired_.push_back(std::exchange(k, nullptr));
-        continue;
-      }
-      done.push_back(k->raw);
-      spare_.push_back(std::exchange(k, nullptr));
+      k->recorded = false;  // if its thread launched on it meanwhile: retired, given back by a later call
+      if (k->queued.load() == queued) done.push_back(k->raw);
+      (k->queued.load() == queued ? spare_ : retired_).push_back(std::exchange(k, nullptr));
     }
     kept_.erase(std::remove(kept_.begin(), kept_.end(), nullptr), kept_.end());
     retired_.erase(std::remove(retired_.begin(), retired_.end(), nullptr), retired_.end());
@@ -148,20 +147,15 @@ class KeptBlocks {
   }
 
  private:
-  struct Mine {
+  struct Mine {  // current: the stream that picked the task queue
     KeptBlock *block;
-    uint64_t generation;
-    aclrtStream stream, current;  // current: the stream that picked the task queue
-    uint64_t bytes;
+    uint64_t generation, bytes;
+    aclrtStream stream, current;
   };
   struct ThreadBlocks {  // as the thread ends, its blocks are retired (a later call records their events)
     std::vector<Mine> blocks;
     ~ThreadBlocks() { KeptBlocks::all().retire(blocks, kIdle); }
   };
-  static ThreadBlocks &thread_blocks() {
-    static thread_local ThreadBlocks mine;
-    return mine;
-  }
   void retire(const std::vector<Mine> &blocks, uint64_t from) {
     std::lock_guard<std::mutex> lock(mutex_);
     for (const Mine &m : blocks) {
@@ -171,15 +165,6 @@ class KeptBlocks {
       retired_.push_back(m.block);
     }
     retired_count_.store(retired_.size(), std::memory_order_relaxed);
-  }
-  struct Callback final : c10_npu::NPUCachingAllocator::FreeMemoryCallback {
-    bool Execute() override { return KeptBlocks::all().give_back(nullptr, true) != 0; }
-  };
-  static bool register_callback() {  // once per process and helper version
-    c10_npu::NPUCachingAllocator::FreeNPUMemoryCallbacksRegistry()->Register(
-        "npu_launch_resources_" TORCH_NPU_LAUNCH_RESOURCES_STR(TORCH_NPU_LAUNCH_RESOURCES_ABI),
-        [] { return std::unique_ptr<c10_npu::NPUCachingAllocator::FreeMemoryCallback>(new Callback); });
-    return true;
   }
 
   std::mutex mutex_;

@@ -5,8 +5,8 @@
 #include <acl/acl.h>
 
 #include <cstdint>
-#include <cstdio>
 #include <stdexcept>
+#include <string>
 
 #include "abi.h"
 
@@ -57,14 +57,12 @@ inline LaunchSizes launch_sizes(const char *kernel, uint32_t grid_x, uint32_t gr
     overflow = overflow || __builtin_add_overflow(s.workspace_offset, s.workspace_bytes, &end);
   }
   if (overflow || __builtin_add_overflow(end, kRegionAlignment - 1, &s.total_bytes)) {
-    char what[512];
-    std::snprintf(what, sizeof what,
-                  "npu_launch_resources: kernel '%s': launch sizes overflow 64 bits: workspace %llu B x grid %u x %u x "
-                  "%u, lock_num %llu, %u ordered + %u unordered locks, %u blocks x %u",
-                  kernel, static_cast<unsigned long long>(workspace_per_block), grid_x, grid_y, grid_z,
-                  static_cast<unsigned long long>(locks.legacy_slots), locks.ordered, locks.unordered, block_num,
-                  locks.participant_factor);
-    throw std::invalid_argument(what);
+    auto n = [](uint64_t v) { return std::to_string(v); };
+    throw std::invalid_argument("npu_launch_resources: kernel '" + std::string(kernel) +
+                                "': launch sizes overflow 64 bits: workspace " + n(workspace_per_block) + " B x grid " +
+                                n(grid_x) + " x " + n(grid_y) + " x " + n(grid_z) + ", lock_num " +
+                                n(locks.legacy_slots) + ", " + n(locks.ordered) + " ordered + " + n(locks.unordered) +
+                                " unordered locks, " + n(block_num) + " blocks x " + n(locks.participant_factor));
   }
   return end == 0 ? LaunchSizes() : s;
 }

@@ -28,6 +28,8 @@ LAYOUTS = {
                   {"workspace_size": 256, "sync_block_lock_layout": 1 << 32}),
     "init7": ("workspace 256 B/block + 16 legacy lock slots, init 7 (no known compiler reports it)",
               {"workspace_size": 256, "lock_num": 16, "lock_init_val": 7}),
+    "mib": ("workspace 256 KiB/block + 16 legacy lock slots, init 0: a 1 MiB block, as a Flex backward's are MiB-sized",
+            {"workspace_size": 256 << 10, "lock_num": 16}),
 }
 REPORTED = ("ordered", "unordered")  # the layouts the goals name
 KERNEL_US = (0, 20, 100)

@@ -222,6 +222,7 @@ def main() -> None:
                 "enqueue_s": (t1 - t0) / 1e9, "wall_s": (t2 - t0) / 1e9, "queue_cpu_ns": q1 - q0, "caller_cpu_ns": c1 - c0,
                 "caching_requests": s1.get("allocation.all.allocated", 0) - s0.get("allocation.all.allocated", 0),
                 "peak_live_allocations": s1.get("allocation.all.peak", 0) - s0.get("allocation.all.current", 0),
+                "peak_live_bytes": s1.get("allocated_bytes.all.peak", 0) - s0.get("allocated_bytes.all.current", 0),
                 "workspace_calls": ws1 - ws0, "heap_allocations": heap_n, "heap_by_object": heap_by,
                 "heap_in_launchers": heap_launchers,
                 "calls": {k: {"calls": v["calls"], "threads": v.get("threads", {})} for k, v in rep.get("calls", {}).items()},

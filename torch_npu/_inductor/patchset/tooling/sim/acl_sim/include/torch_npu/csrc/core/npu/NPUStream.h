@@ -21,7 +21,7 @@ class NPUStream {
 inline NPUStream getCurrentNPUStream(c10::DeviceIndex device_index = -1)
 {
   (void)device_index;
-  return NPUStream();
+  return {};
 }
 
 }  // namespace c10_npu
