@@ -55,6 +55,7 @@ REQUIRED_REAL_CASES = {
     "test_ordering.threads_on_one_stream_keep_blocks_of_their_own": "1",
     "test_ordering.a_thread_that_ends_with_its_kernel_pending_gives_the_block_back_after_it": "1",
     "test_ordering.a_cache_miss_gives_finished_blocks_back_and_keeps_a_busy_one": "1",
+    "test_ordering.a_launch_under_another_current_stream_keeps_another_block": "1",
     "test_ordering.a_launch_that_threw_leaves_the_block_to_its_threads_next_launch": "1",
     "test_ordering.out_of_memory_gives_retired_blocks_back_and_asks_again": "1",
     "test_ordering.out_of_memory_retry_while_another_stream_captures": "1",

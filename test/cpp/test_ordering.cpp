@@ -240,6 +240,30 @@ TEST_CASE(a_cache_miss_gives_finished_blocks_back_and_keeps_a_busy_one) {
   CHECK_NO_SIM_ERRORS();
 }
 
+// A launch on a stream that is not the current one: torch_npu queues its lambda by the current stream (with
+// PER_STREAM_QUEUE, that stream's own queue), so the block is kept per (stream, current stream): launches on one
+// stream made under two current streams never share a block; under the same one they do.
+TEST_CASE(a_launch_under_another_current_stream_keeps_another_block) {
+  aclrtStream s = stream(0);
+  const LockLayout l = legacy(2, 9);
+  aclrtFuncHandle h = probe("cur", 16, 2 * 256);
+  const c10_npu::NPUStream before = c10_npu::getCurrentNPUStream();
+  Launch a = generated_launch("cur", h, s, 2, 1, 1, 2, 256, l);
+  c10_npu::setCurrentNPUStream(c10_npu::getNPUStreamFromPool());
+  Launch b = generated_launch("cur", h, s, 2, 1, 1, 2, 256, l);
+  Launch c = generated_launch("cur", h, s, 2, 1, 1, 2, 256, l);
+  c10_npu::setCurrentNPUStream(before);
+  Launch d = generated_launch("cur", h, s, 2, 1, 1, 2, 256, l);
+  sync_all();
+  CHECK(b.regions.locks != a.regions.locks);
+  CHECK_EQ(c.regions.locks, b.regions.locks);
+  CHECK_EQ(d.regions.locks, a.regions.locks);
+  for (const Launch *x : {&a, &b, &c, &d})
+    CHECK(ran_clean(x->id->load()).lock_slots_at_start == std::vector<int64_t>(2, 9));
+  CHECK_EQ(settle_held(), 2u);
+  CHECK_NO_SIM_ERRORS();
+}
+
 // A launch whose launchKernel threw: its lambda may or may not have been queued. The block stays its thread's,
 // and the thread's next launch reuses it (queued behind it, if it was queued at all).
 TEST_CASE(a_launch_that_threw_leaves_the_block_to_its_threads_next_launch) {
