@@ -45,12 +45,14 @@ struct Launch {
   std::shared_ptr<std::atomic<uint64_t>> id = std::make_shared<std::atomic<uint64_t>>(0);  // its kernel launch
   std::shared_ptr<std::atomic<long>> ran_on = std::make_shared<std::atomic<long>>(0);      // the lambda's thread
 };
+// (Memory: the helper's LaunchMemory, or a mutant rule's class of the same shape: mutant_helpers.py)
+template <class Memory = LaunchMemory>
 inline Launch generated_launch(const char *name, aclrtFuncHandle h, aclrtStream s, uint32_t gx, uint32_t gy,
                                uint32_t gz, uint32_t block_num, uint64_t ws_per_block, const LockLayout &l,
                                bool ffts = false) {
   Launch out;
   if (gx == 0 || gy == 0 || gz == 0) return out;
-  LaunchMemory memory(name, s, gx, gy, gz, block_num, ws_per_block, l);
+  Memory memory(name, s, gx, gy, gz, block_num, ws_per_block, l);
   const LaunchRegions regions = memory.regions();
   out.regions = regions;
   auto rc = out.rc;

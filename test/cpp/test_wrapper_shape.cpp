@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "real_support.h"
@@ -150,4 +151,63 @@ TEST_CASE_QUEUES(wrapper_with_the_queue_off_shares_one_block, "0") {
   }
   wrapper_shape::sync_after_each = nullptr;
   CHECK_NO_SIM_ERRORS();
+}
+
+// The checks of test_ordering.cpp that stand for the kept rule, run once with the helper and once with the wrong
+// rule each is there for (tooling/releases/mutant_helpers.py): the check passes with the helper and catches the rule.
+namespace kept_rule_test {
+
+// A 300 ms kernel on a small block, then a larger launch on the stream: what went back while that kernel runs.
+template <class Memory>
+int64_t freed_while_the_old_kernel_runs(aclrtStream s) {
+  const LockLayout l = legacy(2, 1);
+  static aclrtFuncHandle slow = probe("slow_grow", 16, 64, 300000), big = probe("big_grow", 16, 4 * 4096);
+  c10_npu::NPUCachingAllocator::resetAccumulatedStats(0);
+  Launch a = generated_launch<Memory>("slow_grow", slow, s, 1, 1, 1, 1, 64, l);
+  drain();
+  Launch b = generated_launch<Memory>("big_grow", big, s, 4, 1, 1, 4, 4096, l);
+  drain();
+  const int64_t freed = blocks().frees;
+  sync(s);
+  return freed;
+}
+
+// Two threads launching on one stream, both alive until both launched: whether they got the same block.
+template <class Memory>
+bool threads_share_a_block(aclrtStream s) {
+  const LockLayout l = legacy(2, 3);
+  static aclrtFuncHandle h = probe("two_threads", 16, 2 * 256);
+  Launch mine[2];
+  std::atomic<int> launched{0};
+  std::thread ts[2];
+  for (int t = 0; t < 2; ++t)
+    ts[t] = std::thread([&, t] {
+      set_device(0);
+      mine[t] = generated_launch<Memory>("two_threads", h, s, 2, 1, 1, 2, 256, l);
+      ++launched;
+      while (launched.load() < 2) std::this_thread::yield();  // its block stays its own meanwhile
+    });
+  for (std::thread &t : ts) t.join();
+  sync_all();
+  return mine[0].regions.locks == mine[1].regions.locks;
+}
+
+}  // namespace kept_rule_test
+
+TEST_CASE(a_block_replaced_by_a_larger_one_goes_back_only_after_its_kernel) {
+  using namespace kept_rule_test;
+  aclrtStream s = stream(5);
+  CHECK_EQ(freed_while_the_old_kernel_runs<LaunchMemory>(s), 0);
+  settle_held();
+  CHECK_EQ(freed_while_the_old_kernel_runs<wrapper_shape::npu_mutant_retire_at_once::LaunchMemory>(s), 1);  // caught
+  wrapper_shape::npu_mutant_retire_at_once::release_all();
+}
+
+TEST_CASE(threads_never_share_a_block) {
+  using namespace kept_rule_test;
+  aclrtStream s = stream(6);
+  CHECK(!threads_share_a_block<LaunchMemory>(s));
+  settle_held();
+  CHECK(threads_share_a_block<wrapper_shape::npu_mutant_shared_by_threads::LaunchMemory>(s));  // caught
+  wrapper_shape::npu_mutant_shared_by_threads::release_all();
 }

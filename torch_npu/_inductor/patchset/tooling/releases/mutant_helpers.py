@@ -87,14 +87,21 @@ class LaunchMemory {{
   }}
   void handed() {{}}
 {_COMMON}}};
+inline void release_all() {{  // (tests: what this rule keeps, given back once the device is idle)
+  std::lock_guard<std::mutex> g(shared_mu);
+  for (auto &kv : shared_blocks) c10_npu::NPUCachingAllocator::raw_delete(kv.second.first);
+  shared_blocks.clear();
+}}
 """,
     "retire-at-once": f"""
+inline std::mutex kept_mu;
+inline std::map<std::pair<std::thread::id, aclrtStream>, std::pair<void *, uint64_t>> kept;  // (thread, stream)
 class LaunchMemory {{
  public:
   {_CTOR} {{
     if (!sized(kernel, gx, gy, gz, bn, ws, locks)) return;
-    static thread_local std::map<aclrtStream, std::pair<void *, uint64_t>> mine;
-    auto &b = mine[stream];
+    std::lock_guard<std::mutex> g(kept_mu);
+    auto &b = kept[{{std::this_thread::get_id(), stream}}];
     if (b.second < r_.sizes.total_bytes) {{
       if (b.first != nullptr) c10_npu::NPUCachingAllocator::raw_delete(b.first);  // its kernel may still run
       b = {{c10_npu::NPUCachingAllocator::raw_alloc_with_stream(r_.sizes.total_bytes, stream), r_.sizes.total_bytes}};
@@ -103,10 +110,15 @@ class LaunchMemory {{
   }}
   void handed() {{}}
 {_COMMON}}};
+inline void release_all() {{  // (tests: what this rule keeps, given back once the device is idle)
+  std::lock_guard<std::mutex> g(kept_mu);
+  for (auto &kv : kept) c10_npu::NPUCachingAllocator::raw_delete(kv.second.first);
+  kept.clear();
+}}
 """,
 }
 NAMES = tuple(_CLASSES)
-_INCLUDES = "#include <algorithm>\n#include <map>\n#include <mutex>\n#include <utility>\n#include <vector>\n"
+_INCLUDES = "#include <algorithm>\n#include <map>\n#include <mutex>\n#include <thread>\n#include <utility>\n#include <vector>\n"
 _HELPER_CLASS = "torch_npu::inductor::LaunchMemory "
 
 
