@@ -4,8 +4,6 @@
 #ifndef TORCH_NPU_LAUNCH_RESOURCES_ABI
 #define TORCH_NPU_LAUNCH_RESOURCES_ABI unversioned
 #endif
-#define TORCH_NPU_LAUNCH_RESOURCES_STR_(x) #x
-#define TORCH_NPU_LAUNCH_RESOURCES_STR(x) TORCH_NPU_LAUNCH_RESOURCES_STR_(x)
 
 #define TORCH_NPU_LAUNCH_RESOURCES_BEGIN_NAMESPACE \
   namespace torch_npu::inductor {                  \

@@ -64,7 +64,9 @@ struct KeptBlock {
 class KeptBlocks {
  public:
   struct Callback final : c10_npu::NPUCachingAllocator::FreeMemoryCallback {  // at a cache miss
-    bool Execute() override { return KeptBlocks::all().give_back(nullptr, true) != 0; }
+    KeptBlocks *kept;
+    explicit Callback(KeptBlocks *k) : kept(k) {}
+    bool Execute() override { return kept->give_back(nullptr, true) != 0; }
   };
   static KeptBlocks &all() {
     static KeptBlocks *kept = new KeptBlocks;  // never destroyed: nothing is released during exit
@@ -98,10 +100,11 @@ class KeptBlocks {
       }
       mine.erase(it);
     }
-    static const bool registered = [] {  // the allocator's free-memory callback, once per process and version
+    // The allocator's free-memory callback, once per instance (a c10 registry exits the process on a key seen twice).
+    static const bool registered = [this] {
       c10_npu::NPUCachingAllocator::FreeNPUMemoryCallbacksRegistry()->Register(
-          "npu_launch_resources_" TORCH_NPU_LAUNCH_RESOURCES_STR(TORCH_NPU_LAUNCH_RESOURCES_ABI),
-          [] { return std::unique_ptr<c10_npu::NPUCachingAllocator::FreeMemoryCallback>(new Callback); });
+          "npu_launch_resources_" + std::to_string(reinterpret_cast<uintptr_t>(this)),
+          [this] { return std::unique_ptr<c10_npu::NPUCachingAllocator::FreeMemoryCallback>(new Callback(this)); });
       return true;
     }();
     void *raw = allocate(kernel, stream, bytes);
