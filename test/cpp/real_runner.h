@@ -28,6 +28,7 @@ inline std::string json_text(const std::string &s) {
 // Between cases: every device's queue drained and device synchronised, every kept block given back, the
 // double's counters, reports and faults and torch_npu's allocator statistics reset; device 0 current.
 inline void settle_between_cases() {
+  acl_host_stream_release(0);  // a stream a case left held (StreamHold releases its own; this is the backstop)
   for (int d = 1; d >= 0; --d) {  // a device's blocks go back on a thread of that device
     set_device(d);
     sync_all();

@@ -200,6 +200,18 @@ inline std::vector<long> callers(const char *fn) {
   return out;
 }
 
+// Device allocations the double refused since the case began (aclrtMalloc and the caching allocator's
+// aclrtMallocAlign32: an injected fault, or past the device's memory), from the report's "calls".
+inline uint64_t refused_allocations() {
+  const std::string r = acl_host_report_json();
+  uint64_t n = 0;
+  for (const char *fn : {"aclrtMalloc", "aclrtMallocAlign32"}) {
+    const size_t at = r.find(std::string("\"") + fn + "\":{\"calls\":");
+    if (at != std::string::npos) n += json_uint(r, "failed", at);
+  }
+  return n;
+}
+
 // ---- devices, streams, torch_npu's task queue -----------------------------------------------------------
 inline void set_device(int d) {
   if (c10_npu::SetDevice(static_cast<c10::DeviceIndex>(d)) != ACL_SUCCESS) throw Failure("SetDevice failed");
@@ -277,6 +289,33 @@ class QueueGate {
 };
 
 inline uint64_t last_launch_id() { return acl_host_last_launch_id(); }
+
+// Holds stream `s` (the double's stream hold, host_acl.h): what is queued on it afterwards waits until release(), or
+// the end of the hold's scope (a failing case never leaves a stream held). For "a kernel has not finished yet" by
+// construction, where a kernel's run time would only make it likely. The hold is a launch of the calling thread's:
+// read its last launch id before holding. kLimitMs only bounds a hang (a case that never releases); release() says
+// whether the hold was still in force then.
+class StreamHold {
+ public:
+  static constexpr uint32_t kLimitMs = 60000;
+  explicit StreamHold(aclrtStream s) : id_(acl_host_stream_hold(s, kLimitMs)) {
+    if (id_ == 0) throw Failure("the host ACL library could not hold the stream");
+  }
+  StreamHold(const StreamHold &) = delete;
+  StreamHold &operator=(const StreamHold &) = delete;
+  ~StreamHold() {
+    if (id_ != 0) acl_host_stream_release(id_);
+  }
+  void release() {
+    const int held = acl_host_stream_release(id_);
+    id_ = 0;
+    if (held != 1) throw Failure("the stream hold let go by its limit before the case released it (a hang?)");
+  }
+
+ private:
+  uint64_t id_;
+};
+
 
 }  // namespace t
 

@@ -114,7 +114,8 @@ TEST_CASE_QUEUES(fill_failure_on_queue_thread_returns_its_code_with_one_log_line
   } catch (const std::exception &) {
     threw = true;
   }
-  for (int i = 0; i < 6000 && L.rc->load() == -1; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  // the lambda runs on torch_npu's queue thread (its queue then stops: no drain); 60 s only bounds a hang
+  for (int i = 0; i < 60000 && L.rc->load() == -1; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   CHECK(!threw);  // the calling thread saw nothing: the failure is the lambda's
   CHECK(L.ran_on->load() != 0 && L.ran_on->load() != tid());  // on torch_npu's queue thread
   CHECK_EQ(L.rc->load(), 507011);

@@ -86,13 +86,14 @@ TEST_CASE_QUEUES(two_devices_take_memory_of_their_own, "10") {
   CHECK_NO_SIM_ERRORS();
 }
 
-// One stream's long kernels never delay another stream's launches on the host: no stream lock, no wait. With
-// the queue off each call returns once its kernel is queued on the stream, so all 32 have returned while the
-// busy stream's kernels (1.2 s) still run: an event recorded after them is not yet complete. (An order, not a
-// time limit: a wait on the busy stream would have let that event complete first.)
+// One stream's unfinished kernels never delay another stream's launches on the host: no stream lock, no wait. With
+// the queue off each call returns once its kernel is queued on the stream, so all 32 return, and their kernels run,
+// while the busy stream is held behind its kernels (the double's stream hold): an event recorded after them is not
+// complete. (An order by construction: a wait on the busy stream would never return before the hold is released.)
 TEST_CASE_QUEUES(streams_never_wait_on_each_other, "0") {
   aclrtStream busy = stream(0);
-  aclrtFuncHandle slow = probe("slow", 16, 64, 400000);  // 400 ms each
+  aclrtFuncHandle slow = probe("slow", 16, 64);
+  StreamHold hold(busy);
   for (int i = 0; i < 3; ++i) (void)generated_launch("slow", slow, busy, 1, 1, 1, 1, 64, legacy(2, 0));
   aclrtEvent busy_done = nullptr;
   CHECK_EQ(aclrtCreateEvent(&busy_done), ACL_SUCCESS);
@@ -100,11 +101,14 @@ TEST_CASE_QUEUES(streams_never_wait_on_each_other, "0") {
   std::vector<aclrtStream> others(32);
   for (auto &o : others) CHECK_EQ(aclrtCreateStream(&o), ACL_SUCCESS);
   aclrtFuncHandle fast = probe("fast", 16, 64);
-  for (aclrtStream o : others) (void)generated_launch("fast", fast, o, 1, 1, 1, 1, 64, legacy(2, 0));
+  std::vector<Launch> ls;
+  for (aclrtStream o : others) ls.push_back(generated_launch("fast", fast, o, 1, 1, 1, 1, 64, legacy(2, 0)));
+  for (aclrtStream o : others) sync(o);  // their kernels ran with the busy stream still held
+  for (const Launch &L : ls) (void)record(L.id->load());
   aclrtEventRecordedStatus status = ACL_EVENT_RECORDED_STATUS_COMPLETE;
   CHECK_EQ(aclrtQueryEventStatus(busy_done, &status), ACL_SUCCESS);
-  CHECK_MSG(status == ACL_EVENT_RECORDED_STATUS_NOT_READY,
-            "the busy stream's 1.2 s of kernels had finished before 32 launches on idle streams returned");
+  CHECK_MSG(status == ACL_EVENT_RECORDED_STATUS_NOT_READY, "the held stream's kernels had finished");
+  hold.release();
   sync_all();
   CHECK_EQ(aclrtDestroyEvent(busy_done), ACL_SUCCESS);
   CHECK_NO_SIM_ERRORS();

@@ -23,13 +23,15 @@ static ProbeRecord ran_clean(uint64_t id) {
   return r;
 }
 
-// The second launch on the stream, made while the first kernel runs, reuses the first block at once: its fills and
-// kernel follow the first kernel on the stream. One allocator request, no event.
+// The second launch on the stream, made while the first kernel has not finished (the stream held before it), reuses
+// the first block at once: its fills and kernel follow the first kernel on the stream. One allocator request, no
+// event.
 TEST_CASE(back_to_back_launches_on_one_stream_reuse_the_kept_block) {
   aclrtStream s = stream(0);
   const LockLayout la = legacy(8, 7), lb = packed(2, 0);
-  aclrtFuncHandle ha = probe("first", 64, 16 * 4096, 300000);  // runs 300 ms
+  aclrtFuncHandle ha = probe("first", 64, 16 * 4096);
   aclrtFuncHandle hb = probe("second", 128, 8 * 4096);
+  StreamHold hold(s);
   const Counters c0 = counters();
   Launch a = generated_launch("first", ha, s, 16, 1, 1, 16, 4096, la);
   drain();
@@ -37,8 +39,9 @@ TEST_CASE(back_to_back_launches_on_one_stream_reuse_the_kept_block) {
   drain();
   ProbeRecord tmp;
   const bool first_done_when_second_issued = probe_record(a.id->load(), &tmp);
+  hold.release();
   sync(s);
-  CHECK(!first_done_when_second_issued);
+  CHECK(!first_done_when_second_issued);  // precondition (the hold): the first kernel had not run
   CHECK_EQ(a.regions.locks, b.regions.locks);
   CHECK_EQ(blocks().requests, 1);
   const Counters c = counters();
@@ -52,11 +55,12 @@ TEST_CASE(back_to_back_launches_on_one_stream_reuse_the_kept_block) {
 }
 
 // A launch larger than the kept block replaces it; the old one is retired and given back only once an event
-// behind its last kernel completed: not while that kernel runs.
+// behind its last kernel completed: not while that kernel has not finished (the stream held before it).
 TEST_CASE(a_larger_launch_retires_the_block_behind_its_last_kernel) {
   aclrtStream s = stream(0);
   const LockLayout l = legacy(2, 1);
-  aclrtFuncHandle slow = probe("slow", 16, 64, 300000), big = probe("big", 16, 4 * 4096);
+  aclrtFuncHandle slow = probe("slow", 16, 64), big = probe("big", 16, 4 * 4096);
+  StreamHold hold(s);
   Launch a = generated_launch("slow", slow, s, 1, 1, 1, 1, 64, l);
   drain();
   Launch b = generated_launch("big", big, s, 4, 1, 1, 4, 4096, l);
@@ -68,6 +72,7 @@ TEST_CASE(a_larger_launch_retires_the_block_behind_its_last_kernel) {
   CHECK_EQ(c.regions.locks, b.regions.locks);
   CHECK_EQ(blocks().live, 2);
   CHECK_EQ(blocks().frees, 0);
+  hold.release();
   sync(s);
   Launch d = generated_launch("big", big, s, 4, 1, 1, 4, 4096, l);  // now it goes back
   drain();
@@ -185,12 +190,13 @@ TEST_CASE(threads_on_one_stream_keep_blocks_of_their_own) {
   CHECK_NO_SIM_ERRORS();
 }
 
-// A thread that ends while its kernel is still pending: its block is retired, and goes back only once an event
-// behind that kernel completed.
+// A thread that ends while its kernel is still pending (the stream held before it): its block is retired, and goes
+// back only once an event behind that kernel completed.
 TEST_CASE(a_thread_that_ends_with_its_kernel_pending_gives_the_block_back_after_it) {
   aclrtStream s = stream(0);
   const LockLayout l = legacy(2, 0);
-  aclrtFuncHandle slow = probe("slow", 16, 256, 300000), fast = probe("fast", 16, 2 * 256);
+  aclrtFuncHandle slow = probe("slow", 16, 256), fast = probe("fast", 16, 2 * 256);
+  StreamHold hold(s);
   Launch a;
   std::thread([&] {
     set_device(0);
@@ -199,8 +205,9 @@ TEST_CASE(a_thread_that_ends_with_its_kernel_pending_gives_the_block_back_after_
   drain();
   (void)generated_launch("fast", fast, s, 2, 1, 1, 2, 256, l);  // records the ended thread's event
   drain();
-  CHECK_EQ(blocks().frees, 0);  // the slow kernel runs
+  CHECK_EQ(blocks().frees, 0);  // the held kernel has not run
   CHECK_EQ(blocks().live, 2);
+  hold.release();
   sync(s);
   (void)helper_launch("fast", fast, s, 2, 1, 1, 2, 256, l);
   CHECK_EQ(blocks().frees, 1);
@@ -211,18 +218,20 @@ TEST_CASE(a_thread_that_ends_with_its_kernel_pending_gives_the_block_back_after_
 }
 
 // torch_npu's caching allocator misses its cache: its free-memory callback (the helper's) gives back every idle
-// kept block whose kernels have finished (an event recorded and asked about at once), and leaves a busy one kept.
+// kept block whose kernels have finished (an event recorded and asked about at once), and leaves a busy one kept
+// (its stream held before its kernel).
 TEST_CASE(a_cache_miss_gives_finished_blocks_back_and_keeps_a_busy_one) {
   namespace ca = c10_npu::NPUCachingAllocator;
   aclrtStream s1 = stream(1), s2 = stream(2), other = stream(3);
   const LockLayout l = legacy(2, 0);
-  aclrtFuncHandle slow = probe("slow", 16, 256, 300000), fast = probe("fast", 16, 256);
+  aclrtFuncHandle slow = probe("slow", 16, 256), fast = probe("fast", 16, 256);
   (void)helper_launch("fast", fast, s1, 1, 1, 1, 1, 256, l);
   sync(s1);
+  StreamHold hold(s2);
   Launch pending = generated_launch("slow", slow, s2, 1, 1, 1, 1, 256, l);
   drain();
   CHECK_EQ(blocks().live, 2);
-  // larger than any cached block: a miss (empty_cache would synchronise the device, finishing the slow kernel)
+  // larger than any cached block: a miss (empty_cache would synchronise the device, waiting for the held stream)
   void *miss = ca::raw_alloc_with_stream(uint64_t(77) << 20, other);  // the callback runs
   CHECK_EQ(blocks().frees, 1);  // s1's went back; s2's kernel still runs: kept
   CHECK_EQ(blocks().live, 2);   // s2's and the new one
@@ -230,6 +239,7 @@ TEST_CASE(a_cache_miss_gives_finished_blocks_back_and_keeps_a_busy_one) {
   Launch again = generated_launch("fast", fast, s2, 1, 1, 1, 1, 256, l);  // queued behind the slow kernel
   drain();
   CHECK_EQ(again.regions.locks, pending.regions.locks);
+  hold.release();
   sync(s2);
   (void)ran_clean(pending.id->load());
   (void)ran_clean(again.id->load());
@@ -289,8 +299,9 @@ TEST_CASE(a_launch_that_threw_leaves_the_block_to_its_threads_next_launch) {
 // The thread's block is too small for the next launch while its lambda waits in torch_npu's queue; then the device
 // has no memory left for a moment: the new request fails with ACL_ERROR_RT_MEMORY_ALLOCATION (what torch_npu's
 // allocator takes for out of memory; injected into the double's aclrtMalloc), twice: torch_npu's allocator
-// synchronises the device (its queue drained: the gate opens meanwhile), frees what it caches, retries, throws.
-// The helper then gives the retired block back (its lambda ran, its kernel finished) and asks once more.
+// synchronises the device (its queue drained: the gate opens once the first request was refused, so the lambda
+// still waited then), frees what it caches, retries, throws. The helper then gives the retired block back (its
+// lambda ran, its kernel finished) and asks once more.
 TEST_CASE(out_of_memory_gives_retired_blocks_back_and_asks_again) {
   aclrtStream s = stream(0);
   const LockLayout l = legacy(4, 0);
@@ -299,15 +310,22 @@ TEST_CASE(out_of_memory_gives_retired_blocks_back_and_asks_again) {
   c10_npu::NPUCachingAllocator::emptyCache();
   c10_npu::NPUCachingAllocator::resetAccumulatedStats(0);
   std::vector<Launch> ls;
-  bool threw = false;
+  bool threw = false, refused_while_queued = false;
   std::string what;
   {
     QueueGate gate;
     CHECK(gate.on());
     ls.push_back(generated_launch("oom", h, s, 4, 1, 1, 4, ws, l));
+    const uint64_t refused0 = refused_allocations();
     for (uint64_t n = 1; n <= 2; ++n) CHECK_EQ(acl_host_inject_fault("aclrtMalloc", n, 207001), 0);
-    std::thread opener([&gate] {
-      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    std::atomic<bool> returned{false};
+    std::thread opener([&] {  // the call below waits (the allocator's synchronisation) for the held queue
+      const auto t0 = std::chrono::steady_clock::now();
+      while (!returned.load() && refused_allocations() == refused0) {
+        if (std::chrono::steady_clock::now() - t0 > std::chrono::seconds(60)) break;  // bounds a hang only
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+      refused_while_queued = refused_allocations() > refused0;
       gate.open();
     });
     try {
@@ -316,11 +334,13 @@ TEST_CASE(out_of_memory_gives_retired_blocks_back_and_asks_again) {
       threw = true;
       what = e.what();
     }
+    returned = true;
     opener.join();
   }
   drain();
   sync(s);
   CHECK_MSG(!threw, what);
+  CHECK(refused_while_queued);  // precondition: the request was refused while the first lambda still waited
   const Blocks b = blocks();
   CHECK_EQ(b.retries, 1);  // the allocator's own retry ran (nothing cached to free) and it threw
   CHECK_EQ(b.ooms, 1);

@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -419,6 +420,32 @@ std::string report_json() {
 
 void acl_host::recent_error(const std::string &msg) { ::recent_error(msg); }
 
+// ---- stream holds (host_acl.h): a kernel of the double's own that waits on its stream's thread until released
+namespace {
+struct Holds {
+  std::mutex mu;
+  std::condition_variable cv;
+  uint64_t next = 0;
+  std::map<uint64_t, int> state;  // 0 held, 1 released, 2 let go by its limit
+};
+Holds &holds() {
+  static auto *h = new Holds();
+  return *h;
+}
+struct HoldArgs {
+  uint64_t id;
+  uint32_t limit_ms;
+};
+void hold_kernel(const acl_sim::KernelCall &call) {
+  HoldArgs a;
+  std::memcpy(&a, call.args, sizeof a);
+  Holds &h = holds();
+  std::unique_lock<std::mutex> lk(h.mu);
+  if (!h.cv.wait_for(lk, std::chrono::milliseconds(a.limit_ms), [&] { return h.state[a.id] != 0; }))
+    h.state[a.id] = 2;
+}
+}  // namespace
+
 // ================================================================ control surface (host_acl.h)
 extern "C" {
 
@@ -432,6 +459,7 @@ __attribute__((visibility("default"))) const char *acl_host_report_json(void) {
 }
 
 __attribute__((visibility("default"))) void acl_host_reset(void) {
+  acl_host_stream_release(0);
   acl_sim::reset();
   apply_configuration();  // reset() forgets device capacities
   acl_host::opapi_reset();
@@ -439,6 +467,38 @@ __attribute__((visibility("default"))) void acl_host_reset(void) {
   stats().clear();
   logged_missing().clear();
   trace().clear();
+}
+
+__attribute__((visibility("default"))) uint64_t acl_host_stream_hold(void *stream, uint32_t limit_ms) {
+  static aclrtFuncHandle kernel = acl_sim::register_kernel("acl_host_stream_hold", &hold_kernel, nullptr);
+  Holds &h = holds();
+  HoldArgs a{0, limit_ms};
+  {
+    std::lock_guard<std::mutex> g(h.mu);
+    a.id = ++h.next;
+    h.state[a.id] = 0;
+  }
+  if (aclrtLaunchKernelWithHostArgs(kernel, 1, static_cast<aclrtStream>(stream), nullptr, &a, sizeof a, nullptr, 0) ==
+      ACL_SUCCESS)
+    return a.id;
+  std::lock_guard<std::mutex> g(h.mu);
+  h.state.erase(a.id);
+  return 0;
+}
+
+__attribute__((visibility("default"))) int acl_host_stream_release(uint64_t id) {
+  Holds &h = holds();
+  int released = 0;
+  {
+    std::lock_guard<std::mutex> g(h.mu);
+    for (auto &kv : h.state)
+      if ((id == 0 || kv.first == id) && kv.second == 0) {
+        kv.second = 1;
+        ++released;
+      }
+  }
+  h.cv.notify_all();
+  return released;
 }
 
 __attribute__((visibility("default"))) int acl_host_error_count(void) {

@@ -87,6 +87,17 @@ void acl_host_set_device_base_offset(uint64_t bytes);
 // ACL_ERROR_RT_MEMORY_ALLOCATION (207001). The report's counters give what is in use ("device_memory_in_use").
 void acl_host_set_device_memory(int device, uint64_t bytes);
 
+// Stream holds: for a test that needs work on a stream not to have finished when it looks (a kernel still pending,
+// an event behind it not complete) by construction rather than by a kernel's run time. acl_host_stream_hold queues
+// on `stream` a kernel of the double's own (no probe record, no region; counted in the counters' launches and as the
+// calling thread's last launch) that waits on the stream's thread until acl_host_stream_release(id); work queued
+// after it waits behind it. `limit_ms` only bounds a hang (a test that fails before releasing): past it the hold
+// lets go by itself. Returns the hold's id (> 0), 0 when it could not be queued (the launch's rules: the calling
+// thread's device, no capture). Released by acl_host_reset too.
+uint64_t acl_host_stream_hold(void *stream, uint32_t limit_ms);
+// Lets hold `id` go (0: every hold); 1 (for 0: how many) if it was still held, 0 if it had let go by its limit.
+int acl_host_stream_release(uint64_t id);
+
 // Used by the generated entry points (not for tests): account one call of function `index` of the
 // build's table (acl_host_function_names) by this thread, with its return code (0: success).
 void acl_host_note_call(int index, long long rc);
