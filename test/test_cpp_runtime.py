@@ -279,6 +279,7 @@ def test_no_init_py_in_package_data():
 
 
 from torch_npu._inductor.patchset.launch_plan import plan_from_metadata  # noqa: E402
+from torch_npu._inductor.patchset.tooling.sim import expected_memory  # noqa: E402
 
 _FILLS_PROGRAM = r"""
 #include <cstdio>
@@ -319,14 +320,14 @@ int main(int argc, char** argv) {
     ({"sync_block_lock_layout": 1 << 32, "mix_mode": "mix", "auto_tile_and_bind_subblock": True}, 200),
 ])
 def test_helper_fills_are_launch_plans(meta, blocks):
-    """The helper's byte fills (for_each_lock_fill) are exactly launch_plan's lock_fills."""
+    """The helper's byte fills (for_each_lock_fill) are exactly the ones expected_memory computes."""
     plan = plan_from_metadata(dict(meta, name="k"))
     exe = sim_build.compile_program(_FILLS_PROGRAM, "lock-fills")
     args = [plan.legacy_slots, plan.ordered_locks, plan.unordered_locks, plan.participant_factor,
             plan.lock_init_value, blocks]
     out = _run([exe, *args], timeout=60)
     assert out.returncode == 0, out.stderr
-    assert [tuple(f) for f in json.loads(out.stdout)] == plan.lock_fills(blocks)
+    assert [tuple(f) for f in json.loads(out.stdout)] == expected_memory.lock_fills(plan, blocks)
 
 
 if __name__ == "__main__":  # pragma: no cover

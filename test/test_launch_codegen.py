@@ -12,10 +12,10 @@ import pytest
 import release_wheels
 from expecttest import TestCase
 
-from torch_npu._inductor.patchset import launch_codegen as lc
 from torch_npu._inductor.patchset.launch_plan import plan_from_metadata
 from torch_npu._inductor.patchset.tooling.releases import real_sources
 from torch_npu._inductor.patchset.tooling.sim import harness as sim_harness
+from torch_npu._inductor.patchset.tooling.sim import launcher_writer as lc
 from torch_npu._inductor.patchset.tooling.sim.samples import BY_KEY
 
 # Golden cases, as sample kernels: one per kind of launch.

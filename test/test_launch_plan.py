@@ -10,6 +10,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from torch_npu._inductor.patchset import launch_plan as lp
+from torch_npu._inductor.patchset.tooling.commands.launcher import describe_plan
+from torch_npu._inductor.patchset.tooling.sim import expected_memory as em
+from torch_npu._inductor.patchset.tooling.sim.harness import expected_lock_content
 from torch_npu._inductor.patchset.tooling.sim.samples import SAMPLES
 
 
@@ -22,7 +25,7 @@ def test_absent_none_and_zero_mean_nothing():
     for md in ({}, {"workspace_size": None, "lock_num": None}, {"workspace_size": 0, "lock_num": 0, "lock_init_val": 0}):
         plan = lp.plan_from_metadata(md, kernel="k")
         assert not plan.needs_resources and plan.lock_layout == "none"
-        assert "both pointers are null" in plan.describe()
+        assert "both pointers are null" in describe_plan(plan)
 
 
 def test_object_and_dict_shapes_agree():
@@ -71,8 +74,8 @@ def test_lock_num_2pow32_is_packed_never_32GiB():
     plan = lp.plan_from_metadata({"lock_num": 1 << 32}, "k")
     assert plan.lock_layout == "packed" and (plan.ordered_locks, plan.unordered_locks) == (0, 1)
     assert plan.legacy_slots == 0
-    assert plan.lock_bytes(4) == (1 + 2 * 4) * 64  # not 32 GiB
-    assert "cannot be a slot count" in plan.describe() and "packed" in plan.describe()
+    assert em.lock_bytes(plan, 4) == (1 + 2 * 4) * 64  # not 32 GiB
+    assert "cannot be a slot count" in describe_plan(plan) and "packed" in describe_plan(plan)
     plan = lp.plan_from_metadata({"lock_num": (3 << 32) | 5}, "k")
     assert (plan.ordered_locks, plan.unordered_locks) == (5, 3)
 
@@ -83,7 +86,8 @@ def test_packed_layout_and_mix_factor():
     plan = lp.plan_from_metadata(dict(base, mix_mode="mix", auto_tile_and_bind_subblock=True), "k")
     assert (plan.ordered_locks, plan.unordered_locks, plan.participant_factor) == (2, 1, 2)
     assert plan.lock_slots(48) == 2 * 8 + (1 + 2 * 96) * 8
-    assert plan.lock_values(48) == [0, 96]  # beside an unordered lock the ordered lines start at 0, not 4
+    # beside an unordered lock the ordered lines start at 0, not 4
+    assert sorted(set(expected_lock_content(plan, 48))) == [0, 96]
     for md in (dict(base, mix_mode="mix"), dict(base, mix_mode="aiv", auto_tile_and_bind_subblock=True),
                dict(base, mix_mode="aic", auto_tile_and_bind_subblock=True), base):
         assert lp.plan_from_metadata(md, "k").participant_factor == 1
@@ -106,8 +110,8 @@ def test_upstream_post11_marker_lock_num_equals_layout():
 
 def test_simt_only_needs_nothing():
     plan = lp.plan_from_metadata({"force_simt_only": True, "workspace_size": 64, "lock_num": 4}, "k")
-    assert plan.simt_only and not plan.needs_resources and plan.lock_bytes(8) == 0
-    assert "SIMT-only" in plan.describe()
+    assert plan.simt_only and not plan.needs_resources and em.lock_bytes(plan, 8) == 0
+    assert "SIMT-only" in describe_plan(plan)
 
 
 def test_plan_is_frozen_plain_and_round_trips():
@@ -183,7 +187,7 @@ def test_any_valid_int64_metadata_gives_a_consistent_plan(workspace, lock_num, i
         expected = (lock_num & 0xFFFFFFFF) * 64 + (lock_num >> 32) * (1 + 2 * p) * 8 * 8
     else:
         expected = lock_num * 8
-    assert plan.lock_bytes(1) == expected
+    assert em.lock_bytes(plan, 1) == expected
 
 
 def _nonzero_runs(data: bytes) -> int:
@@ -207,7 +211,8 @@ def _apply(fills, size: int) -> bytes:
     factor=st.sampled_from([1, 2]),
 )
 def test_lock_fills_write_exactly_the_lock_content(layout, count, init, blocks, factor):
-    """The byte fills (what the helper issues, mirrored in lock_fills) leave exactly lock_content,
+    """The byte fills (what the helper issues, mirrored in expected_memory.lock_fills) leave exactly the
+    lock content (harness.expected_lock_content),
     and take 1 fill for a one-byte init value and 1 + runs(P) per unordered lock otherwise."""
     ordered = count if layout in ("ordered", "both") else 0
     unordered = count if layout in ("unordered", "both") else 0
@@ -224,9 +229,9 @@ def test_lock_fills_write_exactly_the_lock_content(layout, count, init, blocks, 
             lp.SyncPlan(**fields)
         return
     plan = lp.SyncPlan(**fields)
-    content = plan.lock_content(blocks)
+    content = expected_lock_content(plan, blocks)
     want = b"".join((v & (2**64 - 1)).to_bytes(8, "little") for v in content)
-    fills = plan.lock_fills(blocks)
+    fills = em.lock_fills(plan, blocks)
     assert _apply(fills, len(want)) == want
     p_bytes = plan.participants(blocks).to_bytes(8, "little")
     assert len(fills) == 1 + common_fills + unordered * _nonzero_runs(p_bytes)
@@ -236,8 +241,8 @@ def test_what_compilers_report_takes_one_fill_plus_one_per_unordered_lock():
     """BiSheng reports init 0: the content is one zero fill, plus one byte per unordered lock while P < 256."""
     plan = lp.plan_from_metadata({"sync_block_lock_layout": (3 << 32) | 2, "mix_mode": "mix",
                                   "auto_tile_and_bind_subblock": True}, "k")
-    assert len(plan.lock_fills(48)) == 1 + 3
-    assert len(lp.plan_from_metadata({"lock_num": 1 << 20}, "k").lock_fills(1)) == 1
+    assert len(em.lock_fills(plan, 48)) == 1 + 3
+    assert len(em.lock_fills(lp.plan_from_metadata({"lock_num": 1 << 20}, "k"), 1)) == 1
 
 
 def test_init_value_beyond_the_fill_bound_is_rejected_naming_kernel_field_and_value():

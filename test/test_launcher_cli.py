@@ -15,10 +15,10 @@ import pytest
 import release_wheels
 
 from torch_npu._inductor.patchset import cli
-from torch_npu._inductor.patchset import launch_codegen as lc
 from torch_npu._inductor.patchset.launch_plan import plan_from_metadata
 from torch_npu._inductor.patchset.tooling.commands import launcher as launcher_cli
 from torch_npu._inductor.patchset.tooling.releases import mutant_helpers, real_sources
+from torch_npu._inductor.patchset.tooling.sim import launcher_writer as lc
 
 ROOT = Path(__file__).resolve().parents[1]
 LEG = ".".join(importlib.metadata.version("torch").split("+")[0].split(".")[:3])

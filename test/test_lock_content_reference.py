@@ -24,6 +24,7 @@ from test_upstream_torch_npu import NEWEST, harness
 
 from torch_npu._inductor.patchset.launch_plan import plan_from_metadata
 from torch_npu._inductor.patchset.tooling.releases import rendered
+from torch_npu._inductor.patchset.tooling.sim.harness import expected_lock_content
 from torch_npu._inductor.patchset.tooling.sim.samples import SAMPLES
 
 WITH_LOCKS = [s for s in SAMPLES if plan_from_metadata(s.metadata, kernel=s.kernel).needs_locks
@@ -47,7 +48,7 @@ def test_lock_content_equals_torch_npu_fix(version, s, tmp_path_factory):
     assert ours == upstream, f"{s.key}: ours {ours} vs torch_npu {version}'s own fix {upstream}"
     plan = plan_from_metadata(s.metadata, kernel=s.kernel)
     block_num = min(math.prod(s.grid), s.block_clamp or math.prod(s.grid))
-    expected = plan.lock_content(block_num)  # the rule as launch_plan states it (docs/design.md)
+    expected = expected_lock_content(plan, block_num)  # the rule docs/design.md states
     runs = []
     for v in expected:
         if runs and runs[-1][0] == v:

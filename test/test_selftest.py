@@ -17,9 +17,9 @@ import release_wheels
 import torch
 
 import torch_npu._inductor.patchset as patchset
-from torch_npu._inductor.patchset import launch_codegen as lc
+from torch_npu._inductor.patchset import selftest as st
 from torch_npu._inductor.patchset.launch_plan import plan_from_metadata
-from torch_npu._inductor.patchset.tooling.commands import selftest as st
+from torch_npu._inductor.patchset.tooling.sim import launcher_writer as lc
 
 COMMAND = [sys.executable, "-m", "torch_npu._inductor.patchset", "selftest"]
 NEEDS_NOTHING = plan_from_metadata({}, kernel="triton_poi_fused_0")
@@ -258,11 +258,11 @@ def test_each_outcome_is_recorded_with_why():
     def crash():
         raise ValueError("boom")
 
-    assert st._run_check("a", lambda: ("fine", {"n": 1})).status == st.PASSED
-    skipped = st._run_check("b", skip)
+    assert st.run_check("a", lambda: ("fine", {"n": 1})).status == st.PASSED
+    skipped = st.run_check("b", skip)
     assert (skipped.status, skipped.detail) == (st.SKIPPED, "no device here")
-    assert st._run_check("c", fail).detail == "out differs"
-    crashed = st._run_check("d", crash)
+    assert st.run_check("c", fail).detail == "out differs"
+    crashed = st.run_check("d", crash)
     assert crashed.status == st.FAILED and crashed.detail == "ValueError: boom"
     assert any("boom" in line for line in crashed.data["traceback"])
 
@@ -290,7 +290,7 @@ def test_the_combined_kernels_check_runs_a_program_of_its_own():
 
 @pytest.mark.parametrize("device", ["cpu", "cuda"])
 def test_aot_check_runs_on_an_npu_only_and_says_why(device):
-    outcome = st._run_check("aot-package", lambda: st.check_aot(device))
+    outcome = st.run_check("aot-package", lambda: st.check_aot(device))
     assert outcome.status == st.SKIPPED and "torch_npu's" in outcome.detail and device in outcome.detail
 
 
@@ -317,7 +317,7 @@ def test_device_choice_says_what_was_asked_and_why():
     assert asked.why == "asked for (--device npu)"
     if st.torch_npu_installed() is None:
         assert asked.problem == "torch_npu is not installed"
-        outcome = st._run_check("device", lambda: st.check_device(asked))
+        outcome = st.run_check("device", lambda: st.check_device(asked))
         assert outcome.status == st.FAILED and "this run says nothing about the fix" in outcome.detail
 
 

@@ -28,11 +28,11 @@ from pathlib import Path
 
 import pytest
 
-from torch_npu._inductor.patchset import launch_codegen as lc
 from torch_npu._inductor.patchset.launch_plan import plan_from_metadata, plan_from_params
 from torch_npu._inductor.patchset.tooling.releases import real_artifacts, rendered
 from torch_npu._inductor.patchset.tooling.sim import build as sim_build
 from torch_npu._inductor.patchset.tooling.sim import harness as sim_harness
+from torch_npu._inductor.patchset.tooling.sim import launcher_writer as lc
 from torch_npu._inductor.patchset.tooling.sim.samples import SAMPLES
 
 HARNESS = Path(real_artifacts.__file__).with_name("wheel_harness.py")

@@ -134,7 +134,8 @@ def mix_mode_kind(mix_mode: str) -> str:
 class SyncPlan:
     """What one kernel needs per launch, immutable; the sizes that depend on the launch are the C++ helper's.
 
-    :meth:`lock_bytes` and :meth:`workspace_bytes` give the same numbers for display.
+    The same sizes, the lock content and the helper's byte fills, computed in Python for the tests
+    and the tools to compare against: ``tooling/sim/expected_memory.py``.
     """
 
     kernel: str
@@ -200,90 +201,11 @@ class SyncPlan:
         per_unordered = (1 + 2 * self.participants(block_num)) * SLOTS_PER_CACHE_LINE
         return self.ordered_locks * SLOTS_PER_CACHE_LINE + self.unordered_locks * per_unordered
 
-    def lock_bytes(self, block_num: int) -> int:
-        return self.lock_slots(block_num) * 8
-
-    def workspace_bytes(self, grid: tuple[int, int, int]) -> int:
-        if not self.needs_workspace:
-            return 0
-        return self.workspace_per_block * grid[0] * grid[1] * grid[2]
-
-    def lock_content(self, block_num: int) -> list[int]:
-        """Every int64 lock slot as the kernel must find it, matching torch_npu's own fix
-        (2.7.1.post11 .. 2.14.0): lock_num slots and ordered-only layouts hold the init
-        value; once any unordered lock exists the region is zero but for slot 0 of each
-        unordered lock, which holds P (ordered lines then hold 0). See docs/design.md."""
-        slots = self.lock_slots(block_num)
-        if not self.unordered_locks:
-            return [self.lock_init_value] * slots
-        content = [0] * slots
-        per_unordered = (1 + 2 * self.participants(block_num)) * SLOTS_PER_CACHE_LINE
-        for u in range(self.unordered_locks):
-            content[self.ordered_locks * SLOTS_PER_CACHE_LINE + u * per_unordered] = self.participants(block_num)
-        return content
-
     def init_value_fills(self) -> int:
         """Byte fills the init value takes beyond the region's first one (0: a repeated byte, or unordered locks)."""
         if not self.needs_locks or self.unordered_locks or _one_byte(self.lock_init_value):
             return 0
         return self.lock_slots(0) * len(nonzero_byte_runs(self.lock_init_value))
-
-    def lock_fills(self, block_num: int) -> list[tuple[int, int, int]]:
-        """``(offset, byte, count)`` byte fills, in order, that write :meth:`lock_content`: what the
-        helper's ``for_each_lock_fill`` issues (one over the region, then each run of equal non-zero
-        bytes of a slot whose value is not one repeated byte)."""
-        total = self.lock_bytes(block_num)
-        if not total:
-            return []
-        common = 0 if self.unordered_locks else self.lock_init_value
-        one = _one_byte(common)
-        fills = [(0, common & 0xFF if one else 0, total)]
-        if not one:
-            for slot in range(total // 8):
-                fills += [(slot * 8 + o, b, n) for o, b, n in nonzero_byte_runs(common)]
-        p = self.participants(block_num)
-        per_unordered = (1 + 2 * p) * SLOTS_PER_CACHE_LINE * 8
-        for u in range(self.unordered_locks):
-            start = self.ordered_locks * SLOTS_PER_CACHE_LINE * 8 + u * per_unordered
-            fills += [(start + o, b, n) for o, b, n in nonzero_byte_runs(p)]
-        return fills
-
-    def lock_values(self, block_num: int) -> list[int]:
-        """Sorted distinct int64 values the kernel must find in its lock slots."""
-        return sorted(set(self.lock_content(block_num)))
-
-    # -- description -------------------------------------------------------------
-    def describe(self) -> str:
-        """One paragraph in plain words (the ``launcher`` command prints it)."""
-        if self.simt_only:
-            return (
-                f"{self.kernel}: SIMT-only kernel: its argument struct has no sync_block_lock or "
-                f"workspace_addr field, so nothing is allocated."
-            )
-        parts = []
-        if self.needs_workspace:
-            parts.append(f"workspace of {self.workspace_per_block} bytes per block x grid_0*grid_1*grid_2")
-        if self.lock_layout == LAYOUT_LEGACY:
-            parts.append(f"{self.legacy_slots} int64 lock slots, each = {self.lock_init_value}")
-        elif self.lock_layout == LAYOUT_PACKED:
-            if self.ordered_locks:
-                init = 0 if self.unordered_locks else self.lock_init_value  # zeroed beside unordered locks
-                parts.append(f"{self.ordered_locks} ordered lock(s) of 8 int64 each = {init}")
-            if self.unordered_locks:
-                who = "block count after clamping"
-                if self.participant_factor == 2:
-                    who += f" x 2 (mix_mode {self.mix_mode!r} with auto_tile_and_bind_subblock)"
-                parts.append(
-                    f"{self.unordered_locks} unordered lock(s) of (1 + 2P) x 8 int64, slot 0 = P, rest 0, "
-                    f"P = {who}"
-                )
-        if not parts:
-            text = f"{self.kernel}: no workspace and no sync locks: both pointers are null."
-        else:
-            text = f"{self.kernel}: " + "; ".join(parts) + "."
-        if self.lock_source:
-            text += f" Lock layout from {self.lock_source}."
-        return text
 
     # -- plain-dict form -----------------------------------------------------------
     def to_dict(self) -> dict:

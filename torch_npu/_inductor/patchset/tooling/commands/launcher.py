@@ -39,9 +39,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ... import launch_codegen as lc
-from ...launch_plan import SIMT_FLAGS, SyncPlan, plan_from_metadata
+from ...launch_plan import LAYOUT_LEGACY, LAYOUT_PACKED, SIMT_FLAGS, SyncPlan, plan_from_metadata
 from ..releases.real_runtime_judge import first_line
+from ..sim import launcher_writer as lc
 from ..sim.harness import (
     FAULT_APIS,
     MAX_SIMULATED_BLOCKS,
@@ -96,9 +96,42 @@ def _load_metadata(text: str) -> dict:
     return data
 
 
+def describe_plan(plan: SyncPlan) -> str:
+    """The plan in one paragraph of plain words."""
+    if plan.simt_only:
+        return (
+            f"{plan.kernel}: SIMT-only kernel: its argument struct has no sync_block_lock or "
+            f"workspace_addr field, so nothing is allocated."
+        )
+    parts = []
+    if plan.needs_workspace:
+        parts.append(f"workspace of {plan.workspace_per_block} bytes per block x grid_0*grid_1*grid_2")
+    if plan.lock_layout == LAYOUT_LEGACY:
+        parts.append(f"{plan.legacy_slots} int64 lock slots, each = {plan.lock_init_value}")
+    elif plan.lock_layout == LAYOUT_PACKED:
+        if plan.ordered_locks:
+            init = 0 if plan.unordered_locks else plan.lock_init_value  # zeroed beside unordered locks
+            parts.append(f"{plan.ordered_locks} ordered lock(s) of 8 int64 each = {init}")
+        if plan.unordered_locks:
+            who = "block count after clamping"
+            if plan.participant_factor == 2:
+                who += f" x 2 (mix_mode {plan.mix_mode!r} with auto_tile_and_bind_subblock)"
+            parts.append(
+                f"{plan.unordered_locks} unordered lock(s) of (1 + 2P) x 8 int64, slot 0 = P, rest 0, "
+                f"P = {who}"
+            )
+    if not parts:
+        text = f"{plan.kernel}: no workspace and no sync locks: both pointers are null."
+    else:
+        text = f"{plan.kernel}: " + "; ".join(parts) + "."
+    if plan.lock_source:
+        text += f" Lock layout from {plan.lock_source}."
+    return text
+
+
 def plan_summary(plan: SyncPlan, site: lc.LaunchSite, grid) -> dict:
     exp = expected(plan, site, grid)
-    return {**plan.to_dict(), "description": plan.describe(), "grid": list(grid), **exp}
+    return {**plan.to_dict(), "description": describe_plan(plan), "grid": list(grid), **exp}
 
 
 def _check_grid(grid, site: lc.LaunchSite, simulate_it: bool) -> None:
@@ -179,7 +212,7 @@ def _one(args) -> int:
             return 1
     p = out["plan"]
     content = rle(expected_lock_content(plan, p["block_num"])) if not site.simt(plan) else []
-    lines = [plan.describe(), ""]
+    lines = [describe_plan(plan), ""]
     lines.append(f"  grid              {','.join(map(str, args.grid))}  (block_num {p['block_num']}"
                  + (f", clamped to {site.block_clamp} vector cores)" if site.block_clamp else ")"))
     lines.append(f"  lock layout       {plan.lock_layout}" + (f", init {plan.lock_init_value}" if plan.needs_locks else ""))
@@ -353,14 +386,14 @@ def real_scenario_text(out: dict) -> str:
 def _release_name_problem(version: str) -> str | None:
     """Why ``version`` names no torch_npu release (one line), or None. Its torch line need not be this
     interpreter's: each release runs on its own (``host_runtime.python_for``), or says why it cannot."""
-    from ... import cli
     from ..releases import wheels
+    from ..releases.release_names import RELEASE, unknown_release
 
     flag = f"--real-runtime {version}"
-    if not cli._RELEASE.fullmatch(version):
+    if not RELEASE.fullmatch(version):
         return f"{flag}: not a torch_npu release version (like 2.7.1 or 2.7.1.post11)"
     if wheels.release_known(version) is False:
-        return cli._unknown_release(flag, version, wheels.index_releases() or [])
+        return unknown_release(flag, version, wheels.index_releases() or [])
     return None
 
 

@@ -18,9 +18,9 @@ import re
 import subprocess
 from pathlib import Path
 
-from ... import launch_codegen as lc
 from ..sim import build as sim_build
 from ..sim import harness as sim_harness
+from ..sim import launcher_writer as lc
 from . import aot_artifacts, rendered
 
 _KERNEL_FIELD = re.compile(r"\bkernels_\.(\w+)")

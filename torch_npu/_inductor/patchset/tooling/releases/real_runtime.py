@@ -47,8 +47,8 @@ import tempfile
 from pathlib import Path
 from typing import Sequence
 
-from ... import launch_codegen as lc
 from ..sim import harness as sim_harness
+from ..sim import launcher_writer as lc
 from ..sim.samples import SAMPLES, Sample
 from . import aot_artifacts, mutant_helpers, rendered
 from . import real_artifacts as ra

@@ -29,10 +29,10 @@ import re
 from pathlib import Path
 from typing import Sequence
 
-from ... import launch_codegen as lc
 from ...launch_plan import SyncPlan
 from ..sim import harness as sim_harness
 from ..sim import host_library
+from ..sim import launcher_writer as lc
 from . import real_artifacts as ra
 from . import real_runtime as rr
 from .real_runtime_judge import child_failure, expectations, first_line, judge_launch

@@ -12,10 +12,10 @@ import json
 import math
 from typing import Callable
 
-from ... import launch_codegen as lc
 from ...launch_plan import plan_from_metadata
 from ..sim import build as sim_build
 from ..sim import harness as sim_harness
+from ..sim import launcher_writer as lc
 from ..sim.samples import SAMPLES
 
 SIM_PREAMBLE = r"""

@@ -18,8 +18,8 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from ... import launch_codegen as lc
 from ...launch_plan import plan_from_metadata
+from ..sim import launcher_writer as lc
 from . import mutant_helpers
 
 LAUNCHES = 6

@@ -19,8 +19,9 @@ import subprocess
 from pathlib import Path
 from typing import Sequence
 
-from ... import launch_codegen as lc
 from ...launch_plan import SyncPlan
+from . import expected_memory
+from . import launcher_writer as lc
 
 LAUNCHES = 2
 PROBE_TIME_US = 3000  # each simulated kernel runs this long: launch 2 is issued while launch 1 runs
@@ -39,9 +40,9 @@ def expected(plan: SyncPlan, site: lc.LaunchSite, grid: Sequence[int]) -> dict:
     blocks = block_count(grid, site.block_clamp)
     return {
         "block_num": blocks,
-        "lock_bytes": 0 if simt else plan.lock_bytes(blocks),
-        "workspace_bytes": 0 if simt else plan.workspace_bytes(tuple(grid)),
-        "lock_values_at_start": [] if simt else plan.lock_values(blocks),
+        "lock_bytes": 0 if simt else expected_memory.lock_bytes(plan, blocks),
+        "workspace_bytes": 0 if simt else expected_memory.workspace_bytes(plan, grid),
+        "lock_values_at_start": [] if simt else sorted(set(expected_lock_content(plan, blocks))),
     }
 
 

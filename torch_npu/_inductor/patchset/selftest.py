@@ -18,7 +18,9 @@ any work).
   queue and caching allocator (its installed headers and ``libtorch_npu.so``,
   over the host ACL library, a test double of CANN with a probe kernel, in a
   child process; needs a C++ compiler); skipped, saying why, without
-  torch_npu.
+  torch_npu. These two run the verification tooling
+  (``tooling/commands/selftest_launchers.py``): in a user's wheel, which does
+  not carry it, both are skipped, saying so.
 * ``flex-backward``: ``torch.compile(..., options={"cpp_wrapper": True},
   dynamic=True)`` of Flex Attention forward + backward with a block mask
   that masks whole query rows out, over several sequence lengths, against
@@ -67,12 +69,11 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
-import traceback
 from pathlib import Path
-from typing import Callable
 
-PASSED, FAILED, SKIPPED = "passed", "failed", "skipped"
+from . import _tooling
+from ._check import FAILED, PASSED, SKIPPED, Check, CheckFailed, CheckSkipped, run_check  # noqa: F401
+from ._read_back import launches_in, read_back  # noqa: F401
 
 #: Stated tolerances (float32 inputs; the compiled kernels reassociate sums).
 TOLERANCES = {"float32": {"atol": 2e-3, "rtol": 2e-3}}
@@ -89,41 +90,6 @@ FLEX_SHAPE = (1, 2, 16)  # batch, heads, head dim
 CPU_FLEX_WHY = ("Flex Attention's backward compiles through Triton templates (GPU / NPU); Inductor's CPU "
                 "backend does not compile it with gradients and dynamic shapes (torch 2.7.1 fails in its "
                 "lowering, with or without this patch set): run with --device cuda or npu")
-
-
-@dataclasses.dataclass
-class Check:
-    name: str
-    status: str
-    detail: str
-    data: dict = dataclasses.field(default_factory=dict)
-    seconds: float = 0.0
-
-    def to_json(self) -> dict:
-        return dataclasses.asdict(self)
-
-
-class CheckFailed(AssertionError):
-    """A check ran and found something wrong (the message says what differed)."""
-
-
-class CheckSkipped(Exception):
-    """A check cannot run here (the message says why)."""
-
-
-def _run_check(name: str, fn: Callable[[], tuple[str, dict]]) -> Check:
-    t0 = time.monotonic()
-    try:
-        detail, data = fn()
-        status = PASSED
-    except CheckSkipped as exc:
-        status, detail, data = SKIPPED, str(exc), {}
-    except CheckFailed as exc:
-        status, detail, data = FAILED, str(exc), {}
-    except Exception as exc:  # a crash is a failure, with where it happened
-        tb = traceback.format_exc().strip().splitlines()
-        status, detail, data = FAILED, f"{type(exc).__name__}: {exc}", {"traceback": tb[-12:]}
-    return Check(name, status, detail, data, round(time.monotonic() - t0, 1))
 
 
 # ---- the device, and what is installed ------------------------------------------------------------
@@ -327,7 +293,7 @@ def npu_driver_version(path: str = NPU_DRIVER_VERSION_FILE) -> str:
 def environment(choice: DeviceChoice) -> dict:
     import importlib.metadata
 
-    from ... import _environment
+    from . import _environment
 
     env = _environment.describe()
     for dist in ("triton", "triton-ascend"):
@@ -343,7 +309,7 @@ def environment(choice: DeviceChoice) -> dict:
 
 # ---- status, codegen, simulation -----------------------------------------------------------------------
 def check_status(device: str) -> tuple[str, dict]:
-    from ... import _applier
+    from . import _applier
 
     rows = _applier.apply(import_targets=True)
     states = {r.id: r.label for r in rows}
@@ -358,28 +324,19 @@ def check_status(device: str) -> tuple[str, dict]:
 
 
 def check_codegen() -> tuple[str, dict]:
-    """Each sample kernel's launcher (``launch_codegen.launcher_source``: ``call_<k>`` ending in
-    ``launchKernel`` and the release), read back as a generated wrapper is."""
-    from ... import launch_codegen as lc
-    from ...launch_plan import plan_from_metadata
-    from ..sim.samples import SAMPLES
+    """Each sample kernel's launcher, as the tooling writes it around this patch set's lines, read back as a
+    generated wrapper is (``tooling/commands/selftest_launchers.py``)."""
+    return _sample_launchers().check_codegen()
 
-    wrong, taking = [], 0
-    for s in SAMPLES:
-        plan = plan_from_metadata(s.metadata, kernel=s.kernel)
-        site = lc.LaunchSite(block_clamp=s.block_clamp, has_ffts=s.has_ffts)
-        launches = launches_in(lc.launcher_source(plan, site, lc.args_from_signature(s.signature)))
-        if list(launches) != [lc.launcher_function_name(plan)[len("call_"):]]:
-            wrong.append(f"{s.key}: launcher functions {sorted(launches)}")
-            continue
-        read = read_back(next(iter(launches.values())), plan.needs_resources and not site.simt(plan))
-        taking += read["takes_memory"]
-        wrong += [f"{s.key}: {p}" for p in read["problems"]]
-    if wrong:
-        raise CheckFailed("; ".join(wrong))
-    return (f"{len(SAMPLES)} sample kernels: the {taking} that need memory take it before the launch lambda and "
-            "keep it for the thread's next launch on the stream (LaunchDone, handed after launchKernel), nothing is "
-            "allocated inside a lambda, the others take none", {})
+
+def _sample_launchers():
+    """The tooling's checks on the sample launchers, or CheckSkipped where the tooling is not installed (a user's
+    wheel carries the runtime and this command; the samples and the launcher writer live in the repository)."""
+    if not _tooling.installed():
+        raise CheckSkipped(f"the sample launchers {_tooling.NEEDS_CHECKOUT}")
+    from .tooling.commands import selftest_launchers
+
+    return selftest_launchers
 
 
 def installed_runtime_library() -> Path | None:
@@ -407,29 +364,7 @@ def check_simulation() -> tuple[str, dict]:
     library = installed_runtime_library()
     if library is None:
         raise CheckSkipped(f"the installed torch_npu {version} has no lib/libtorch_npu.so to run the launchers on")
-    from ... import launch_codegen as lc
-    from ...launch_plan import plan_from_metadata
-    from ..releases import real_artifacts, real_sources
-    from ..sim.samples import SAMPLES
-
-    jobs = []
-    for s in SAMPLES:
-        plan = plan_from_metadata(s.metadata, kernel=s.kernel)
-        site = lc.LaunchSite(block_clamp=s.block_clamp, has_ffts=s.has_ffts)
-        jobs.append(real_sources.job(s.key, plan, site, lc.args_from_signature(s.signature), s.grid))
-    try:
-        with real_artifacts.installed(version, library.parents[2]):  # these files, not the released wheel
-            runs = real_sources.run(version, jobs)
-    except Exception as exc:  # said in one line: the release could not run here
-        raise CheckSkipped(f"torch_npu {version}'s own runtime could not run here: "
-                           f"{real_sources.first_line(str(exc)) or type(exc).__name__}") from exc
-    bad = {k: [p for la in r["1"]["launches"] for p in la["problems"]] + r["1"]["errors"]
-           + ([r["1"]["notes"]] if r["1"]["notes"] else []) for k, r in runs.items() if not r["1"]["ok"]}
-    if bad:
-        raise CheckFailed(f"launches on torch_npu {version}'s own runtime went wrong: {bad}")
-    return (f"{len(jobs)} sample kernels, each launched twice on torch_npu {version}'s own task queue and caching "
-            f"allocator (the installed {library}, over the host ACL library: a test double of CANN, in a child "
-            "process): every kernel got disjoint, sized, initialised memory", {"installed_library": str(library)})
+    return _sample_launchers().check_simulation(version, library)
 
 
 # ---- end to end: helpers ------------------------------------------------------------------------------------
@@ -492,162 +427,11 @@ def compare(name: str, got, want, atol: float, rtol: float) -> str | None:
     return None
 
 
-# ---- reading the generated C++ back -------------------------------------------------------------------------
-_CALL_DEF = re.compile(r"\bvoid\s+call_(\w+)\s*\(")
-#: What a launch's memory looks like in the generated code (launch_codegen.resource_code).
-_LAUNCH_MEMORY = re.compile(r"\btorch_npu::inductor::LaunchMemory\s+(\w+)\s*[({]")
-_LAUNCH_KERNEL = re.compile(r"\blaunchKernel\s*\(")
-#: Nothing inside a launch lambda may allocate: it runs on torch_npu's task-queue thread (issue 22).
-_ALLOCATION = re.compile(r"\b(allocate_workspace|unsafe_empty_workspace|raw_alloc\w*|LaunchMemory|aclrtMalloc\w*)\b")
-_NULL_SYNC_POINTER = re.compile(r"\b(sync_block_lock|workspace_addr)\s*=\s*(?:NULL|nullptr|0)\s*;")
-
-
-def _masked(source: str) -> str:
-    """``source`` with comments and string / character literals blanked (same length, newlines kept),
-    so that braces, parentheses and names are matched in code only."""
-    out, i, n = list(source), 0, len(source)
-
-    def blank(a: int, b: int) -> None:
-        for j in range(a, b):
-            if out[j] != "\n":
-                out[j] = " "
-
-    while i < n:
-        c = source[i]
-        if source.startswith("//", i):
-            j = source.find("\n", i)
-            j = n if j < 0 else j
-            blank(i, j)
-            i = j
-        elif source.startswith("/*", i):
-            j = source.find("*/", i + 2)
-            j = n if j < 0 else j + 2
-            blank(i, j)
-            i = j
-        elif c in "\"'":
-            j = i + 1
-            while j < n and source[j] != c and source[j] != "\n":
-                j += 2 if source[j] == "\\" else 1
-            blank(i + 1, min(j, n))
-            i = j + 1
-        else:
-            i += 1
-    return "".join(out)
-
-
-def _closing(code: str, opening: int) -> int:
-    """Index of the bracket closing the one at ``opening`` in masked ``code`` (-1: unbalanced)."""
-    pairs = {"(": ")", "{": "}", "[": "]"}
-    want, depth = pairs[code[opening]], 0
-    for j in range(opening, len(code)):
-        if code[j] == code[opening]:
-            depth += 1
-        elif code[j] == want:
-            depth -= 1
-            if depth == 0:
-                return j
-    return -1
-
-
-def launches_in(source: str) -> dict[str, str]:
-    """``{kernel: text of its call_<kernel> function}`` in a generated C++ wrapper."""
-    code = _masked(source)
-    defs = list(_CALL_DEF.finditer(code))
-    out = {}
-    for i, m in enumerate(defs):
-        end = defs[i + 1].start() if i + 1 < len(defs) else len(source)
-        params_end = _closing(code, m.end() - 1)
-        brace = code.find("{", params_end) if params_end >= 0 else -1
-        close = _closing(code, brace) if 0 <= brace < end else -1
-        out[m.group(1)] = source[m.start():(close + 1 if close >= 0 else end)]
-    return out
-
-
-def _lambda_span(code: str, start: int, stop: int) -> tuple[int, int] | None:
-    """(``[`` .. closing ``}``) of the lambda whose text starts at or after ``start`` (before ``stop``)."""
-    bracket = code.find("[", start, stop)
-    captures_end = _closing(code, bracket) if bracket >= 0 else -1
-    if captures_end < 0:
-        return None
-    brace = code.find("{", captures_end, stop)
-    close = _closing(code, brace) if brace >= 0 else -1
-    return (bracket, close + 1) if close >= 0 else None
-
-
-def read_back(body: str, needs_memory: bool | None) -> dict:
-    """Read one ``call_<k>`` function's launches back (issue 22's shape).
-
-    ``needs_memory`` (the kernel's metadata asks for a workspace or locks; None: unknown): each
-    ``launchKernel(<lambda>, ...)`` must then be preceded, after the previous launch, by exactly one
-    ``torch_npu::inductor::LaunchMemory <m>(...)`` outside the lambda, and followed at once by
-    ``<m>.handed();`` (issue 39: the block is the thread's again, kept for its next launch on the stream); the
-    lambda counts itself as run with one ``torch_npu::inductor::LaunchDone``, allocates nothing, never names ``<m>``
-    (it copies only the raw pointers) and passes no NULL sync pointer. A launch that needs nothing takes
-    and releases nothing.
-    Returns ``{"launches", "takes_memory", "problems"}``."""
-    code = _masked(body)
-    problems: list[str] = []
-    calls = list(_LAUNCH_KERNEL.finditer(code))
-    if not calls:
-        return {"launches": 0, "takes_memory": False, "problems": ["no launchKernel(...) call"]}
-    memories = [(m.start(), m.group(1)) for m in _LAUNCH_MEMORY.finditer(code)]
-    region, takes = 0, False
-    for n, call in enumerate(calls, 1):
-        where = f"launch {n}" if len(calls) > 1 else "the launch"
-        paren = call.end() - 1
-        close = _closing(code, paren)
-        semicolon = code.find(";", close) if close >= 0 else -1
-        if semicolon < 0:
-            problems.append(f"{where}: launchKernel( is not closed")
-            break
-        first = code[paren + 1:close].split(",")[0].strip()
-        if re.fullmatch(r"\w+", first):  # a named lambda, declared before the call
-            decl = list(re.finditer(rf"\bauto\s+{first}\s*=\s*(?=\[)", code[region:call.start()]))
-            span = _lambda_span(code, region + decl[-1].end(), call.start()) if decl else None
-        else:  # the lambda written inside the call
-            span = _lambda_span(code, paren + 1, close)
-        if span is None:
-            problems.append(f"{where}: launchKernel({first}, ...) is not given a lambda of this function")
-            region = semicolon + 1
-            continue
-        lam = code[span[0]:span[1]]
-        before = [name for pos, name in memories if region <= pos < span[0]]
-        for alloc in sorted({m.group(1) for m in _ALLOCATION.finditer(lam)}):
-            problems.append(f"{where}: {alloc} inside the launch lambda (it runs on the task-queue thread)")
-        after = code[semicolon + 1:]
-        released = re.match(r"\s*(\w+)\s*\.\s*handed\s*\(\s*\)\s*;", after)
-        if needs_memory or (needs_memory is None and before):
-            if len(before) != 1:
-                problems.append(f"{where}: {len(before)} torch_npu::inductor::LaunchMemory before the launch lambda "
-                                "(want 1)")
-            else:
-                owner = before[0]
-                takes = True
-                if not (released and released.group(1) == owner):
-                    problems.append(f"{where}: the statement right after launchKernel(...) is not "
-                                    f"{owner}.handed();")
-                if len(re.findall(r"\btorch_npu::inductor::LaunchDone\b", lam)) != 1:
-                    problems.append(f"{where}: the launch lambda does not count itself as run with one "
-                                    "torch_npu::inductor::LaunchDone (its block would never go back)")
-                if re.search(rf"\b{owner}\b", lam):
-                    problems.append(f"{where}: the launch lambda names the owning {owner} (it must get only the "
-                                    "raw pointers)")
-            for m in _NULL_SYNC_POINTER.finditer(lam):
-                problems.append(f"{where}: the launch lambda sets {m.group(1)} to a null pointer")
-        else:
-            if before:
-                problems.append(f"{where}: takes LaunchMemory {before} though its kernel needs no workspace or locks")
-            if released:
-                problems.append(f"{where}: releases {released.group(1)} though its kernel needs no memory")
-        region = semicolon + 1
-    return {"launches": len(calls), "takes_memory": takes, "problems": problems}
-
-
 def kernel_plans() -> dict:
     """``{kernel: SyncPlan}`` of every kernel Inductor saved for the C++ wrapper in this process."""
     from torch._inductor.codecache import CudaKernelParamCache
 
-    from ...launch_plan import plan_from_params
+    from .launch_plan import plan_from_params
 
     plans = {}
     for name, params in list(getattr(CudaKernelParamCache, "cache", {}).items()):
@@ -937,7 +721,7 @@ print("patch set imported:", any(m.startswith("torch_npu._inductor.patchset.fixe
 def aot_source_problems(name: str, source: str) -> list[str]:
     """Why an aot_mode wrapper would not build elsewhere or would launch unpatched: an include of a
     path of this machine, or the helper not inlined exactly once."""
-    from ...launch_codegen import INLINE_BEGIN
+    from .launch_codegen import INLINE_BEGIN
 
     problems = [f"{name} includes {path!r} by this machine's path" for path in _QUOTED_ABSOLUTE_INCLUDE.findall(source)]
     copies = source.count(INLINE_BEGIN)
@@ -1028,16 +812,16 @@ def run(device: str | None = None, asked: str | None = None) -> dict:
     choice = choose_device(device)
     env = environment(choice)
     checks = [
-        _run_check("device", lambda: check_device(choice)),
-        _run_check("status", lambda: check_status(choice.device)),
-        _run_check("codegen", check_codegen),
-        _run_check("simulation", check_simulation),
+        run_check("device", lambda: check_device(choice)),
+        run_check("status", lambda: check_status(choice.device)),
+        run_check("codegen", check_codegen),
+        run_check("simulation", check_simulation),
     ]
     with private_inductor_cache():
-        checks.append(_run_check("flex-backward", lambda: check_flex_backward(choice.device)))
+        checks.append(run_check("flex-backward", lambda: check_flex_backward(choice.device)))
         for name in KERNEL_CHECKS:
-            checks.append(_run_check(name, lambda name=name: check_kernels(name, choice.device)))
-        checks.append(_run_check("aot-package", lambda: check_aot(choice.device)))
+            checks.append(run_check(name, lambda name=name: check_kernels(name, choice.device)))
+        checks.append(run_check("aot-package", lambda: check_aot(choice.device)))
     counts = {s: sum(1 for c in checks if c.status == s) for s in (PASSED, FAILED, SKIPPED)}
     return {"asked": asked or command_line(), "environment": env, "device": choice.device,
             "checks": [c.to_json() for c in checks], "counts": counts, "ok": counts[FAILED] == 0}
@@ -1182,7 +966,7 @@ def add_parser(subparsers):
 if __name__ == "__main__":
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m torch_npu._inductor.patchset.tooling.commands.selftest")
+    parser = argparse.ArgumentParser(prog="python -m torch_npu._inductor.patchset.selftest")
     sub = parser.add_subparsers(dest="command")
     add_parser(sub)
     ns = parser.parse_args(["selftest", *sys.argv[1:]])
