@@ -97,6 +97,11 @@ def test_the_library_defines_every_import_under_every_needed_name(release, inven
     # Nothing of acl_sim's C++ (its torch_npu stand-ins above all) leaks into the process.
     assert not any(s.startswith("_Z") for s in defined)
     assert not {"acl_host_impl_aclrtMalloc", "acl_host_note_call"} & defined
+    # The stand-ins are not even compiled in: torch_npu's own allocators and task queue run over the double.
+    local = subprocess.run(["nm", "-C", str(folder / host_library.LIBRARY)], capture_output=True, text=True,
+                           check=True).stdout
+    for standin in ("allocate_workspace", "RunOpApiV2", "caching_raw_alloc_with_stream", "npu_synchronize_device"):
+        assert standin not in local, standin
 
 
 _CALL_STUBS = r"""
@@ -160,12 +165,12 @@ lib.aclrtResetDeviceResLimit(0); lib.aclrtGetDeviceResLimit(0, 1, ctypes.byref(c
 free, total = ctypes.c_size_t(), ctypes.c_size_t()
 out["mem_info"] = lib.aclrtGetMemInfo(1, ctypes.byref(free), ctypes.byref(total)); out["total"] = total.value
 lib.aclGetRecentErrMsg.restype = ctypes.c_char_p
-lib.aclrtEventElapsedTime(None, None, None)  # not implemented
+lib.aclrtIpcGetEventHandle(None, None)  # not implemented
 msg = lib.aclGetRecentErrMsg()
 out["recent_msg"] = msg.decode() if msg else None
 lib.acl_host_report_json.restype = ctypes.c_char_p
 r = json.loads(lib.acl_host_report_json())
-out["counted"] = {k: r["calls"][k]["calls"] for k in ("aclInit", "aclrtSetDevice", "aclrtEventElapsedTime")}
+out["counted"] = {k: r["calls"][k]["calls"] for k in ("aclInit", "aclrtSetDevice", "aclrtIpcGetEventHandle")}
 print(json.dumps(out))
 """
 
@@ -183,8 +188,84 @@ def test_the_double_answers_as_cann_describes(release):
     assert got["param_unset"] == 0 and got["param_set"] == 7
     assert (got["vector_cores"], got["limited"], got["reset"]) == (48, 8, 48)
     assert got["mem_info"] == 0 and got["total"] == 16 << 30
-    assert "aclrtEventElapsedTime is not implemented" in got["recent_msg"]
-    assert got["counted"] == {"aclInit": 2, "aclrtSetDevice": 2, "aclrtEventElapsedTime": 1}
+    assert "aclrtIpcGetEventHandle is not implemented" in got["recent_msg"]
+    assert got["counted"] == {"aclInit": 2, "aclrtSetDevice": 2, "aclrtIpcGetEventHandle": 1}
+
+
+_ELAPSED = r"""
+import ctypes as c, json, os, struct, sys, time
+lib = c.CDLL(sys.argv[1])
+lib.aclrtEventElapsedTime.argtypes = [c.POINTER(c.c_float), c.c_void_p, c.c_void_p]
+lib.aclInit(None); lib.aclrtSetDevice(0)
+s = c.c_void_p(); lib.aclrtCreateStream(c.byref(s))
+ev = {}
+for n in "abcdx":
+    ev[n] = c.c_void_p(); lib.aclrtCreateEvent(c.byref(ev[n]))
+ms = c.c_float(-1.0)
+def elapsed(x, y):
+    ms.value = -1.0
+    return lib.aclrtEventElapsedTime(c.byref(ms), ev[x], ev[y])
+# the probe as a kernel that runs for sim_time_us on the stream (rtKernelLaunch: every wheel declares it)
+binary = (b"ACL_HOST_PROBE_BINARY 1\n"
+          b"kernel k50 has_ffts=0 simt_only=1 lock_bytes=0 workspace_bytes=0 own_args_bytes=0 sim_time_us=50000\n"
+          b"kernel k60s has_ffts=0 simt_only=1 lock_bytes=0 workspace_bytes=0 own_args_bytes=0 sim_time_us=60000000\n")
+class DevBinary(c.Structure):
+    _fields_ = [("magic", c.c_uint32), ("version", c.c_uint32), ("data", c.c_char_p), ("length", c.c_uint64)]
+bh = c.c_void_p()
+assert lib.rtDevBinaryRegister(c.byref(DevBinary(0x43554245, 0, binary, len(binary))), c.byref(bh)) == 0
+stubs = {}
+for name in ("k50", "k60s"):
+    stubs[name] = c.c_size_t(0)
+    assert lib.rtFunctionRegister(bh, c.byref(stubs[name]), name.encode() + b"_stub", name.encode(), 0) == 0
+grid = c.create_string_buffer(struct.pack("<iii", 1, 1, 1), 12)
+def launch(name):
+    assert lib.rtKernelLaunch(c.byref(stubs[name]), c.c_uint32(1), grid, c.c_uint32(12), None, s) == 0
+out = {}
+out["never_recorded"] = elapsed("a", "b")
+lib.aclrtRecordEvent(ev["a"], s)  # an idle stream: reached at once
+out["one_recorded"], out["other_recorded"] = elapsed("a", "b"), elapsed("b", "a")
+launch("k50")
+lib.aclrtRecordEvent(ev["b"], s)
+lib.aclrtSynchronizeStream(s)
+out["a_b"] = (elapsed("a", "b"), ms.value)
+out["b_a"] = elapsed("b", "a")
+out["a_a"] = (elapsed("a", "a"), ms.value)
+out["null_ms"] = lib.aclrtEventElapsedTime(None, ev["a"], ev["b"])
+lib.aclrtDestroyEvent(ev["x"])
+out["destroyed"] = elapsed("a", "x")
+lib.aclrtRecordEvent(ev["c"], s)
+launch("k60s")  # still running when the process ends
+lib.aclrtRecordEvent(ev["d"], s)
+t0 = time.monotonic()
+out["not_complete"] = elapsed("c", "d")
+out["seconds"] = time.monotonic() - t0
+out["ms_after_failure"] = ms.value
+out["complete_still"] = elapsed("a", "c")
+lib.acl_host_report_json.restype = c.c_char_p
+out["calls"] = json.loads(lib.acl_host_report_json())["calls"]["aclrtEventElapsedTime"]["calls"]
+print(json.dumps(out), flush=True)
+os._exit(0)
+"""
+
+
+def test_event_elapsed_time_is_measured_on_the_stream_and_never_waits(release):
+    """aclrtEventElapsedTime (compile-time autotune times kernels with it): the milliseconds between the
+    moments the stream reached two records; the runtime's error codes for an event never recorded (107006),
+    recorded but not reached yet (507006: at once, while a 60 s kernel runs) and an end reached before its
+    start (107007); and never a value written on failure."""
+    lib = str(host_runtime.runtime_dir(release) / host_library.LIBRARY)
+    proc = subprocess.run([sys.executable, "-c", _ELAPSED, lib], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    got = json.loads(proc.stdout)
+    assert got["never_recorded"] == got["one_recorded"] == got["other_recorded"] == 107006  # TIMESTAMP_INVALID
+    rc, ms = got["a_b"]
+    assert rc == 0 and 50.0 <= ms < 60_000.0
+    assert got["b_a"] == 107007  # ACL_ERROR_RT_EVENT_TIMESTAMP_REVERSAL
+    assert got["a_a"] == [0, 0.0]
+    assert got["null_ms"] == 100000 and got["destroyed"] == 107017  # INVALID_PARAM, RT_INVALID_HANDLE
+    assert got["not_complete"] == 507006 and got["seconds"] < 30  # ACL_ERROR_RT_EVENT_NOT_COMPLETE, no wait
+    assert got["ms_after_failure"] == -1.0 and got["complete_still"] == 0
+    assert got["calls"] == 10
 
 
 _OPAPI = r"""

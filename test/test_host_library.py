@@ -3,12 +3,15 @@ command line's bad input: no wheel needed. The library itself, built for each re
 torch_npu, is test_host_acl.py's."""
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from torch_npu._inductor.patchset.tooling.releases import elf
+from torch_npu._inductor.patchset.tooling.sim import build as sim_build
 from torch_npu._inductor.patchset.tooling.sim import host_library as hl
 
 HEADER = '''
@@ -107,3 +110,21 @@ def test_cli_bad_input_is_one_line_and_exit_2(args):
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr
+
+
+def test_the_host_library_compiles_the_acl_core_and_the_simulation_adds_the_stand_ins():
+    """acl_sim/src holds the ACL core and torch_npu's stand-ins in files of their own; the host ACL library
+    compiles only the core (torch_npu's own code takes the stand-ins' place there), the simulation both, and
+    CMakeLists.txt lists the same two sets."""
+    core, standins = set(sim_build.CORE_SOURCES), set(sim_build.STANDIN_SOURCES)
+    assert not core & standins and core | standins == set(sim_build.SIM_SOURCES.glob("*.cpp"))
+    host_sources = set(hl._sources())
+    assert core <= host_sources and not standins & host_sources
+    cmake = (Path(__file__).resolve().parents[1] / "CMakeLists.txt").read_text()
+    for var, files in (("SIM_CORE_SOURCES", core), ("SIM_STANDIN_SOURCES", standins)):
+        m = re.search(rf"set\({var}\s+([^)]*)\)", cmake)
+        assert m, var
+        assert {p.rsplit("/", 1)[-1] for p in m.group(1).split()} == {f.name for f in files}, var
+    # the core defines no torch_npu symbol: the stand-ins' file does
+    for f in core:
+        assert "at_npu" not in f.read_text() and "OpCommand" not in f.read_text(), f.name

@@ -1,10 +1,11 @@
 """Compile C++ against the host ACL simulation with g++ directly (no CMake).
 
 The simulation (``acl_sim/``) is a test double and dry-run tool: a host-only
-stand-in for the subset of the ACL runtime and of torch_npu (its caching and
-workspace allocators, its task queue) that the launch helper
-(``csrc/npu_launch_resources.h``) and the code around it use. This module
-builds it into a static library once and compiles small programs against it,
+stand-in for the subset of the ACL runtime (:data:`CORE_SOURCES`) and of torch_npu
+(its caching and workspace allocators, its task queue: :data:`STANDIN_SOURCES`)
+that the launch helper (``csrc/npu_launch_resources.h``) and the code around it
+use. This module builds both into a static library once and compiles small
+programs against it,
 caching every result by a hash of its inputs so repeated and concurrent test
 runs (several pytest processes) share work safely: outputs are produced in a
 private temporary directory and published with an atomic rename.
@@ -27,12 +28,17 @@ import tempfile
 from pathlib import Path
 from typing import Iterable, Sequence
 
-__all__ = ["build_dir", "sim_library", "compile_program", "compile_shared_library", "CXX_FLAGS", "include_dirs"]
+__all__ = ["build_dir", "sim_library", "compile_program", "compile_shared_library", "CXX_FLAGS", "include_dirs",
+           "CORE_SOURCES", "STANDIN_SOURCES"]
 
 _HERE = Path(__file__).resolve().parent
 SIM_ROOT = _HERE / "acl_sim"
 SIM_INCLUDE = SIM_ROOT / "include"
 SIM_SOURCES = SIM_ROOT / "src"
+#: The ACL core: the simulation and the host ACL library (host_library.py) are both built from it.
+CORE_SOURCES: tuple[Path, ...] = (SIM_SOURCES / "acl_runtime.cpp", SIM_SOURCES / "probe.cpp")
+#: torch_npu's stand-ins, over the core: the simulation only (acl_sim/README.md lists who uses them).
+STANDIN_SOURCES: tuple[Path, ...] = (SIM_SOURCES / "torch_npu_standins.cpp",)
 CSRC = _HERE.parents[1] / "csrc"  # the runtime helper
 
 CXX_FLAGS: tuple[str, ...] = ("-std=c++17", "-O2", "-g", "-pthread", "-Wall", "-Wextra", "-Werror")
@@ -98,8 +104,8 @@ def _publish(tmp: Path, final: Path) -> None:
 
 
 def sim_library() -> Path:
-    """Compile the simulation sources once into ``libacl_sim.a`` (cached)."""
-    sources = sorted(SIM_SOURCES.glob("*.cpp"))
+    """Compile the simulation sources (the core and the stand-ins) once into ``libacl_sim.a`` (cached)."""
+    sources = [*CORE_SOURCES, *STANDIN_SOURCES]
     files = _tree_files(SIM_ROOT)
     key = _digest(
         [_compiler_id(), " ".join(CXX_FLAGS).encode()]

@@ -1,8 +1,9 @@
 """Build the host ACL library: a TEST DOUBLE of CANN's runtime libraries that a released torch_npu
 wheel loads unchanged, in a test's subprocess only (never in a user's process).
 
-It is acl_sim (``acl_sim/src``: device memory, streams, events, copies, launches, capture, the probe)
-plus ``acl_sim/host/host_acl.cpp`` (what torch_npu's own binaries call beyond that), compiled against
+It is acl_sim's ACL core (``build.CORE_SOURCES``: device memory, streams, events, copies, launches,
+capture, the probe; not its torch_npu stand-ins, whose place torch_npu's own code takes here) plus
+``acl_sim/host/host_acl.cpp`` and ``opapi.cpp`` (what torch_npu's own binaries call beyond that), compiled against
 the wheel's OWN CANN headers (a definition whose prototype differs from the wheel's declaration is a
 compile error: every definition sits in an ``extern "C"`` block), plus one generated translation unit:
 
@@ -379,7 +380,7 @@ def _nm_defined(obj: Path) -> set[str]:
 
 
 def _sources() -> list[Path]:
-    return [*sorted(sim_build.SIM_SOURCES.glob("*.cpp")), HOST_DIR / "host_acl.cpp", HOST_DIR / "opapi.cpp"]
+    return [*sim_build.CORE_SOURCES, HOST_DIR / "host_acl.cpp", HOST_DIR / "opapi.cpp"]
 
 
 def _key(npu_include: Path, imports, lookups, library_names) -> str:
@@ -387,8 +388,9 @@ def _key(npu_include: Path, imports, lookups, library_names) -> str:
     parts = [sim_build._compiler_id(), " ".join(sim_build.CXX_FLAGS + _EXTRA_FLAGS).encode(),
              Path(__file__).read_bytes(), json.dumps([sorted(imports), sorted(lookups), sorted(library_names),
                                                       STATED_NOOPS]).encode()]
-    for d in (sim_build.SIM_ROOT,):
-        parts += [str(f.relative_to(d)).encode() + b"\0" + f.read_bytes() for f in sim_build._tree_files(d)]
+    d = sim_build.SIM_ROOT  # every source and header but the stand-ins' sources, which this library leaves out
+    parts += [str(f.relative_to(d)).encode() + b"\0" + f.read_bytes() for f in sim_build._tree_files(d)
+              if f not in sim_build.STANDIN_SOURCES]
     for d in (*(root / sub for sub in _CANN_DIRS), npu_include / "third_party" / "hccl"):
         if d.is_dir():
             parts += [str(f.relative_to(d)).encode() + b"\0" + f.read_bytes() for f in sorted(d.rglob("*.h"))]

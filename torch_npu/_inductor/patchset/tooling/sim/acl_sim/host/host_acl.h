@@ -78,7 +78,7 @@ int acl_host_error_count_of(const char *kind);
 const char *acl_host_app_log(int index, int *level);
 // Fault injection: the nth call (1-based, counted from now, any thread) of ACL function `function` fails
 // with `code` (it does nothing else); -1 for a function acl_sim cannot fail on purpose (the list: kApiNames in
-// ../src/acl_sim.cpp; aclrtMalloc is also the caching allocator's aclrtMallocAlign32). Cleared by acl_host_reset.
+// ../src/acl_runtime.cpp; aclrtMalloc is also the caching allocator's aclrtMallocAlign32). Cleared by acl_host_reset.
 int acl_host_inject_fault(const char *function, uint64_t nth, int code);
 // Offset added to every later device allocation's base (default 0: bases 512-byte aligned); lets a test check
 // that carving a block does not rely on its base's alignment. Back to 0 at acl_host_reset.

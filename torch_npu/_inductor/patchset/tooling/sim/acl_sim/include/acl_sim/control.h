@@ -29,8 +29,9 @@
 //    is the simulation's choice where CANN's documentation is silent.
 //  * torch_npu's task queue: OpCommand::RunOpApiV2, see
 //    torch_npu/csrc/framework/OpCommand.h (stand-in) and op_tasks() below.
-//    (The torch_npu stand-ins remain for the simulation harness, the
-//    simulation benchmark and test_sim.cpp: ../../README.md says why.)
+//    (The torch_npu stand-ins, src/torch_npu_standins.cpp, are in the
+//    simulation only, never in the host ACL library; ../../README.md lists
+//    who uses them. What they define here is marked "stand-ins".)
 //  * aclAppLog: every message recorded (app_logs()), nothing printed.
 //  * Device memory (aclrtMalloc / the workspace allocator): lives in an arena
 //    whose device addresses are mapped PROT_NONE, so host code that
@@ -46,7 +47,12 @@
 //  * aclrtMemcpy: synchronous; model kWaits drains all streams first, model
 //    kImmediate copies at once even while kernels run.
 //  * Events: record captures the stream's queue position; query reports
-//    COMPLETE once the stream ran past it (never-recorded: COMPLETE).
+//    COMPLETE once the stream ran past it (never-recorded: COMPLETE). The
+//    moment it ran past is the record's stamp: aclrtEventElapsedTime gives
+//    the milliseconds between two stamps, never waiting; never recorded:
+//    ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID, not reached yet:
+//    ACL_ERROR_RT_EVENT_NOT_COMPLETE, the end's stamp before the start's:
+//    ACL_ERROR_RT_EVENT_TIMESTAMP_REVERSAL (CANN's page names no code).
 //  * at_npu::native::allocate_workspace (the workspace allocator's only
 //    exported entry point): see the stand-in NPUWorkspaceAllocator.h. The
 //    simulation remembers every request's extent, so the probe kernel can
@@ -191,7 +197,7 @@ struct AppLog {
 std::vector<AppLog> app_logs();
 void clear_app_logs();
 
-// ---- torch_npu task queue (OpCommand::RunOpApiV2) ---------------------------
+// ---- torch_npu task queue (OpCommand::RunOpApiV2; stand-ins) ----------------
 // Default: on unless TASK_QUEUE_ENABLE=0 or ASCEND_LAUNCH_BLOCKING=1 (read once).
 void set_task_queue_enabled(bool on);
 struct OpTask {
@@ -216,7 +222,8 @@ void drain_task_queues();
 // wait; RunOpApiV2 still queues). Unpausing lets them run in order.
 void set_task_queues_paused(bool paused);
 
-// ---- torch_npu's allocators ---------------------------------------------------------
+// ---- torch_npu's allocators (stand-ins; set_device_memory_capacity and ---------------
+// ---- device_memory_in_use are the core's) ---------------------------------------------
 // Caching allocator (the stand-in NPUCachingAllocator.h's raw_alloc_with_stream
 // / raw_delete; torch_npu NPUCachingAllocator.cpp v2.7.1):
 //  * one lock per device (DeviceCachingAllocator::mutex :984, taken by malloc

@@ -1,6 +1,8 @@
 // HOST SIMULATION of the ACL runtime subset used by torch-npu-inductor-patches
-// (test double and dry-run tool; not CANN, runs no NPU code). Semantics are
-// documented in include/acl_sim/control.h.
+// (test double and dry-run tool; not CANN, runs no NPU code): the ACL core, which
+// both the simulation (libacl_sim.a) and the host ACL library (../host/) are built
+// from. torch_npu's stand-ins live in torch_npu_standins.cpp (simulation only).
+// Semantics are documented in include/acl_sim/control.h.
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -28,12 +30,9 @@
 #include <cstdarg>
 #include <unordered_map>
 
-#include "acl_sim/caching_allocator.h"
-#include "torch_npu/csrc/core/npu/NPUWorkspaceAllocator.h"
-#include "torch_npu/csrc/framework/OpCommand.h"
-
 namespace acl_sim {
 namespace {
+using namespace internal;  // Api, kMaxDevices, AtomicCounters
 
 thread_local uint64_t t_last_launch = 0;  // the calling thread's last launch id
 
@@ -43,29 +42,6 @@ thread_local uint64_t t_last_launch = 0;  // the calling thread's last launch id
 // reset_counters() records the sums as a baseline (shards are never written
 // by other threads, and never freed, so counts of exited threads remain).
 // The two lists are laid out by hand.
-// clang-format off
-#define ACL_SIM_RESET_COUNTERS(X)                                                                       \
-  X(allocator_requests) X(allocator_growths) X(sync_copies) X(async_copies) X(pageable_async_copies)   \
-  X(memsets) X(launches) X(host_blocking) X(pinned_allocs) X(pinned_frees) X(device_allocs)            \
-  X(device_frees) X(events_created) X(events_recorded) X(event_queries) X(errors) X(captured_tasks) X(replays)  \
-  X(stale_replay_sources) X(captures_invalidated) X(app_logs) X(caching_requests)                               \
-  X(device_synchronizations) X(caching_frees) X(caching_allocs_on_queue_threads) X(caching_frees_on_queue_threads) \
-  X(caching_oom_retries)
-#define ACL_SIM_LIVE_COUNTERS(X) \
-  X(live_device_allocs) X(live_workspace_tensors) X(live_pinned) X(live_events) X(live_models) X(live_caching_allocations)
-// clang-format on
-struct ShardCounter {
-  std::atomic<uint64_t> v{0};
-  void operator++(int) noexcept { v.store(v.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed); }
-  void operator--(int) noexcept { v.store(v.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed); }
-  uint64_t get() const noexcept { return v.load(std::memory_order_relaxed); }
-};
-struct AtomicCounters {
-#define ACL_SIM_FIELD(n) ShardCounter n;
-  ACL_SIM_RESET_COUNTERS(ACL_SIM_FIELD)
-  ACL_SIM_LIVE_COUNTERS(ACL_SIM_FIELD)
-#undef ACL_SIM_FIELD
-};
 std::mutex g_shard_mu;
 std::vector<AtomicCounters *> &shards() {
   static auto *v = new std::vector<AtomicCounters *>();
@@ -86,6 +62,7 @@ inline AtomicCounters &C() {
   AtomicCounters *c = t_shard;
   return c != nullptr ? *c : new_shard();
 }
+std::atomic<int64_t> g_ca_live{0}, g_ca_peak{0};  // caching-allocator blocks held, all devices
 
 // ---------------------------------------------------------------- errors
 std::mutex g_err_mu;
@@ -95,20 +72,13 @@ std::vector<ErrorReport> &errs() {
 }
 
 // ---------------------------------------------------------------- faults
-enum Api {
-  kApiMalloc, kApiFree, kApiMallocHost, kApiFreeHost, kApiMemcpy, kApiMemcpyAsync, kApiMemsetAsync,
-  kApiCreateStream, kApiDestroyStream, kApiSynchronizeStream, kApiSynchronizeDevice, kApiCreateEvent,
-  kApiDestroyEvent, kApiRecordEvent, kApiQueryEventStatus, kApiGetHardwareSyncAddr, kApiLaunch,
-  kApiAllocator, kApiSetDevice, kApiGetDevice, kApiCaptureBegin, kApiCaptureGetInfo, kApiCaptureEnd,
-  kApiExecuteAsync, kApiRIDestroy, kApiCachingAlloc, kApiCount
-};
 const char *const kApiNames[kApiCount] = {
     "aclrtMalloc", "aclrtFree", "aclrtMallocHost", "aclrtFreeHost", "aclrtMemcpy", "aclrtMemcpyAsync",
     "aclrtMemsetAsync", "aclrtCreateStream", "aclrtDestroyStream", "aclrtSynchronizeStream",
     "aclrtSynchronizeDevice", "aclrtCreateEvent", "aclrtDestroyEvent", "aclrtRecordEvent",
-    "aclrtQueryEventStatus", "aclrtGetHardwareSyncAddr", "aclrtLaunchKernelWithHostArgs", "allocate_workspace",
+    "aclrtQueryEventStatus", "aclrtEventElapsedTime", "aclrtGetHardwareSyncAddr", "aclrtLaunchKernelWithHostArgs",
     "aclrtSetDevice", "aclrtGetDevice", "aclmdlRICaptureBegin", "aclmdlRICaptureGetInfo", "aclmdlRICaptureEnd",
-    "aclmdlRIExecuteAsync", "aclmdlRIDestroy", "raw_alloc_with_stream"};
+    "aclmdlRIExecuteAsync", "aclmdlRIDestroy", "allocate_workspace", "raw_alloc_with_stream"};
 struct Fault {
   uint64_t at;
   aclError code;
@@ -126,10 +96,12 @@ std::atomic<bool> g_faults_armed{false};
 std::vector<Fault> g_faults[kApiCount];
 std::vector<Hook> g_hooks[kApiCount];
 
+}  // namespace
 // The injected code of this call (0: none). A hook armed for it runs first,
 // on this thread, outside the fault mutex; or is handed to the caller
 // (`deferred`), who runs it where the call's documentation says.
-aclError fault(Api a, std::function<void()> *deferred = nullptr) {
+namespace internal {
+aclError fault(Api a, std::function<void()> *deferred) {
   if (!g_faults_armed.load(std::memory_order_acquire)) return ACL_SUCCESS;
   aclError code = ACL_SUCCESS;
   std::function<void()> hook;
@@ -150,16 +122,15 @@ aclError fault(Api a, std::function<void()> *deferred = nullptr) {
   }
   return code;
 }
+}  // namespace internal
+namespace {
 
 // ---------------------------------------------------------------- devices
-constexpr int kMaxDevices = 16;
 std::atomic<int> g_device_count{8};
 thread_local int t_device = -1;  // -1: never set, acts as device 0
 inline int cur_device() { return t_device < 0 ? 0 : t_device; }
 // Set on a stream worker while it runs a kernel: checked accesses must be to this device's memory.
 thread_local int t_kernel_device = -1;
-// Set on torch_npu's task-queue threads: the device whose queue this thread runs.
-thread_local int t_queue_device = -1;
 
 // ---------------------------------------------------------------- device memory
 constexpr size_t kArenaSize = size_t(64) << 30;
@@ -415,15 +386,12 @@ void run_task(const Task &t);
 // of the previous one + pop of the next); producers notify only when the
 // worker sleeps, and the worker notifies only when someone waits for it.
 struct Model;
+struct Event;
 struct Capture {
   Model *model = nullptr;
   aclmdlRICaptureStatus status = ACL_MODEL_RI_CAPTURE_STATUS_ACTIVE;
   aclmdlRICaptureMode mode = ACL_MODEL_RI_CAPTURE_MODE_GLOBAL;
   std::thread::id thread;
-};
-struct WsBlock {
-  uintptr_t base = 0;
-  size_t size = 0;
 };
 struct Stream {
   std::mutex mu;
@@ -435,14 +403,12 @@ struct Stream {
   uint64_t enqueued = 0, completed = 0;
   bool stop = false, sleeping = false;
   int idle_waiters = 0;
+  // Events recorded while work was queued, not reached yet, in queue order (their targets ascend).
+  Event *stamps_head = nullptr, *stamps_tail = nullptr;
   std::thread th;
   // Read by every API call on the calling thread: kept off the cache lines
   // the worker writes per task (above), so a call does not miss on them.
   alignas(64) std::atomic<bool> destroyed{false};
-  // torch_npu workspace allocator: this stream's block in each device's
-  // allocator (torch_npu keys blocks by the CURRENT device, then the stream).
-  std::mutex ws_mu;
-  WsBlock ws[kMaxDevices];
   Stream() : ring(256) {}
 };
 std::mutex g_streams_mu;
@@ -468,6 +434,8 @@ std::set<Model *> &models() {
 }
 std::atomic<uint64_t> g_model_ids{0};
 
+void stamp_reached_locked(Stream *s);
+
 void worker(Stream *s) {
   Task t;
   bool have = false;
@@ -475,6 +443,7 @@ void worker(Stream *s) {
   for (;;) {
     if (have) {
       s->completed++;
+      if (s->stamps_head != nullptr) stamp_reached_locked(s);
       if (s->idle_waiters != 0) s->idle_cv.notify_all();
       if (t.heap_args != nullptr) {
         delete[] t.heap_args;
@@ -668,6 +637,12 @@ bool invalidate_captures_on(int device, const char *why, bool global_only) {
   return hit;
 }
 
+// Capture state of a stream (NONE when not capturing).
+aclmdlRICaptureStatus capture_status(Stream *s) {
+  std::lock_guard<std::mutex> l(s->mu);
+  return s->capture == nullptr ? ACL_MODEL_RI_CAPTURE_STATUS_NONE : s->capture->status;
+}
+
 // ---------------------------------------------------------------- pinned memory
 struct Pinned {
   size_t size;
@@ -719,15 +694,50 @@ uint64_t pinned_id_now(uintptr_t p, size_t n) {
 }
 
 // ---------------------------------------------------------------- events
+// An event's last record: the stream and its queue position then. When the
+// stream has run everything queued before the record, the event is stamped
+// with that moment (aclrtEventElapsedTime reads the stamps); until then it
+// waits in the stream's list, linked through the event itself (no allocation
+// per record). Under g_ev_mu: the record; under s->mu: the stamp and the list.
 struct Event {
   Stream *s = nullptr;
   uint64_t target = 0;
   int device = 0;
+  int64_t stamp_ns = -1;  // steady clock; -1: not reached yet
+  bool pending = false;   // in s's list
+  Event *prev = nullptr, *next = nullptr;
 };
 std::mutex g_ev_mu;
 std::set<Event *> &events() {
   static auto *s = new std::set<Event *>();
   return *s;
+}
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+// Requires ev->s->mu.
+void unlink_stamp_locked(Event *ev) {
+  Stream *s = ev->s;
+  (ev->prev != nullptr ? ev->prev->next : s->stamps_head) = ev->next;
+  (ev->next != nullptr ? ev->next->prev : s->stamps_tail) = ev->prev;
+  ev->prev = ev->next = nullptr;
+  ev->pending = false;
+}
+// Requires g_ev_mu. Takes the event out of its stream's list (a new record, or its destruction).
+void drop_stamp(Event *ev) {
+  if (ev->s == nullptr) return;
+  std::lock_guard<std::mutex> l(ev->s->mu);
+  if (ev->pending) unlink_stamp_locked(ev);
+}
+// Requires s->mu (the worker, after a task): stamps the events the stream has now reached.
+void stamp_reached_locked(Stream *s) {
+  const int64_t now = now_ns();
+  while (s->stamps_head != nullptr && s->stamps_head->target <= s->completed) {
+    Event *ev = s->stamps_head;
+    ev->stamp_ns = now;
+    unlink_stamp_locked(ev);
+  }
 }
 
 // ---------------------------------------------------------------- kernels
@@ -878,121 +888,6 @@ void note_request(uintptr_t block, uint64_t size) {
   if (d.size() > kReqHistory) d.pop_front();
 }
 
-// ---------------------------------------------------------------- workspace allocator's outer map
-// torch_npu's NpuWorkspaceAllocator keeps `allocated_ptrs` (a flat hash map)
-// with no lock of its own (NPUWorkspaceAllocator.cpp v2.7.1:549-567): malloc
-// rewrites it (:449), every tensor release reads it (free, :530-539) and
-// empty_cache clears it (:453-457), from whichever thread allocates or frees.
-// Two threads inside at once are a data race on that map: reported.
-std::atomic<int> g_outer_inside{0};
-struct OuterMapEntry {
-  explicit OuterMapEntry(const char *what) {
-    if (g_outer_inside.fetch_add(1, std::memory_order_acq_rel) != 0) {
-      internal::report(ErrorKind::kAllocatorRace,
-                       std::string(what) +
-                           ": entered the workspace allocator's unguarded pointer map while another thread was in it "
-                           "(torch_npu NPUWorkspaceAllocator.cpp: allocated_ptrs has no lock)");
-    }
-  }
-  ~OuterMapEntry() { g_outer_inside.fetch_sub(1, std::memory_order_acq_rel); }
-  OuterMapEntry(const OuterMapEntry &) = delete;
-  OuterMapEntry &operator=(const OuterMapEntry &) = delete;
-};
-
-// ---------------------------------------------------------------- caching allocator
-// The subset of torch_npu's NPUCachingAllocator a launch can reach through
-// its exported allocator pointer (see the stand-in NPUCachingAllocator.h and
-// control.h for the contract and its sources). Pool 0 is the ordinary pool;
-// pool N is the private pool of the capture whose model id is N.
-struct CaBlock {
-  uintptr_t base = 0;
-  size_t size = 0;
-  aclrtStream stream = nullptr;
-  uint64_t pool = 0;
-  bool held = false;  // handed out, not yet raw_delete'd
-};
-// DeviceCachingAllocator: its own lock (NPUCachingAllocator.cpp v2.7.1:984).
-struct CaDevice {
-  std::recursive_mutex mu;
-  std::map<uintptr_t, CaBlock> blocks;  // this device's blocks, held or cached
-  std::set<uint64_t> dead_pools;        // pools whose graph is gone: blocks freed when returned
-  uint64_t held_bytes = 0;              // "already allocated"
-};
-CaDevice g_ca[kMaxDevices];
-// The allocator's pointer -> block map, with its own lock (get_allocated_block :3262).
-std::mutex g_ca_ptr_mu;
-std::unordered_map<uintptr_t, int> &ca_ptr_device() {
-  static auto *m = new std::unordered_map<uintptr_t, int>();
-  return *m;
-}
-std::atomic<int64_t> g_ca_live{0}, g_ca_peak{0};  // held blocks, all devices
-
-void ca_note_held() {
-  const int64_t now = g_ca_live.fetch_add(1, std::memory_order_relaxed) + 1;
-  int64_t peak = g_ca_peak.load(std::memory_order_relaxed);
-  while (now > peak && !g_ca_peak.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
-  }
-}
-
-// Requires d.mu. Frees the device's cached blocks of the ordinary pool and of
-// dead graph pools (release_cached_blocks :2832-2840); returns the bytes freed.
-uint64_t ca_release_cached_locked(CaDevice &d) {
-  uint64_t freed = 0;
-  for (auto it = d.blocks.begin(); it != d.blocks.end();) {
-    const CaBlock &b = it->second;
-    if (!b.held && (b.pool == 0 || d.dead_pools.count(b.pool))) {
-      dev_free(b.base, false);
-      {
-        std::lock_guard<std::mutex> g(g_ca_ptr_mu);
-        ca_ptr_device().erase(b.base);
-      }
-      freed += b.size;
-      it = d.blocks.erase(it);
-    } else {
-      ++it;
-    }
-  }
-  return freed;
-}
-
-// Whether a capture is underway on `device` (captures_underway non-empty:
-// NPUGraph::capture_begin registers before aclmdlRICaptureBegin and
-// capture_end deregisters after aclmdlRICaptureEnd, NPUGraph.cpp v2.7.1:200-236).
-bool captures_underway(int device);
-
-// Frees a destroyed (or failed) capture's pool: returned blocks now, held ones when returned.
-void release_graph_pool(int device, uint64_t pool) {
-  CaDevice &d = g_ca[device];
-  std::lock_guard<std::recursive_mutex> g(d.mu);
-  d.dead_pools.insert(pool);
-  for (auto it = d.blocks.begin(); it != d.blocks.end();) {
-    if (it->second.pool == pool && !it->second.held) {
-      dev_free(it->first, false);
-      {
-        std::lock_guard<std::mutex> pg(g_ca_ptr_mu);
-        ca_ptr_device().erase(it->first);
-      }
-      it = d.blocks.erase(it);
-    } else {
-      ++it;
-    }
-  }
-}
-
-std::string format_size(uint64_t size) {  // torch_npu's (NPUCachingAllocator.cpp v2.7.1:40-58)
-  char b[64];
-  if (size <= 1024) {
-    std::snprintf(b, sizeof b, "%llu bytes", static_cast<unsigned long long>(size));
-  } else if (size <= 1048576) {
-    std::snprintf(b, sizeof b, "%.2f KiB", size / 1024.0);
-  } else if (size <= 1073741824ULL) {
-    std::snprintf(b, sizeof b, "%.2f MiB", size / 1048576.0);
-  } else {
-    std::snprintf(b, sizeof b, "%.2f GiB", size / 1073741824.0);
-  }
-  return b;
-}
-
 // ---------------------------------------------------------------- aclAppLog
 std::mutex g_log_mu;
 std::vector<AppLog> &logs() {
@@ -1000,233 +895,11 @@ std::vector<AppLog> &logs() {
   return *v;
 }
 
-// ---------------------------------------------------------------- torch_npu task queue
-std::atomic<int> g_queue_enabled{-1};  // -1: from the environment at first use
-bool queue_on() {
-  int v = g_queue_enabled.load(std::memory_order_relaxed);
-  if (v < 0) {
-    const char *q = std::getenv("TASK_QUEUE_ENABLE");
-    const char *b = std::getenv("ASCEND_LAUNCH_BLOCKING");
-    v = (q != nullptr && std::strcmp(q, "0") == 0) || (b != nullptr && std::strcmp(b, "1") == 0) ? 0 : 1;
-    g_queue_enabled.store(v, std::memory_order_relaxed);
-  }
-  return v != 0;
-}
-std::mutex g_op_mu;  // records
-std::vector<OpTask> &op_records() {
-  static auto *v = new std::vector<OpTask>();
-  return *v;
-}
-uint64_t g_op_seq = 0;  // under g_op_mu
-uint64_t new_op_record(const std::string &op, int device, bool queued) {
-  std::lock_guard<std::mutex> g(g_op_mu);
-  OpTask r;
-  r.seq = ++g_op_seq;
-  r.op = op;
-  r.device = device;
-  r.queued = queued;
-  op_records().push_back(std::move(r));
-  return op_records().back().seq;
-}
-template <class F>
-void update_op_record(uint64_t seq, F &&f) {
-  std::lock_guard<std::mutex> g(g_op_mu);
-  for (auto it = op_records().rbegin(); it != op_records().rend(); ++it)
-    if (it->seq == seq) {
-      f(*it);
-      return;
-    }
-}
-
-// NPUQueue's states: running, failed (the next RunOpApiV2 throws), then dropping silently.
-enum class QueueStatus { kRun, kErrorExit, kCanExit };
-struct QueueEntry {
-  uint64_t seq;
-  std::string op;
-  std::function<int()> fn;
-};
-struct OpQueue {
-  int device = 0;
-  std::mutex mu;
-  std::condition_variable cv, idle_cv;
-  std::deque<QueueEntry> q;
-  bool busy = false;
-  QueueStatus status = QueueStatus::kRun;
-  std::string repo_error;
-  std::thread th;
-};
-std::mutex g_queues_mu;
-OpQueue *g_queues[kMaxDevices];
-std::atomic<bool> g_queues_paused{false};  // test control
-
-// Runs func the way torch_npu's queue thread does: an escaping std::exception
-// becomes ACL_ERROR_INVALID_PARAM. Records the outcome.
-int run_op(uint64_t seq, const std::function<int()> &fn) {
-  int rc = ACL_ERROR_INVALID_PARAM;
-  bool threw = false;
-  std::string what;
-  const auto t0 = std::chrono::steady_clock::now();
-  try {
-    rc = fn();
-  } catch (const std::exception &e) {
-    threw = true;
-    what = e.what();
-  } catch (...) {  // torch_npu catches std::exception only; anything else would end the process
-    threw = true;
-    what = "(not a std::exception)";
-  }
-  const uint64_t ns = static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
-  if (threw) rc = ACL_ERROR_INVALID_PARAM;
-  update_op_record(seq, [&](OpTask &r) {
-    r.run_ns = ns;
-    r.ran = true;
-    r.rc = rc;
-    r.exception_escaped = threw;
-    r.exception_what = what;
-  });
-  return rc;
-}
-
-void queue_worker(OpQueue *q) {
-  t_device = q->device;  // torch_npu sets the device on its queue thread
-  t_queue_device = q->device;
-  std::unique_lock<std::mutex> l(q->mu);
-  for (;;) {
-    q->cv.wait(l, [&] { return !q->q.empty() && !g_queues_paused.load(); });
-    QueueEntry e = std::move(q->q.front());
-    q->q.pop_front();
-    q->busy = true;
-    l.unlock();
-    const int rc = run_op(e.seq, e.fn);
-    l.lock();
-    q->busy = false;
-    if (rc != 0) {
-      // NPUQueue: remember the failing op, drop every task still queued, error state.
-      q->repo_error = "the current working operator name is " + e.op;
-      q->status = QueueStatus::kErrorExit;
-      while (!q->q.empty()) {
-        const uint64_t seq = q->q.front().seq;
-        q->q.pop_front();
-        update_op_record(seq, [](OpTask &r) { r.dropped = true; });
-      }
-    }
-    if (q->q.empty()) q->idle_cv.notify_all();
-  }
-}
-
-// The device's queue if one was made, else nullptr (never makes one).
-OpQueue *existing_queue(int device) {
-  std::lock_guard<std::mutex> g(g_queues_mu);
-  return g_queues[device];
-}
-
-OpQueue *queue_of(int device) {
-  std::lock_guard<std::mutex> g(g_queues_mu);
-  if (g_queues[device] == nullptr) {
-    auto *q = new OpQueue();
-    q->device = device;
-    q->th = std::thread(queue_worker, q);
-    q->th.detach();  // lives as long as the process
-    g_queues[device] = q;
-  }
-  return g_queues[device];
-}
-
-std::string poisoned_message(const std::string &repo_error) {
-  return "The Inner error is reported as above. The process exits for this inner error, and " + repo_error +
-         ".\n(acl_sim: torch_npu's task queue is in its error state; no further NPU work runs in this process.)";
-}
-
-// c10_npu::npuSynchronizeDevice on `device` (control.h). `who`: the caller, for the self-wait report.
-void npu_sync_device(int device, const char *who) {
-  C().device_synchronizations++;
-  C().host_blocking++;
-  if (queue_on()) {  // emptyAllNPUStream: MakeSureQueueEmpty of every device's queue
-    for (int d = 0; d < kMaxDevices; ++d) {
-      OpQueue *q = existing_queue(d);
-      if (q == nullptr) continue;
-      if (d == t_queue_device) {
-        char buf[400];
-        std::snprintf(buf, sizeof buf,
-                      "%s called npuSynchronizeDevice on torch_npu's task-queue thread of device %d: its "
-                      "MakeSureQueueEmpty waits for this very thread to drain the queue (NPUStream.cpp v2.7.1:644-645, "
-                      "NPUQueue.cpp :270-298), which never returns on an NPU",
-                      who, d);
-        internal::report(ErrorKind::kSelfWait, buf);
-        continue;
-      }
-      std::unique_lock<std::mutex> l(q->mu);
-      q->idle_cv.wait(l, [&] { return (q->q.empty() && !q->busy) || g_queues_paused.load(); });
-    }
-  }
-  if (invalidate_captures_on(device, "npuSynchronizeDevice (aclrtSynchronizeDevice) while a stream of the device captures",
-                             false))
-    throw std::runtime_error(std::string("acl_sim: ") + who + ": aclrtSynchronizeDevice failed with error " +
-                             std::to_string(ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT) + " (a stream of device " +
-                             std::to_string(device) + " is capturing)");
-  sync_all_streams(device);
-}
-
-// The workspace allocator's empty_cache for `device` (NPUWorkspaceAllocator.cpp v2.7.1:226-240, :453-457):
-// every block of the device is freed, whether or not a tensor still points into it; the map is cleared.
-void ws_free_all_blocks(int device, const char *who) {
-  OuterMapEntry outer(who);
-  std::vector<Stream *> all;
-  {
-    std::lock_guard<std::mutex> g(g_streams_mu);
-    for (Stream *st : streams()) all.push_back(st);
-  }
-  for (Stream *st : all) {
-    std::lock_guard<std::mutex> l(st->ws_mu);
-    WsBlock &b = st->ws[device];
-    if (b.base != 0) dev_free(b.base, true);
-    b = WsBlock();
-  }
-}
-
-bool captures_underway(int device) {
-  std::lock_guard<std::mutex> g(g_streams_mu);
-  for (Stream *st : streams()) {
-    if (st->destroyed || st->device != device) continue;
-    std::lock_guard<std::mutex> l(st->mu);
-    if (st->capture != nullptr) return true;
-  }
-  return false;
-}
-
-// Requires d.mu. torch_npu's out-of-memory text (NPUCachingAllocator.cpp v2.7.1:1338-1347).
-std::string oom_text(int device, uint64_t alloc_size) {
-  CaDevice &d = g_ca[device];
-  uint64_t reserved = 0;
-  for (const auto &kv : d.blocks) reserved += kv.second.size;
-  uint64_t total, in_use;
-  {
-    std::lock_guard<std::mutex> g(g_mem_mu);
-    total = g_capacity[device] != 0 ? g_capacity[device] : kArenaSize;
-    in_use = g_in_use[device];
-  }
-  return "NPU out of memory. Tried to allocate " + format_size(alloc_size) + " (NPU " + std::to_string(device) + "; " +
-         format_size(total) + " total capacity; " + format_size(d.held_bytes) + " already allocated; " +
-         format_size(d.held_bytes) + " current active; " + format_size(total > in_use ? total - in_use : 0) +
-         " free; " + format_size(reserved) +
-         " reserved in total by PyTorch).If reserved memory is >> allocated memory try setting max_split_size_mb to "
-         "avoid fragmentation.";
-}
-
-// Requires d.mu. A new block within the device's capacity (0 when it is full).
-uintptr_t ca_new_block_locked(CaDevice &d, int device, size_t size, aclrtStream stream, uint64_t pool) {
-  const uintptr_t p = dev_alloc(size, false, device);
-  if (p == 0) return 0;
-  CaBlock b;
-  b.base = p;
-  b.size = size;
-  b.stream = stream;
-  b.pool = pool;
-  d.blocks[p] = b;
-  std::lock_guard<std::mutex> g(g_ca_ptr_mu);
-  ca_ptr_device()[p] = device;
-  return p;
+// The torch_npu stand-ins' hooks (set_standin_hooks); none in the host library.
+std::atomic<void (*)()> g_standin_reset{nullptr};
+std::atomic<void (*)(int, uint64_t)> g_standin_model_released{nullptr};
+void model_released(int device, uint64_t id) {
+  if (auto *f = g_standin_model_released.load(std::memory_order_acquire)) f(device, id);
 }
 }  // namespace
 
@@ -1265,6 +938,63 @@ void release_regions(uint64_t launch_id) {
   std::lock_guard<std::mutex> g(g_run_mu);
   auto &v = running();
   v.erase(std::remove_if(v.begin(), v.end(), [&](const Held &h) { return h.launch_id == launch_id; }), v.end());
+}
+
+// What the torch_npu stand-ins take from the core (internal.h).
+AtomicCounters &shard() { return C(); }
+void caching_block_held() {
+  const int64_t now = g_ca_live.fetch_add(1, std::memory_order_relaxed) + 1;
+  int64_t peak = g_ca_peak.load(std::memory_order_relaxed);
+  while (now > peak && !g_ca_peak.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+  }
+}
+void caching_block_returned() { g_ca_live.fetch_sub(1, std::memory_order_relaxed); }
+
+int current_device() { return cur_device(); }
+void set_thread_device(int device) { t_device = device; }
+
+uintptr_t device_alloc(size_t size, bool block, int device) { return dev_alloc(size, block, device); }
+bool device_free(uintptr_t p, bool block) { return dev_free(p, block); }
+void note_workspace_request(uintptr_t block, uint64_t size) { note_request(block, size); }
+void device_memory(int device, uint64_t *total, uint64_t *in_use) {
+  std::lock_guard<std::mutex> g(g_mem_mu);
+  *total = g_capacity[device] != 0 ? g_capacity[device] : kArenaSize;
+  *in_use = g_in_use[device];
+}
+
+aclrtStream resolve_stream(aclrtStream handle) { return get_stream(handle); }
+aclmdlRICaptureStatus stream_capture_status(aclrtStream resolved) {
+  return capture_status(static_cast<Stream *>(resolved));
+}
+uint64_t active_capture_id(aclrtStream resolved) {
+  auto *s = static_cast<Stream *>(resolved);
+  std::lock_guard<std::mutex> l(s->mu);
+  return s->capture != nullptr && s->capture->status == ACL_MODEL_RI_CAPTURE_STATUS_ACTIVE ? s->capture->model->id : 0;
+}
+bool invalidate_device_captures(int device, const char *why, bool global_only) {
+  return invalidate_captures_on(device, why, global_only);
+}
+void wait_device_streams(int device) { sync_all_streams(device); }
+bool captures_underway(int device) {
+  std::lock_guard<std::mutex> g(g_streams_mu);
+  for (Stream *st : streams()) {
+    if (st->destroyed || st->device != device) continue;
+    std::lock_guard<std::mutex> l(st->mu);
+    if (st->capture != nullptr) return true;
+  }
+  return false;
+}
+std::vector<int> devices_with_streams() {
+  std::set<int> used;
+  std::lock_guard<std::mutex> g(g_streams_mu);
+  for (Stream *st : streams())
+    if (!st->destroyed) used.insert(st->device);
+  return std::vector<int>(used.begin(), used.end());
+}
+
+void set_standin_hooks(void (*on_reset)(), void (*on_model_released)(int device, uint64_t id)) {
+  g_standin_reset.store(on_reset, std::memory_order_release);
+  g_standin_model_released.store(on_model_released, std::memory_order_release);
 }
 }  // namespace internal
 
@@ -1382,33 +1112,6 @@ void clear_app_logs() {
   logs().clear();
 }
 
-void set_task_queue_enabled(bool on) { g_queue_enabled = on ? 1 : 0; }
-std::vector<OpTask> op_tasks() {
-  std::lock_guard<std::mutex> g(g_op_mu);
-  return op_records();
-}
-void clear_op_tasks() {
-  std::lock_guard<std::mutex> g(g_op_mu);
-  op_records().clear();
-}
-void drain_task_queues() {
-  for (int d = 0; d < kMaxDevices; ++d) {
-    OpQueue *q = existing_queue(d);
-    if (q == nullptr) continue;
-    std::unique_lock<std::mutex> l(q->mu);
-    q->idle_cv.wait(l, [&] { return q->q.empty() && !q->busy; });
-  }
-}
-void set_task_queues_paused(bool paused) {
-  g_queues_paused.store(paused);
-  if (paused) return;
-  std::lock_guard<std::mutex> g(g_queues_mu);
-  for (OpQueue *q : g_queues) {
-    if (q == nullptr) continue;
-    std::lock_guard<std::mutex> l(q->mu);
-    q->cv.notify_all();
-  }
-}
 
 uint64_t model_task_count(aclmdlRI model) {
   std::lock_guard<std::mutex> g(g_model_mu);
@@ -1460,25 +1163,6 @@ bool allocation_extent(const void *ptr, Extent *out, uint64_t request_seq) {
   return true;
 }
 
-void empty_cache() {
-  // emptyCacheImpl: every used device (NPUCachingAllocator.cpp v2.7.1:3382-3404).
-  std::set<int> used;
-  {
-    std::lock_guard<std::mutex> g(g_streams_mu);
-    for (Stream *st : streams())
-      if (!st->destroyed) used.insert(st->device);
-  }
-  for (int dev : used) {
-    // DeviceCachingAllocator::emptyCache: npuSynchronizeDevice first (:1669; throws in capture), then under the
-    // device lock the workspace allocator's empty_cache and the free cached blocks.
-    npu_sync_device(dev, "torch.npu.empty_cache()");
-    CaDevice &d = g_ca[dev];
-    std::lock_guard<std::recursive_mutex> g(d.mu);
-    ws_free_all_blocks(dev, "empty_cache");
-    ca_release_cached_locked(d);
-  }
-}
-
 void set_device_memory_capacity(int device, uint64_t bytes) {
   if (device < 0 || device >= kMaxDevices) throw std::invalid_argument("acl_sim::set_device_memory_capacity: bad device");
   std::lock_guard<std::mutex> g(g_mem_mu);
@@ -1489,106 +1173,8 @@ uint64_t device_memory_in_use(int device) {
   std::lock_guard<std::mutex> g(g_mem_mu);
   return g_in_use[device];
 }
-void npu_synchronize_device() {
-  npu_sync_device(cur_device(), "npu_synchronize_device()");
-}
-
-namespace detail {
-void *caching_raw_alloc_with_stream(size_t nbytes, aclrtStream stream) {
-  if (nbytes == 0) return nullptr;  // NPUCachingAllocator.cpp v2.7.1:3754-3758
-  C().caching_requests++;
-  if (t_queue_device >= 0) C().caching_allocs_on_queue_threads++;
-  const int dev = cur_device();  // the calling thread's device (:3756)
-  CaDevice &d = g_ca[dev];
-  const size_t size = (nbytes + 511) / 512 * 512;  // kMinBlockSize rounding (round_size :2130-2142)
-  if (aclError e = fault(kApiCachingAlloc)) {
-    std::lock_guard<std::recursive_mutex> g(d.mu);
-    throw OutOfMemoryError(oom_text(dev, size) + " (acl_sim: injected fault, code " + std::to_string(e) + ")");
-  }
-  Stream *s = get_stream(stream);
-  if (s == nullptr) throw std::runtime_error("acl_sim: raw_alloc_with_stream on an invalid stream");
-  uint64_t pool = 0;  // get_pool: the capture's private pool when its filter accepts the stream
-  {
-    std::lock_guard<std::mutex> l(s->mu);
-    if (s->capture != nullptr && s->capture->status == ACL_MODEL_RI_CAPTURE_STATUS_ACTIVE) pool = s->capture->model->id;
-  }
-  std::unique_lock<std::recursive_mutex> lock(d.mu);  // malloc's device lock (:1192)
-  auto take_cached = [&]() -> uintptr_t {              // get_free_block: same pool, same stream (:2555-2567)
-    CaBlock *best = nullptr;
-    for (auto &kv : d.blocks) {
-      CaBlock &b = kv.second;
-      if (!b.held && b.pool == pool && b.stream == stream && b.size >= size && (best == nullptr || b.size < best->size))
-        best = &b;
-    }
-    if (best == nullptr) return 0;
-    best->held = true;
-    return best->base;
-  };
-  uintptr_t p = take_cached();
-  if (p == 0) {
-    p = ca_new_block_locked(d, dev, size, stream, pool);
-    if (p != 0) d.blocks[p].held = true;
-  }
-  if (p == 0 && !captures_underway(dev)) {
-    // The out-of-memory retry (:1279-1293): without the device lock, npuSynchronizeDevice, then the workspace
-    // allocator's empty_cache and the free cached blocks, then one more attempt.
-    C().caching_oom_retries++;
-    lock.unlock();
-    npu_sync_device(dev, "the caching allocator's out-of-memory retry (NPUCachingAllocator.cpp v2.7.1:1279-1293)");
-    ws_free_all_blocks(dev, "the caching allocator's out-of-memory retry (workspace empty_cache)");
-    lock.lock();
-    ca_release_cached_locked(d);
-    p = take_cached();
-    if (p == 0) {
-      p = ca_new_block_locked(d, dev, size, stream, pool);
-      if (p != 0) d.blocks[p].held = true;
-    }
-  }
-  if (p == 0) throw OutOfMemoryError(oom_text(dev, size));
-  d.held_bytes += d.blocks[p].size;
-  C().live_caching_allocations++;
-  ca_note_held();
-  return reinterpret_cast<void *>(p);
-}
-void caching_raw_delete(void *ptr) {
-  if (ptr == nullptr) return;
-  C().caching_frees++;
-  if (t_queue_device >= 0) C().caching_frees_on_queue_threads++;
-  const auto p = reinterpret_cast<uintptr_t>(ptr);
-  int dev = -1;
-  {
-    std::lock_guard<std::mutex> g(g_ca_ptr_mu);
-    auto it = ca_ptr_device().find(p);
-    if (it != ca_ptr_device().end()) dev = it->second;
-  }
-  char buf[160];
-  std::snprintf(buf, sizeof buf, "invalid device pointer: %p (acl_sim: raw_delete of a pointer the caching allocator "
-                "did not hand out, or twice)", ptr);  // torch_npu: AT_ERROR (:3262-3265)
-  if (dev < 0) throw std::runtime_error(buf);
-  CaDevice &d = g_ca[dev];
-  std::lock_guard<std::recursive_mutex> g(d.mu);  // free's device lock (:1498)
-  auto it = d.blocks.find(p);
-  if (it == d.blocks.end() || !it->second.held) throw std::runtime_error(buf);
-  it->second.held = false;
-  d.held_bytes -= it->second.size;
-  C().live_caching_allocations--;
-  g_ca_live.fetch_sub(1, std::memory_order_relaxed);
-  if (it->second.pool != 0 && d.dead_pools.count(it->second.pool)) {  // its graph is gone
-    d.blocks.erase(it);
-    {
-      std::lock_guard<std::mutex> pg(g_ca_ptr_mu);
-      ca_ptr_device().erase(p);
-    }
-    dev_free(p, false);
-  }
-}
-bool caching_has_captures_underway(int device) {
-  return device >= 0 && device < kMaxDevices && captures_underway(device);
-}
-}  // namespace detail
-
 void reset() {
-  set_task_queues_paused(false);
+  if (auto *f = g_standin_reset.load(std::memory_order_acquire)) f();  // the task queues unpaused, their records
   {
     std::lock_guard<std::mutex> g(g_mem_mu);
     for (uint64_t &c : g_capacity) c = 0;
@@ -1600,7 +1186,6 @@ void reset() {
   set_memcpy_model(MemcpyModel::kWaits);
   set_device_base_offset(0);
   clear_app_logs();
-  clear_op_tasks();
 }
 
 aclrtFuncHandle register_kernel(const char *name, KernelFn fn, void *user) {
@@ -1647,12 +1232,6 @@ aclError check_copy_sides(void *dst, const void *src, aclrtMemcpyKind kind, int 
   if (dst_dev ? (dd >= 0 && dd != device) : dd >= 0) return ACL_ERROR_RT_PARAM_INVALID;
   if (src_dev ? (sd >= 0 && sd != device) : sd >= 0) return ACL_ERROR_RT_PARAM_INVALID;
   return ACL_SUCCESS;
-}
-
-// Capture state of a stream (NONE when not capturing).
-aclmdlRICaptureStatus capture_status(Stream *s) {
-  std::lock_guard<std::mutex> l(s->mu);
-  return s->capture == nullptr ? ACL_MODEL_RI_CAPTURE_STATUS_NONE : s->capture->status;
 }
 
 aclError submitted(Submit how) {
@@ -1908,6 +1487,7 @@ aclError aclrtDestroyEvent(aclrtEvent event) {
   std::lock_guard<std::mutex> g(g_ev_mu);
   auto *ev = static_cast<Event *>(event);
   if (!events().erase(ev)) return ACL_ERROR_RT_INVALID_HANDLE;
+  drop_stamp(ev);
   delete ev;
   C().live_events--;
   return ACL_SUCCESS;
@@ -1928,8 +1508,23 @@ aclError aclrtRecordEvent(aclrtEvent event, aclrtStream stream) {
     invalidate_locked(s, "aclrtRecordEvent on the capturing stream");
     return ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT;
   }
+  // The last record is forgotten. Two stream locks at once only here, under g_ev_mu: no other order exists.
+  if (ev->s == s) {
+    if (ev->pending) unlink_stamp_locked(ev);
+  } else {
+    drop_stamp(ev);
+  }
   ev->s = s;
   ev->target = s->enqueued;
+  if (s->completed >= ev->target) {
+    ev->stamp_ns = now_ns();
+  } else {
+    ev->stamp_ns = -1;
+    ev->pending = true;
+    ev->prev = s->stamps_tail;
+    (s->stamps_tail != nullptr ? s->stamps_tail->next : s->stamps_head) = ev;
+    s->stamps_tail = ev;
+  }
   C().events_recorded++;
   return ACL_SUCCESS;
 }
@@ -1959,6 +1554,30 @@ aclError aclrtQueryEventStatus(aclrtEvent event, aclrtEventRecordedStatus *statu
     done = ev->s->completed >= ev->target;
   }
   *status = done ? ACL_EVENT_RECORDED_STATUS_COMPLETE : ACL_EVENT_RECORDED_STATUS_NOT_READY;
+  return ACL_SUCCESS;
+}
+
+// CANN (acl_rt.h): the time between two events, each recorded and complete. Never waits. Its documentation
+// names no error code; the double answers with the runtime's own (rt_error_codes.h): never recorded
+// ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID, recorded but not reached yet ACL_ERROR_RT_EVENT_NOT_COMPLETE,
+// the end reached before the start ACL_ERROR_RT_EVENT_TIMESTAMP_REVERSAL.
+aclError aclrtEventElapsedTime(float *ms, aclrtEvent startEvent, aclrtEvent endEvent) {
+  if (aclError e = fault(kApiEventElapsedTime)) return e;
+  if (ms == nullptr) return ACL_ERROR_INVALID_PARAM;
+  std::lock_guard<std::mutex> g(g_ev_mu);
+  int64_t stamp[2];
+  Event *evs[2] = {static_cast<Event *>(startEvent), static_cast<Event *>(endEvent)};
+  for (int i = 0; i < 2; ++i)
+    if (!events().count(evs[i])) return ACL_ERROR_RT_INVALID_HANDLE;
+  for (int i = 0; i < 2; ++i)
+    if (evs[i]->s == nullptr) return ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID;
+  for (int i = 0; i < 2; ++i) {
+    std::lock_guard<std::mutex> l(evs[i]->s->mu);
+    if (evs[i]->pending) return ACL_ERROR_RT_EVENT_NOT_COMPLETE;
+    stamp[i] = evs[i]->stamp_ns;
+  }
+  if (stamp[1] < stamp[0]) return ACL_ERROR_RT_EVENT_TIMESTAMP_REVERSAL;
+  *ms = static_cast<float>(static_cast<double>(stamp[1] - stamp[0]) / 1e6);
   return ACL_SUCCESS;
 }
 
@@ -2052,7 +1671,7 @@ aclError aclmdlRICaptureEnd(aclrtStream stream, aclmdlRI *modelRI) {
   const bool ok = c->status == ACL_MODEL_RI_CAPTURE_STATUS_ACTIVE;
   delete c;
   if (!ok) {
-    release_graph_pool(m->device, m->id);
+    model_released(m->device, m->id);
     delete m;
     *modelRI = nullptr;
     return ACL_ERROR_RT_STREAM_CAPTURE_INVALIDATED;
@@ -2099,176 +1718,13 @@ aclError aclmdlRIDestroy(aclmdlRI modelRI) {
   std::lock_guard<std::mutex> g(g_model_mu);
   auto *m = static_cast<Model *>(modelRI);
   if (!models().erase(m)) return ACL_ERROR_RT_INVALID_HANDLE;
-  release_graph_pool(m->device, m->id);  // torch_npu: NPUGraph::reset -> releasePool (NPUGraph.cpp v2.7.1:338)
+  model_released(m->device, m->id);  // torch_npu: NPUGraph::reset -> releasePool (NPUGraph.cpp v2.7.1:338)
   delete m;  // replays already queued carry their own copies
   C().live_models--;
   return ACL_SUCCESS;
 }
 
 }  // extern "C"
-
-// ================================================================ torch_npu stand-ins
-namespace acl_sim {
-namespace detail {
-struct TensorImpl {
-  std::atomic<int64_t> refs{1};
-  void *data = nullptr;
-};
-struct TensorAccess {
-  static at::Tensor make(TensorImpl *impl) {
-    at::Tensor t;
-    t.impl_ = impl;
-    return t;
-  }
-};
-void tensor_retain(TensorImpl *impl) noexcept { impl->refs.fetch_add(1, std::memory_order_relaxed); }
-void tensor_release(TensorImpl *impl) noexcept {
-  if (impl->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
-  OuterMapEntry outer("at::Tensor release (workspace allocator free)");
-  C().live_workspace_tensors--;  // statistics only: the memory stays with the stream
-  delete impl;
-}
-void *tensor_data(const TensorImpl *impl) noexcept { return impl->data; }
-}  // namespace detail
-}  // namespace acl_sim
-
-namespace {
-at::Tensor workspace_tensor(void *data) {
-  auto *impl = new acl_sim::detail::TensorImpl();
-  impl->data = data;
-  C().live_workspace_tensors++;
-  return acl_sim::detail::TensorAccess::make(impl);
-}
-}  // namespace
-
-namespace at_npu {
-namespace native {
-
-at::Tensor allocate_workspace(uint64_t workspace_size, aclrtStream stream) {
-  C().allocator_requests++;
-  char buf[240];
-  std::function<void()> hook;
-  if (aclError e = fault(kApiAllocator, &hook)) {
-    std::snprintf(buf, sizeof buf,
-                  "NPU out of memory. NPUWorkspaceAllocator tried to allocate %llu bytes (acl_sim: injected fault, "
-                  "code %d)",
-                  static_cast<unsigned long long>(workspace_size), e);
-    throw OutOfMemoryError(buf);
-  }
-  Stream *s = get_stream(stream);
-  if (s == nullptr) throw std::runtime_error("acl_sim: allocate_workspace on an invalid stream");
-  OuterMapEntry outer("allocate_workspace");
-  if (hook) hook();
-  if (workspace_size == 0) return workspace_tensor(nullptr);  // defined, no memory (as torch_npu)
-  const int dev = cur_device();
-  constexpr uint64_t k2M = uint64_t(2) << 20;
-  if (workspace_size > (uint64_t(1) << 48)) {
-    std::snprintf(buf, sizeof buf, "NPU out of memory. NPUWorkspaceAllocator tried to allocate %llu bytes",
-                  static_cast<unsigned long long>(workspace_size));
-    throw OutOfMemoryError(buf);
-  }
-  const uint64_t need = workspace_size + 32;
-  std::lock_guard<std::mutex> g(s->ws_mu);
-  WsBlock &b = s->ws[dev];
-  if (b.size < need) {
-    C().allocator_growths++;
-    // torch_npu synchronises the device, then frees the old block, then
-    // allocates round_up(request + 32, 2 MiB) (NPUWorkspaceAllocator.cpp
-    // v2.7.1:75-130: AclrtSynchronizeDeviceWithTimeout :92, aclrtFree :93,
-    // kRoundLarge :124). The synchronise fails inside a capture and
-    // NPU_CHECK_ERROR throws. (It does not synchronise for a stream's first
-    // block; the simulation counts and waits then too, as it always has, but
-    // a first block does not break a capture.)
-    if (b.base != 0 && invalidate_captures_on(dev, "the workspace allocator grew (it synchronises the device)", false)) {
-      std::snprintf(buf, sizeof buf,
-                    "NPUWorkspaceAllocator: aclrtSynchronizeDevice failed, error code %d (a stream of device %d "
-                    "is capturing)",
-                    ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT, dev);
-      throw std::runtime_error(buf);
-    }
-    C().host_blocking++;
-    C().device_synchronizations++;
-    if (b.base != 0 || capture_status(s) == ACL_MODEL_RI_CAPTURE_STATUS_NONE) sync_all_streams(dev);
-    if (b.base != 0) {
-      dev_free(b.base, true);
-      b.base = 0;
-      b.size = 0;
-    }
-    const uint64_t want = (need + k2M - 1) / k2M * k2M;
-    const uintptr_t p = dev_alloc(want, true, dev);
-    if (p == 0) {
-      std::snprintf(buf, sizeof buf, "NPU out of memory. NPUWorkspaceAllocator tried to allocate %llu bytes",
-                    static_cast<unsigned long long>(workspace_size));
-      throw OutOfMemoryError(buf);
-    }
-    b.base = p;
-    b.size = want;
-  }
-  note_request(b.base, workspace_size);
-  return workspace_tensor(reinterpret_cast<void *>(b.base));
-}
-
-void OpCommand::RunOpApiV2(const std::string &op_name, const PROC_FUNC &func, bool /*sync: unused on this path*/) {
-  const int dev = cur_device();
-  if (queue_on()) {
-    OpQueue *q = queue_of(dev);
-    uint64_t seq;
-    {
-      seq = new_op_record(op_name, dev, true);
-    }
-    std::unique_lock<std::mutex> l(q->mu);
-    if (q->status != QueueStatus::kRun) {
-      const bool first = q->status == QueueStatus::kErrorExit;
-      std::string msg;
-      if (first) {
-        q->status = QueueStatus::kCanExit;  // torch_npu throws once, then drops silently
-        msg = poisoned_message(q->repo_error);
-      }
-      l.unlock();
-      update_op_record(seq, [&](OpTask &r) {
-        r.dropped = true;
-        r.threw_at_call = first;
-      });
-      if (first) throw std::runtime_error(msg);
-      return;
-    }
-    {
-      q->q.push_back(QueueEntry{seq, op_name, func});
-    }
-    l.unlock();
-    q->cv.notify_one();
-    return;
-  }
-  uint64_t seq;
-  {
-    seq = new_op_record(op_name, dev, false);
-  }
-  int rc;
-  try {
-    rc = func();
-  } catch (const std::exception &e) {
-    update_op_record(seq, [&](OpTask &r) {
-      r.ran = true;
-      r.rc = ACL_ERROR_INVALID_PARAM;
-      r.exception_escaped = true;
-      r.exception_what = e.what();
-      r.threw_at_call = true;
-    });
-    throw;
-  }
-  update_op_record(seq, [&](OpTask &r) {
-    r.ran = true;
-    r.rc = rc;
-  });
-  if (rc != 0) {
-    update_op_record(seq, [&](OpTask &r) { r.threw_at_call = true; });
-    throw std::runtime_error(op_name + ": the launch returned ACL error " + std::to_string(rc) +
-                             " (acl_sim: torch_npu's ACL_REQUIRE_OK_OP with the task queue off)");
-  }
-}
-
-}  // namespace native
-}  // namespace at_npu
 
 // ================================================================ host library hooks
 // What the host ACL library (acl_sim/host/, a test double of CANN's shared libraries) needs of the
