@@ -6,6 +6,11 @@
 * ``patches/*.toml`` is the single source of the patch declarations; a build
   copies them into the package (``_declarations/``) so an installed wheel has
   them, while an editable install reads ``patches/`` in place.
+* A user's wheel (``pip install .``) carries the runtime, ``status`` and
+  ``selftest`` only: ``tooling/`` (the verification tooling) is no package of
+  the distribution. An editable install (``pip install -e .``, what the tests
+  and maintainers use) maps the package's folder, so ``tooling/`` imports from
+  the checkout there.
 """
 import pathlib
 import shutil
@@ -15,11 +20,12 @@ from setuptools.command.build_py import build_py
 
 ROOT = pathlib.Path(__file__).resolve().parent
 PKG = "torch_npu._inductor.patchset"
-ROOMS = ("sim", "releases", "upstream", "commands")  # tooling's subpackages
 
 
 class build_py_with_declarations(build_py):
     def run(self):
+        if not self.editable_mode:  # a build/ left by an earlier layout (tooling included) would ship as well
+            shutil.rmtree(pathlib.Path(self.build_lib, *PKG.split(".")), ignore_errors=True)
         super().run()
         if self.editable_mode:
             return
@@ -30,9 +36,9 @@ class build_py_with_declarations(build_py):
 
 
 setup(
-    packages=[PKG, PKG + ".fixes", PKG + ".tooling", *(f"{PKG}.tooling.{room}" for room in ROOMS)],
+    packages=[PKG, PKG + ".fixes"],
     py_modules=["torch_npu_patchset_autoload"],
-    package_data={PKG: ["csrc/**/*"], PKG + ".tooling.sim": ["acl_sim/**/*"]},
+    package_data={PKG: ["csrc/**/*"]},
     include_package_data=False,
     cmdclass={"build_py": build_py_with_declarations},
 )

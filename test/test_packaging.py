@@ -1,8 +1,10 @@
 """Packaging: the wheel adds files beside a real torch_npu and replaces none;
 ``pip install .`` into a fresh environment that has torch but no torch_npu
-gives a working patch set."""
+gives a working patch set: the runtime, ``status`` and ``selftest``, without the
+verification tooling, whose commands say in one line that they need a checkout."""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -88,26 +90,56 @@ def test_pip_install_into_fresh_env_with_torch_but_no_torch_npu(installed):
     assert '"kernel-sync-metadata"' in status.stdout
 
 
-def test_real_artifact_check_runs_from_the_installed_package(installed):
-    """The tooling needs nothing from the checkout: the harness, the declarations, the simulation's and
-    the helper's headers all come from site-packages (run from outside the checkout)."""
-    import torch
+#: What a user's wheel carries under the package: the runtime (applier, declarations, plan, codegen, fixes, the
+#: helper's headers), the CLI with ``status``, and ``selftest``.
+USER_MODULES = {"__init__", "__main__", "_applier", "_check", "_declarations", "_environment", "_patching",
+                "_read_back", "_tooling", "cli", "flex_grid", "launch_codegen", "launch_plan", "selftest"}
 
-    from torch_npu._inductor.patchset.tooling.releases import real_artifacts as ra
 
-    version = {"2.7": "2.7.1.post10", "2.14": "2.14.0"}.get(ra.line_of(torch.__version__))
-    if version is None:
-        pytest.skip(f"no torch_npu wheel of torch {torch.__version__}'s line is checked here")
+def test_the_user_wheel_carries_the_runtime_status_and_selftest_only(wheel):
+    names = [n for n in zipfile.ZipFile(wheel).namelist() if n.startswith("torch_npu/_inductor/patchset/")]
+    rel = [n[len("torch_npu/_inductor/patchset/"):] for n in names]
+    assert {n[:-3] for n in rel if "/" not in n and n.endswith(".py")} == USER_MODULES
+    fixes = {n for n in rel if n.startswith("fixes/")}
+    assert fixes == {f"fixes/{p.name}" for p in (ROOT / "torch_npu/_inductor/patchset/fixes").glob("*.py")}
+    helper = {n for n in rel if n.startswith("csrc/")}
+    assert helper == {p.relative_to(ROOT / "torch_npu/_inductor/patchset").as_posix()
+                      for p in (ROOT / "torch_npu/_inductor/patchset/csrc").rglob("*.h")}
+    assert not [n for n in rel if n.startswith("tooling/")], "the verification tooling is not a user's"
+    assert not [n for n in rel if "acl_sim" in n or n.endswith((".cpp", ".so"))]
+    assert len(rel) == len(USER_MODULES) + len(fixes) + len(helper) + len(list((ROOT / "patches").glob("*.toml")))
+
+
+def _run(py, env, cwd, *args):
+    return subprocess.run([py, "-m", "torch_npu._inductor.patchset", *args], capture_output=True, text=True,
+                          timeout=600, env=env, cwd=cwd)
+
+
+@pytest.mark.parametrize("command", [["launcher", "--samples"], ["upstream-patch", "--checkout", "x"], ["demo"],
+                                     ["status", "--against-wheel", "2.7.1.post11"],
+                                     ["status", "--against-source", "x"]])
+def test_a_tooling_command_from_a_user_wheel_says_it_needs_a_checkout(installed, command):
+    """One line on stderr, exit 2, no traceback; nothing of the tooling is there to import."""
     py, site, env, tmp_path = installed
-    where = subprocess.run([py, "-c", "import torch_npu._inductor.patchset.tooling.releases.real_artifacts as m; "
-                            "print(m.__file__, m.HARNESS, m.DEFAULT_HELPER)"],
-                           capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
-    assert where.returncode == 0, where.stderr
-    paths = where.stdout.split()
-    assert all(p.startswith(str(site)) and Path(p).is_file() for p in paths), paths
-    proc = subprocess.run([py, "-m", "torch_npu._inductor.patchset.tooling.releases.real_artifacts", "check", version],
-                          capture_output=True, text=True, timeout=1500, cwd=tmp_path,
-                          env=dict(env, TORCH_DEVICE_BACKEND_AUTOLOAD="0"))
-    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
-    assert f"torch_npu {version}: compiled" in proc.stdout and "linked with --no-undefined" in proc.stdout, proc.stdout[:2000]
-    assert str(ROOT) not in proc.stdout + proc.stderr  # nothing read from the checkout
+    assert not (site / "torch_npu" / "_inductor" / "patchset" / "tooling").exists()
+    proc = _run(py, env, tmp_path, *command)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stdout == "" and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert "needs a repository checkout" in proc.stderr and "Traceback" not in proc.stderr
+    assert proc.stderr.startswith(" ".join(command[:2]) if command[0] == "status" else command[0])
+
+
+def test_a_user_wheel_runs_status_verbose_and_the_selftest(installed):
+    py, site, env, tmp_path = installed
+    status = _run(py, env, tmp_path, "status", "--verbose", "--no-import")
+    assert status.returncode == 0, status.stderr
+    assert "remove when:" in status.stdout and "upstream:" in status.stdout
+    helps = _run(py, env, tmp_path, "--help")
+    assert helps.returncode == 0 and "selftest" in helps.stdout and "needs a repository checkout" in helps.stdout
+    check = ("from torch_npu._inductor.patchset import selftest as st\n"
+             "import json\n"
+             "print(json.dumps(st.run_check('codegen', st.check_codegen).to_json()))\n")
+    proc = subprocess.run([py, "-c", check], capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    codegen = json.loads(proc.stdout)
+    assert codegen["status"] == "skipped" and "needs a repository checkout" in codegen["detail"], codegen

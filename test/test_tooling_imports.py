@@ -1,16 +1,30 @@
-"""tooling/ is four rooms whose imports go one way (commands -> upstream -> releases -> sim), with no
-circle among its modules (issue 25): read from the source, every import, at module level or inside a
-function, absolute or relative."""
+"""The import graph of the whole package ``torch_npu._inductor.patchset``, read from the source: every import, at
+module level or inside a function, absolute or relative (issues 25, 41).
+
+* No import circle anywhere in the package, runtime and tooling together.
+* The runtime (every module outside ``tooling/``) imports nothing from ``tooling/``, with one exception: a
+  command module (``cli.py``, ``selftest.py``) may hand a subcommand or a check to the tooling from inside a
+  function, run only when that command is, and only after asking ``_tooling.installed()`` (a user's wheel has
+  no tooling: the command then says in one line that it needs a repository checkout).
+* ``tooling/`` is four rooms whose imports go one way (commands -> upstream -> releases -> sim).
+* In the editable install the tests use, every tooling module imports.
+"""
 from __future__ import annotations
 
 import ast
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-PACKAGE = "torch_npu._inductor.patchset.tooling"
-ROOT = Path(__file__).resolve().parents[1] / "torch_npu" / "_inductor" / "patchset" / "tooling"
+PACKAGE = "torch_npu._inductor.patchset"
+TOOLING = f"{PACKAGE}.tooling"
+ROOT = Path(__file__).resolve().parents[1] / "torch_npu" / "_inductor" / "patchset"
 ROOMS = ("commands", "upstream", "releases", "sim")  # each may import the rooms after it
+#: Runtime modules that may hand work to the tooling, from inside a function (see the docstring).
+DISPATCHERS = {f"{PACKAGE}.cli", f"{PACKAGE}.selftest"}
 
 
 def module_name(path: Path) -> str:
@@ -18,39 +32,55 @@ def module_name(path: Path) -> str:
     return ".".join([PACKAGE, *parts[:-1]] + ([] if parts[-1] == "__init__" else [parts[-1]]))
 
 
-def imports_of(path: Path) -> set[str]:
-    """The tooling modules ``path`` imports (a ``from X import y`` counts y when X.y is a module)."""
+def imports_of(path: Path) -> set[tuple[str, bool]]:
+    """(package module imported, inside a function?) for every import in ``path`` (a ``from X import y``
+    counts y when X.y is a module)."""
     me = module_name(path)
     package = me if path.name == "__init__.py" else me.rsplit(".", 1)[0]
     found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            found |= {a.name for a in node.names}
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
-                base = ".".join(anchor + ([base] if base else []))
-            found.add(base)
-            found |= {f"{base}.{a.name}" for a in node.names}
-    return {m for m in found if m in MODULES and m != me}
+
+    def visit(node, in_function):
+        for child in ast.iter_child_nodes(node):
+            nested = in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+            if isinstance(child, ast.Import):
+                found.update((a.name, in_function) for a in child.names)
+            elif isinstance(child, ast.ImportFrom):
+                base = child.module or ""
+                if child.level:
+                    anchor = package.split(".")[: len(package.split(".")) - child.level + 1]
+                    base = ".".join(anchor + ([base] if base else []))
+                if not me.startswith(base + "."):  # a package this module is in is imported before it anyway
+                    found.add((base, in_function))
+                found.update((f"{base}.{a.name}", in_function) for a in child.names)
+            visit(child, nested)
+
+    visit(ast.parse(path.read_text()), False)
+    return {(m, f) for m, f in found if m in MODULES and m != me}
 
 
 MODULES = {module_name(p): p for p in ROOT.rglob("*.py")}
-GRAPH = {m: imports_of(p) for m, p in MODULES.items()}
+EDGES = {m: imports_of(p) for m, p in MODULES.items()}
+GRAPH = {m: {n for n, _ in edges} for m, edges in EDGES.items()}
+
+
+def is_tooling(module: str) -> bool:
+    return module == TOOLING or module.startswith(TOOLING + ".")
 
 
 def room(module: str) -> str | None:
-    parts = module[len(PACKAGE) + 1:].split(".")
+    if not is_tooling(module):
+        return None
+    parts = module[len(TOOLING) + 1:].split(".")
     return parts[0] if parts[0] in ROOMS and len(parts) > 1 else None
 
 
-def test_every_module_is_in_a_room():
-    loose = sorted(m for m in MODULES if m != PACKAGE and room(m) is None and not m.endswith(tuple(ROOMS)))
+def test_every_tooling_module_is_in_a_room():
+    loose = sorted(m for m in MODULES if is_tooling(m) and m != TOOLING and room(m) is None
+                   and not m.endswith(tuple(ROOMS)))
     assert not loose, f"tooling modules outside the rooms {ROOMS}: {loose}"
 
 
-def test_no_import_circle():
+def test_no_import_circle_in_the_package():
     state: dict[str, int] = {}  # 1: on the current path, 2: done
     path: list[str] = []
 
@@ -60,7 +90,7 @@ def test_no_import_circle():
         for n in sorted(GRAPH[m]):
             if state.get(n) == 1:
                 circle = path[path.index(n):] + [n]
-                pytest.fail("import circle: " + " -> ".join(c[len(PACKAGE) + 1:] for c in circle))
+                pytest.fail("import circle: " + " -> ".join(c[len(PACKAGE) + 1:] or "." for c in circle))
             if n not in state:
                 visit(n)
         path.pop()
@@ -71,6 +101,13 @@ def test_no_import_circle():
             visit(m)
 
 
+def test_the_runtime_imports_no_tooling_but_a_command_dispatching_lazily():
+    offenders = sorted(f"{m} imports {n}" + (" (inside a function)" if lazy else "")
+                       for m, edges in EDGES.items() if not is_tooling(m)
+                       for n, lazy in edges if is_tooling(n) and not (lazy and m in DISPATCHERS))
+    assert not offenders, offenders
+
+
 def test_imports_go_one_way_between_rooms():
     against = sorted((m, n) for m, targets in GRAPH.items() for n in targets
                      if room(m) and room(n) and ROOMS.index(room(n)) < ROOMS.index(room(m)))
@@ -78,10 +115,48 @@ def test_imports_go_one_way_between_rooms():
 
 
 def test_the_graph_is_read():
-    """The checks above see real edges (a reader that found none would pass them all)."""
-    assert f"{PACKAGE}.sim.build" in GRAPH[f"{PACKAGE}.releases.rendered"]
-    assert f"{PACKAGE}.releases.wheels" in GRAPH[f"{PACKAGE}.releases.release_matrix"]
-    assert any(room(n) == "releases" for n in GRAPH[f"{PACKAGE}.upstream.verify"])
+    """The checks above see real edges (a reader that found none would pass them all), lazy ones included."""
+    assert f"{TOOLING}.sim.build" in GRAPH[f"{TOOLING}.releases.rendered"]
+    assert f"{TOOLING}.releases.wheels" in GRAPH[f"{TOOLING}.releases.release_matrix"]
+    assert any(room(n) == "releases" for n in GRAPH[f"{TOOLING}.upstream.verify"])
+    assert f"{PACKAGE}._applier" in GRAPH[f"{PACKAGE}.cli"]
+    assert (f"{TOOLING}.commands.status_against", True) in EDGES[f"{PACKAGE}.cli"]
+    assert (f"{TOOLING}.commands.selftest_launchers", True) in EDGES[f"{PACKAGE}.selftest"]
+    assert len([m for m in MODULES if not is_tooling(m)]) >= 15
+
+
+def test_a_circle_and_a_runtime_import_of_the_tooling_are_seen(tmp_path):
+    """The reader resolves relative imports, module level and inside functions."""
+    probe = ROOT / "fixes" / "_import_probe_tmp.py"
+    probe.write_text("from .. import cli\n\ndef f():\n    from ..tooling.sim import samples\n")
+    try:
+        edges = imports_of(probe)
+    finally:
+        probe.unlink()
+    assert (f"{PACKAGE}.cli", False) in edges and (f"{TOOLING}.sim.samples", True) in edges
+
+
+def runs_on_import(path: Path) -> bool:
+    """A child script (the wheel harness, the real-runtime children): it reads ``sys.argv`` at module level."""
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        if isinstance(node, ast.If) and "__name__" in ast.unparse(node.test):
+            continue
+        if any(isinstance(n, ast.Attribute) and n.attr == "argv" and isinstance(n.value, ast.Name)
+               and n.value.id == "sys" for n in ast.walk(node)):
+            return True
+    return False
+
+
+def test_every_tooling_module_imports_in_the_editable_install():
+    names = sorted(m for m, p in MODULES.items() if is_tooling(m) and not runs_on_import(p))
+    assert len(names) >= 40
+    code = ("import importlib, json, sys\nbad = {}\nfor m in sys.argv[1:]:\n    try:\n        importlib.import_module(m)\n"
+            "    except Exception as e:\n        bad[m] = f'{type(e).__name__}: {e}'\nprint(json.dumps(bad))\n")
+    proc = subprocess.run([sys.executable, "-c", code, *names], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == {}
 
 
 def test_the_render_cache_is_keyed_by_everything_the_harness_runs():
@@ -89,11 +164,11 @@ def test_the_render_cache_is_keyed_by_everything_the_harness_runs():
     transitively, is one of them (else an edit there would reuse a stale rendering)."""
     from torch_npu._inductor.patchset.tooling.releases import real_artifacts
 
-    seen, todo = set(), [f"{PACKAGE}.releases.wheel_harness"]
+    seen, todo = set(), [f"{TOOLING}.releases.wheel_harness"]
     while todo:
         m = todo.pop()
         if m not in seen:
             seen.add(m)
-            todo.extend(GRAPH[m])
+            todo.extend(n for n in GRAPH[m] if is_tooling(n))
     runs = {MODULES[m].resolve() for m in seen if not MODULES[m].name == "__init__.py"}
     assert runs == {p.resolve() for p in real_artifacts.HARNESS_INPUTS}
