@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -75,13 +76,91 @@ def test_real_declarations_are_complete():
         assert all(":" in h for hooks in d.alternative_hooks for h in hooks)
 
 
-def test_declaration_validation_names_the_problem(tmp_path):
-    with pytest.raises(ValueError, match="missing .*hooks"):
-        _declarations.parse({"_path": "x.toml", "id": "a", "title": "t", "why": "w", "upstream": "u",
-                             "implementation": "m", "detection": "d", "targets": {}})
-    with pytest.raises(ValueError, match="module:qualname"):
-        _declarations.parse({"_path": "x.toml", "id": "a", "title": "t", "why": "w", "upstream": "u",
-                             "implementation": "m", "detection": "d", "targets": {}, "hooks": ["nocolon"]})
+GOOD = {"_path": "x.toml", "id": "a", "title": "t", "why": "w", "upstream": "u", "remove_when": "r",
+        "implementation": "m", "detection": "d", "targets": {}, "hooks": ["m:f"]}
+
+
+@pytest.mark.parametrize("change, says", [
+    ({"hooks": None}, "x.toml: missing hooks"),
+    ({"remove_when": None}, "x.toml: missing remove_when"),
+    ({"hooks": ["nocolon"]}, "module:qualname"),
+    ({"remove-when": "r"}, "x.toml: unknown key remove-when; known: id, "),
+    ({"remove_when": "  "}, "x.toml: remove_when must be non-empty text"),
+    ({"why": ["w"]}, "x.toml: why must be non-empty text"),
+    ({"targets": "2.7.1"}, "x.toml: targets must be a table"),
+])
+def test_declaration_validation_names_the_file_and_the_problem(change, says):
+    table = {k: v for k, v in {**GOOD, **change}.items() if v is not None}
+    with pytest.raises(_declarations.DeclarationError) as exc:
+        _declarations.parse(table)
+    assert says in str(exc.value) and "\n" not in str(exc.value)
+    assert _declarations.parse(GOOD).remove_when == "r"
+
+
+def test_a_declaration_that_is_not_toml_is_one_line_naming_its_file(tmp_path):
+    for src in sorted(FIXTURE_DECLS.glob("*.toml")):
+        (tmp_path / src.name).write_text(src.read_text())
+    (tmp_path / "fix-zz-bad.toml").write_text('id = "bad"\nwhy = """never closed\n')
+    proc = run_py("import sys\nfrom torch_npu._inductor.patchset import cli\nsys.exit(cli.main(['status', '--no-import']))\n",
+                  TORCH_NPU_PATCHSET_DECLARATIONS=str(tmp_path), TORCH_DEVICE_BACKEND_AUTOLOAD="0")
+    assert proc.returncode == 1 and proc.stdout == "", proc.stdout + proc.stderr
+    line, = proc.stderr.strip().splitlines()
+    assert line.startswith(f"status: {tmp_path / 'fix-zz-bad.toml'}: not valid TOML: "), line
+
+
+def test_status_verbose_shows_each_declarations_why_upstream_and_when_to_remove_it():
+    table = run_py("import sys\nfrom torch_npu._inductor.patchset import cli\n"
+                   "sys.exit(cli.main(['status', '--no-import', '--verbose']))\n")
+    assert table.returncode == 0, table.stderr
+    for d in _declarations.load():
+        block = table.stdout.split(f"\n{d.id} ", 1)[1].split("\n\n")[0]
+        for label, text in (("needed:", d.why), ("upstream:", d.upstream), ("remove when:", d.remove_when)):
+            assert f"    {label:<13}{text}" in block, (d.id, label)
+    as_json = run_py("import sys\nfrom torch_npu._inductor.patchset import cli\n"
+                     "sys.exit(cli.main(['status', '--no-import', '--verbose', '--json']))\n")
+    rows = {p["id"]: p for p in json.loads(as_json.stdout)["patches"]}
+    assert {i: r["remove_when"] for i, r in rows.items()} == {d.id: d.remove_when for d in _declarations.load()}
+
+
+# The declarations' text, checked against what the project knows where it can be.
+RELEASE_MATRIX = HERE.parent / "docs" / "release-matrix.md"
+DESIGN = HERE.parent / "docs" / "design.md"
+
+
+def _matrix_states() -> dict:
+    """{release: {patch id: state}} from the generated release matrix's "after apply" column."""
+    states = {}
+    for row in RELEASE_MATRIX.read_text().splitlines():
+        cells = [c.strip() for c in row.split("|")]
+        if len(cells) > 5 and re.fullmatch(r"\d+\.\d+\.\d+(\.post\d+)?", cells[1]):
+            states[cells[1]] = dict(re.findall(r"([a-z-]+): \*\*([a-z-]+)\*\*", cells[5]))
+    return states
+
+
+def test_a_release_a_declaration_calls_fixed_upstream_is_upstream_has_fix_in_the_release_matrix():
+    """``upstream`` may call a release fixed only where the release matrix (generated from the wheels) shows the
+    patch upstream-has-fix there; a release where the patch is applied is never called fixed."""
+    states = _matrix_states()
+    assert "2.7.1.post11" in states and states["2.7.1.post11"]["cpp-wrapper-sync-resources"] == "applied"
+    for d in _declarations.load():
+        claims = re.findall(r"(?<!not )fixed (?:upstream )?in (?:torch_npu )?(\d+\.\d+\.\d+(?:\.post\d+)?)", d.upstream)
+        for claim in claims:
+            if d.id in states.get(claim, {}):
+                assert states[claim][d.id] == "upstream-has-fix", (d.id, claim, states[claim][d.id])
+    sync = next(d for d in _declarations.load() if d.id == "cpp-wrapper-sync-resources")
+    assert "fixed upstream" not in sync.upstream and "2.7.1.post11" in sync.upstream
+
+
+def test_a_section_of_docs_design_md_a_declaration_names_exists():
+    headings = [h.lstrip("# ").strip() for h in DESIGN.read_text().splitlines() if h.startswith("## ")]
+    named = 0
+    for d in _declarations.load():
+        for text in (d.why, d.upstream, d.remove_when):
+            if "docs/design.md" in text:
+                for section in re.findall(r'"([^"]+)"', text.split("docs/design.md", 1)[1]):
+                    named += 1
+                    assert any(h.startswith(section) for h in headings), (d.id, section)
+    assert named >= 2
 
 
 # --- applier ----------------------------------------------------------------
