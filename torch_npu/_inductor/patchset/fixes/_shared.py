@@ -4,6 +4,17 @@ from __future__ import annotations
 import re
 
 from .. import launch_codegen
+from .._patching import Probe
+
+
+def probe_of_shape(shape: str, detail: str, upstream_fix: str = "upstream-fix", prefix: str = "") -> Probe:
+    """The probe that the shape a fix read says: ``"unknown"`` is unrecognised (``detail`` says what differs),
+    ``upstream_fix`` is upstream's own fix, any other (a shape the fix replaces, or its own) is needed."""
+    if shape == "unknown":
+        return Probe.unrecognised(prefix + detail)
+    if shape == upstream_fix:
+        return Probe.upstream_has_fix(detail)
+    return Probe.needed(detail)
 
 #: DeferredNpuTritonCallWrapper.generate_launch_kernel's parameters in both layouts.
 LAUNCH_PARAMS = ["self", "prefix", "wrapper", "kernel_var_name", "params"]

@@ -23,6 +23,7 @@ import functools
 import re
 
 from .._patching import Probe, source_of
+from ._shared import probe_of_shape
 
 MODULE = "torch_npu._inductor.codegen.cpp_wrapper_npu"
 #: The older layout's module (codegen/cpp_wrapper.py), on torch lines without a lazy path.
@@ -92,12 +93,7 @@ def shape(modules) -> tuple[str, str]:
 
 
 def probe(modules) -> Probe:
-    found, detail = shape(modules)
-    if found == "unknown":
-        return Probe.unrecognised(detail)
-    if found == "no-lazy-in-aot":
-        return Probe.upstream_has_fix(detail)
-    return Probe.needed(detail)
+    return probe_of_shape(*shape(modules), upstream_fix="no-lazy-in-aot")
 
 
 def apply(modules, patcher) -> str:

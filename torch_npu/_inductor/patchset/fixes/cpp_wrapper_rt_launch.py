@@ -49,6 +49,7 @@ from ._shared import (
     buffer_sides,
     graph_in_aot_mode,
     helper_include_lines,
+    probe_of_shape,
     release_after_launches,
     splice_lambda_lines,
     upstream_form,
@@ -132,12 +133,7 @@ def shape(modules) -> tuple[str, str]:
 
 
 def probe(modules) -> Probe:
-    found, detail = shape(modules)
-    if found == "unknown":
-        return Probe.unrecognised(f"{LAYOUT}: {detail}")
-    if found == "upstream-fix":
-        return Probe.upstream_has_fix(detail)
-    return Probe.needed(detail)
+    return probe_of_shape(*shape(modules), prefix=f"{LAYOUT}: ")
 
 
 def splice(text: str, plan, kernel: str):

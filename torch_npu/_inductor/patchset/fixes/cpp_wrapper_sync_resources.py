@@ -53,6 +53,7 @@ from ._shared import (  # noqa: F401  (HEADER_PATH: kept importable here)
     buffer_sides,
     graph_in_aot_mode,
     helper_include_lines,
+    probe_of_shape,
     release_after_launches,
     splice_lambda_lines,
     upstream_form,
@@ -148,12 +149,7 @@ def _include_hook(wrapper_cls) -> str | None:
 def probe(modules) -> Probe:
     if cpp_wrapper_rt_launch.MODULE in modules:  # the older layout (codegen/cpp_wrapper.py)
         return cpp_wrapper_rt_launch.probe(modules)
-    shape, detail = _shape(modules)
-    if shape == "unknown":
-        return Probe.unrecognised(detail)
-    if shape == "upstream-fix":
-        return Probe.upstream_has_fix(detail)
-    return Probe.needed(detail)
+    return probe_of_shape(*_shape(modules))
 
 
 def _block_clamp(mod, params: dict, kernel_params: dict | None) -> int | None:
