@@ -7,10 +7,15 @@ wheel's torch_npu only (no module of this project: the wheel's ``torch_npu`` pac
 loads the launchers' shared object with ctypes and writes one JSON object to the spec's ``out`` (rewritten
 after every step, so that a run stopped by its timeout still says how far it got).
 
-Spec (from ``real_runtime.py``): ``so``, ``cubin_dir``, ``out``, ``deadline_s``, ``launchers`` (entry
+Spec (from ``real_runtime.py``): ``so``, ``cubin_dir``, ``out``, ``stall_s``, ``launchers`` (entry
 symbol, kernel name, xnumel, device argument), ``mode`` "samples", "scenario", "capture", "batch" (``scenarios``:
 several scenario specs in turn, each with its own part of the result) or "self-wait", and the scenario's
 parameters. The host ACL library's control surface (``acl_host_*``) gives the probe's reports.
+
+Timing: no verdict here depends on how fast the child gets somewhere. The watchdog (:func:`watchdog`) fires on a
+stall, ``stall_s`` after the child last reported progress (a saved result), and is armed only once torch_npu is
+imported and the launchers loaded (before that, :data:`IMPORT_BOUND_S` only bounds a hang); the waits between the
+child's own threads are on events, bounded by :data:`WAIT_S` only against a hang.
 """
 from __future__ import annotations
 
@@ -27,14 +32,23 @@ T0 = time.perf_counter()
 SPEC = json.load(open(sys.argv[1]))
 RESULT: dict = {"steps": [], "done": False}
 _result_lock = threading.Lock()
+#: The watchdog's bound while torch and torch_npu are imported and the launchers loaded: only a bound on a hang there
+#: (an import takes 3-30 s on this tier's machines, longer on a loaded one), never a verdict on how fast it went.
+IMPORT_BOUND_S = 900.0
+#: A wait of one of the child's threads for another (an event it sets within milliseconds): only a bound on a hang.
+WAIT_S = 120.0
+#: When the child last reported progress (time.monotonic()), and how long the watchdog lets it go without.
+_progress = {"at": time.monotonic(), "bound": IMPORT_BOUND_S}
 
 
 def save() -> None:
+    """The result written (the parent reads it, also after a timeout); progress for the watchdog."""
     with _result_lock:
         tmp = SPEC["out"] + ".tmp"
         with open(tmp, "w") as f:
             json.dump(RESULT, f)
         os.replace(tmp, SPEC["out"])
+        _progress["at"] = time.monotonic()
 
 
 def step(what: str, out: dict | None = None) -> None:
@@ -46,8 +60,16 @@ def step(what: str, out: dict | None = None) -> None:
     save()
 
 
-def watchdog(seconds: float) -> None:
-    """A self-wait or a hang ends here: the stacks of every thread, what was seen so far, exit 3."""
+def arm(seconds: float) -> None:
+    """From now on the watchdog fires once the child has gone ``seconds`` without progress (:func:`save`)."""
+    with _result_lock:
+        _progress.update(at=time.monotonic(), bound=seconds)
+
+
+def watchdog() -> None:
+    """A self-wait or a hang ends here: the stacks of every thread, what was seen so far, exit 3. It fires on a stall
+    (no progress for the armed bound: :func:`arm`), never on the run's total time: a loaded machine slows a run
+    down, it does not stop it."""
     def fire():
         RESULT["timed_out"] = True
         try:
@@ -66,9 +88,15 @@ def watchdog(seconds: float) -> None:
         save()
         os._exit(3)
 
-    t = threading.Timer(seconds, fire)
-    t.daemon = True
-    t.start()
+    def watch():
+        while True:
+            time.sleep(0.2)
+            with _result_lock:
+                stalled = time.monotonic() - _progress["at"] > _progress["bound"]
+            if stalled:
+                fire()
+
+    threading.Thread(target=watch, name="watchdog", daemon=True).start()
 
 
 # ---- the host ACL library's control surface (ctypes) ------------------------------------------------
@@ -122,8 +150,9 @@ class Launchers:
         return rc != 0, err.value.decode(errors="replace")
 
     def gate_close(self) -> str:
-        """Holds torch_npu's task queue (a task of its own waits there): 'held', 'queue off' or 'timeout'."""
-        rc = self.lib.npu_patchset_real_runtime_gate_close(5000)
+        """Holds torch_npu's task queue (a task of its own waits there): 'held', 'queue off' or 'timeout'. The queue
+        thread reaches the gate within milliseconds; WAIT_S only bounds a hang."""
+        rc = self.lib.npu_patchset_real_runtime_gate_close(int(WAIT_S * 1000))
         return {1: "held", 0: "queue off", -2: "the queue refused it"}.get(rc, "timeout")
 
     def gate_open(self) -> None:
@@ -155,7 +184,7 @@ class Launchers:
 
 def main() -> None:
     global HOST
-    watchdog(SPEC["deadline_s"])
+    watchdog()  # IMPORT_BOUND_S until the launchers are loaded
     import torch
 
     import torch_npu  # noqa: F401  (the wheel's own, on its own torch)
@@ -168,6 +197,7 @@ def main() -> None:
     step("imported torch_npu, device 0 set")
     HOST = HostAcl(os.environ.get("ACL_HOST_LIBRARY") or SPEC["host_library"])
     so = Launchers(SPEC["so"])
+    arm(SPEC["stall_s"])  # what is timed starts here: the child's own work
     step("launchers loaded")
     if SPEC["mode"] == "samples":
         run_samples(torch, so)
@@ -211,17 +241,21 @@ def _stats(torch) -> dict:
             "retries": s.get("num_alloc_retries", 0), "reserved": torch.npu.memory_reserved(0)}
 
 
-def _settled(torch) -> dict:
-    """The allocator's figures once they stop moving: torch_npu destroys a finished task on its release thread,
-    so memory a lambda owned goes back a moment after the queue ran it (at most about half a second)."""
-    last = _stats(torch)
-    for _ in range(100):
+def _until_settled(read, want: dict | None) -> dict:
+    """``read()`` once it equals ``want`` (what nothing left gives: at once where nothing is late), else once it
+    has not moved for 0.1 s (2 s at most): torch_npu destroys a finished task on its release thread, so memory a
+    task owned (a mutant's lambda, an operator's tensors) goes back a moment after the queue ran it."""
+    last, quiet, deadline = read(), 0, time.monotonic() + 2.0
+    while (want is None or last != want) and quiet < 20 and time.monotonic() < deadline:
         time.sleep(0.005)
-        now = _stats(torch)
-        if now == last:
-            return now
+        now = read()
+        quiet = quiet + 1 if now == last else 0
         last = now
     return last
+
+
+def _settled(torch, want: dict | None = None) -> dict:
+    return _until_settled(lambda: _stats(torch), want)
 
 
 def run_samples(torch, so: Launchers) -> None:
@@ -266,7 +300,7 @@ def run_samples(torch, so: Launchers) -> None:
                 sync_error += _failure(exc)
             after_sync = _stats(torch)
             given_back = so.give_back()  # the calling thread gives its kept block back
-            after = _settled(torch)
+            after = _settled(torch, before)
             peak = torch.npu.max_memory_allocated(0)
             RESULT["launches"].append({
                 "key": launcher["key"], "kernel": launcher["kernel"], "launch": i + 1, "gate": gate,
@@ -297,6 +331,10 @@ def run_scenario(torch, so: Launchers, sp: dict, out: dict) -> None:
     HOST.reset()
     stop = threading.Event()
     started = threading.Event()  # the launches begin once the other thread runs (at once without one)
+    # The empty_cache thread's calls, begun and done (one thread: in order), so that a launching thread can wait for
+    # one that began after it dropped a segment of its own: memory freed while the launches run, by construction.
+    emptied = threading.Condition()
+    calls = {"begun": 0, "done": 0, "ended": False}
     if not (sp.get("empty_cache_thread") or sp.get("operators") or sp.get("oom_bytes")):
         started.set()
     rows: list = []
@@ -311,13 +349,19 @@ def run_scenario(torch, so: Launchers, sp: dict, out: dict) -> None:
             tids[t] = threading.get_native_id()
             stream = torch.npu.current_stream(device).npu_stream
             bufs = [torch.empty(launcher["xnumel"], device=f"npu:{device}", dtype=torch.float32) for _ in range(2)]
-            started.wait(10)
+            if not started.wait(WAIT_S):
+                errors.append(f"thread {t}: the other thread never started")
             scratch = sp.get("empty_cache_every") or sp.get("empty_cache_thread")
             for i in range(sp["per_thread"]):
                 threw, what = so.call(launcher, bufs, stream, device)
                 if scratch:  # a tensor of the program's own, dropped: what empty_cache frees besides any launch's
                     del_me = torch.empty(24 << 20, device=f"npu:{device}", dtype=torch.uint8)  # a segment of its own
                     del del_me
+                if sp.get("empty_cache_thread") and i == sp["per_thread"] // 2:
+                    with emptied:  # half way: one empty_cache that began after the drop (not left to the pace)
+                        target = calls["begun"] + 1
+                        if not emptied.wait_for(lambda n=target: calls["done"] >= n or calls["ended"], WAIT_S):
+                            errors.append(f"thread {t}: no empty_cache call within {WAIT_S:.0f} s (a hang?)")
                 if sp.get("pace_s"):  # the launches spread over the other thread's empty_cache calls
                     time.sleep(sp["pace_s"])
                 rows.append({"thread": t, "device": device, "launch": i + 1, "call_threw": threw,
@@ -352,12 +396,22 @@ def run_scenario(torch, so: Launchers, sp: dict, out: dict) -> None:
         try:
             torch.npu.set_device(0)
             while not stop.is_set():
+                with emptied:
+                    calls["begun"] += 1
                 torch.npu.empty_cache()
+                with emptied:
+                    calls["done"] += 1
+                    emptied.notify_all()
                 n += 1
                 started.set()
                 time.sleep(0.001)
         except Exception as exc:
             errors.append(f"empty_cache thread: {type(exc).__name__}: {str(exc).strip()[:300]}")
+        finally:  # no launching thread waits for a thread that ended
+            with emptied:
+                calls["ended"] = True
+                emptied.notify_all()
+            started.set()
         extra["empty_cache_calls"] = n
 
     def operating() -> None:
@@ -390,6 +444,8 @@ def run_scenario(torch, so: Launchers, sp: dict, out: dict) -> None:
             del xs
         except Exception as exc:
             errors.append(f"operator thread: {type(exc).__name__}: {str(exc).strip()[:300]}")
+        finally:
+            started.set()
         extra["operators_called"] = n
 
     for d in devices:  # each device initialised on this thread first (torch_npu's lazy init)
@@ -414,7 +470,7 @@ def run_scenario(torch, so: Launchers, sp: dict, out: dict) -> None:
         so.give_back()
     torch.npu.set_device(0)
     out.update(calls=rows, thread_errors=errors, sync_error=sync_error, memory_before=before,
-                  memory_after=_settled_all(torch, devices), host=HOST.report(), thread_tids=tids, **extra)
+                  memory_after=_settled_all(torch, devices, before), host=HOST.report(), thread_tids=tids, **extra)
     step("scenario done", out)
 
 
@@ -430,15 +486,8 @@ def _stats_of(torch, d: int) -> dict:
             "retries": s.get("num_alloc_retries", 0), "reserved": torch.npu.memory_reserved(d)}
 
 
-def _settled_all(torch, devices) -> dict:
-    last = _stats_all(torch, devices)
-    for _ in range(100):
-        time.sleep(0.005)
-        now = _stats_all(torch, devices)
-        if now == last:
-            return now
-        last = now
-    return last
+def _settled_all(torch, devices, want: dict | None = None) -> dict:
+    return _until_settled(lambda: _stats_all(torch, devices), want)
 
 
 def _synchronize_all(torch, devices) -> str:
@@ -518,7 +567,7 @@ def run_capture(torch, so: Launchers, sp: dict, out: dict) -> None:
     bufs.clear()
     so.give_back()
     out.update(calls=rows, thread_errors=errors, sync_error=sync_error, memory_before=before,
-                  memory_after=_settled(torch), host=HOST.report(), replays=replays, captured_tasks=captured_tasks,
+                  memory_after=_settled(torch, before), host=HOST.report(), replays=replays, captured_tasks=captured_tasks,
                   thread_tids={0: threading.get_native_id()})
     step("scenario done", out)
 
@@ -586,7 +635,7 @@ def run_graphs(torch, so: Launchers, sp: dict, out: dict) -> None:
     bufs.clear()
     so.give_back()
     out.update(calls=rows, thread_errors=errors, sync_error=sync_error, memory_before=before,
-               memory_after=_settled(torch), host=HOST.report(), replays=replays, captured_tasks=captured_tasks,
+               memory_after=_settled(torch, before), host=HOST.report(), replays=replays, captured_tasks=captured_tasks,
                replay_streams=replay_handles, thread_tids={0: threading.get_native_id()})
     step("scenario done", out)
 
@@ -622,7 +671,7 @@ def run_global_capture(torch, so: Launchers, sp: dict, out: dict) -> None:
             torch.npu.set_device(0)
             tids[1] = threading.get_native_id()
             for p, n in (("before", sp["eager_before"]), ("during", sp["eager_during"]), ("after", sp["eager_after"])):
-                if p != "before" and not go[p].wait(30):
+                if p != "before" and not go[p].wait(WAIT_S):
                     errors.append(f"eager thread: never told to launch {p} the capture")
                     return
                 for _ in range(n):
@@ -639,7 +688,7 @@ def run_global_capture(torch, so: Launchers, sp: dict, out: dict) -> None:
 
     other = threading.Thread(target=eager_thread)
     other.start()
-    finished["before"].wait(30)
+    finished["before"].wait(WAIT_S)
     torch.npu.synchronize()
     with torch.npu.stream(side):
         launch("warm-up of the captured launcher", bufs, side_handle, 0)
@@ -653,12 +702,13 @@ def run_global_capture(torch, so: Launchers, sp: dict, out: dict) -> None:
                 launch("captured", bufs, side_handle, 0)
             phase["name"] = "during"
             go["during"].set()
-            finished["during"].wait(30)
+            finished["during"].wait(WAIT_S)
             # The eager kernels run while the capture is underway: torch_npu's queue thread launches them on the
-            # eager stream, and the host library's stream runs them (10 s at most).
-            for _ in range(2000):
+            # eager stream, and the host library's stream runs them (within milliseconds; WAIT_S bounds a hang).
+            waited_until = time.monotonic() + WAIT_S
+            while True:
                 seen_during = kernels_run() - seen_before
-                if seen_during >= sp["eager_during"]:
+                if seen_during >= sp["eager_during"] or time.monotonic() > waited_until:
                     break
                 time.sleep(0.005)
     except Exception as exc:
@@ -666,8 +716,8 @@ def run_global_capture(torch, so: Launchers, sp: dict, out: dict) -> None:
     step("captured", out)
     captured_tasks = HOST.report()["counters"]["captured_tasks"]
     go["after"].set()
-    finished["after"].wait(30)
-    other.join(30)
+    finished["after"].wait(WAIT_S)
+    other.join(WAIT_S)
     replays = _replay(graph, side, sp["replays"], errors)
     step("replayed", out)
     sync_error = _synchronize_all(torch, [0])
@@ -677,7 +727,7 @@ def run_global_capture(torch, so: Launchers, sp: dict, out: dict) -> None:
     so.give_back()
     host = HOST.report()
     out.update(calls=rows, thread_errors=errors, sync_error=sync_error, memory_before=before,
-               memory_after=_settled(torch), host=host, replays=replays, captured_tasks=captured_tasks,
+               memory_after=_settled(torch, before), host=host, replays=replays, captured_tasks=captured_tasks,
                eager_during_capture=seen_during, eager_stream=eager_handle, thread_tids=tids)
     step("scenario done", out)
 
@@ -765,7 +815,7 @@ def run_oom_fill(torch, so: Launchers, sp: dict, out: dict) -> None:
     sync_error = _synchronize_all(torch, [0])
     so.give_back()
     out.update(calls=rows, thread_errors=errors, sync_error=sync_error, memory_before=before,
-               memory_after=_settled(torch), host=HOST.report(), thread_tids=tids, launch_phases=phases)
+               memory_after=_settled(torch, before), host=HOST.report(), thread_tids=tids, launch_phases=phases)
     step("scenario done", out)
 
 
