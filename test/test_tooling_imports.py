@@ -6,7 +6,7 @@ module level or inside a function, absolute or relative (issues 25, 41).
   command module (``cli.py``, ``selftest.py``) may hand a subcommand or a check to the tooling from inside a
   function, run only when that command is, and only after asking ``_tooling.installed()`` (a user's wheel has
   no tooling: the command then says in one line that it needs a repository checkout).
-* ``tooling/`` is four rooms whose imports go one way (commands -> upstream -> releases -> sim).
+* ``tooling/`` is five rooms whose imports go one way (commands -> e2e -> upstream -> releases -> sim).
 * In the editable install the tests use, every tooling module imports.
 """
 from __future__ import annotations
@@ -22,7 +22,7 @@ import pytest
 PACKAGE = "torch_npu._inductor.patchset"
 TOOLING = f"{PACKAGE}.tooling"
 ROOT = Path(__file__).resolve().parents[1] / "torch_npu" / "_inductor" / "patchset"
-ROOMS = ("commands", "upstream", "releases", "sim")  # each may import the rooms after it
+ROOMS = ("commands", "e2e", "upstream", "releases", "sim")  # each may import the rooms after it
 #: Runtime modules that may hand work to the tooling, from inside a function (see the docstring).
 DISPATCHERS = {f"{PACKAGE}.cli", f"{PACKAGE}.selftest"}
 

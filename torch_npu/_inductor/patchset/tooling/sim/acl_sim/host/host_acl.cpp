@@ -216,6 +216,8 @@ Binary *parse_binary(const std::string &text, const std::string &origin, std::st
       if (ok) { k->cfg.lock_bytes = v2; continue; }
       const uint64_t v3 = field(tok, "workspace_bytes", &ok);
       if (ok) { k->cfg.workspace_bytes = v3; continue; }
+      const uint64_t v6 = field(tok, "workspace_per_program", &ok);
+      if (ok) { k->cfg.workspace_per_program = v6; continue; }
       const uint64_t v4 = field(tok, "own_args_bytes", &ok);
       if (ok) { k->cfg.own_args_bytes = v4; continue; }
       const uint64_t v5 = field(tok, "sim_time_us", &ok);
@@ -408,7 +410,8 @@ std::string report_json() {
       json_str(o, k->binary);
       o << ",\"has_ffts\":" << (k->cfg.has_ffts ? "true" : "false")
         << ",\"simt_only\":" << (k->cfg.simt_only ? "true" : "false") << ",\"lock_bytes\":" << k->cfg.lock_bytes
-        << ",\"workspace_bytes\":" << k->cfg.workspace_bytes << ",\"own_args_bytes\":" << k->cfg.own_args_bytes
+        << ",\"workspace_bytes\":" << k->cfg.workspace_bytes
+        << ",\"workspace_per_program\":" << k->cfg.workspace_per_program << ",\"own_args_bytes\":" << k->cfg.own_args_bytes
         << ",\"sim_time_us\":" << k->cfg.sim_time_us << "}";
     }
   }

@@ -38,6 +38,7 @@
 //
 //   ACL_HOST_PROBE_BINARY 1
 //   kernel <name> has_ffts=0|1 simt_only=0|1 lock_bytes=N workspace_bytes=N own_args_bytes=N sim_time_us=N
+//          [workspace_per_program=N]   (then the workspace promised is workspace_bytes + N x the grid it got)
 //
 // Each kernel is acl_sim's probe (src/probe.cpp) with that configuration: aclrtBinaryGetFunction
 // (binary, name) and rtFunctionRegister(binary, stub, stubName, devFunc = name, mode) find it;

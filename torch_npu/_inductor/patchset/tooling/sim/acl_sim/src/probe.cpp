@@ -69,7 +69,6 @@ void probe_start(const ProbeConfig &cfg, const KernelCall &call, ProbeRecord &r)
   r.stream = call.stream;
   r.block_dim = call.block_dim;
   r.lock_bytes = cfg.lock_bytes;
-  r.workspace_bytes = cfg.workspace_bytes;
   const auto *a = static_cast<const uint8_t *>(call.args);
   size_t off = 0;
   size_t need = (cfg.has_ffts ? 8 : 0) + (cfg.simt_only ? 0 : 16) + cfg.own_args_bytes + 12;
@@ -93,13 +92,20 @@ void probe_start(const ProbeConfig &cfg, const KernelCall &call, ProbeRecord &r)
   }
   off += cfg.own_args_bytes;
   std::memcpy(r.grid, a + off, 12);
+  // A kernel compiled for any grid needs its workspace per program: the promise follows the grid it got.
+  if (cfg.workspace_per_program != 0 && (r.grid[0] <= 0 || r.grid[1] <= 0 || r.grid[2] <= 0)) {
+    bad(r, "a grid dimension is not positive");
+    return;
+  }
+  r.workspace_bytes = cfg.workspace_bytes + cfg.workspace_per_program * static_cast<uint64_t>(r.grid[0]) *
+                                                static_cast<uint64_t>(r.grid[1]) * static_cast<uint64_t>(r.grid[2]);
 
   measure(r, call, r.lock_ptr, r.workspace_ptr, cfg.lock_bytes, &r.lock_extent, &r.lock_available, &r.lock_overrun,
           "lock");
-  measure(r, call, r.workspace_ptr, r.lock_ptr, cfg.workspace_bytes, &r.workspace_extent, &r.workspace_available,
+  measure(r, call, r.workspace_ptr, r.lock_ptr, r.workspace_bytes, &r.workspace_extent, &r.workspace_available,
           &r.workspace_overrun, "workspace");
   if ((r.lock_ptr == 0) != (cfg.lock_bytes == 0)) bad(r, "sync_block_lock pointer presence does not match lock bytes");
-  if ((r.workspace_ptr == 0) != (cfg.workspace_bytes == 0))
+  if ((r.workspace_ptr == 0) != (r.workspace_bytes == 0))
     bad(r, "workspace_addr pointer presence does not match workspace bytes");
 
   if (r.lock_ptr != 0 && cfg.lock_bytes != 0) {
@@ -115,9 +121,9 @@ void probe_start(const ProbeConfig &cfg, const KernelCall &call, ProbeRecord &r)
     r.distinct_lock_values.erase(std::unique(r.distinct_lock_values.begin(), r.distinct_lock_values.end()),
                                  r.distinct_lock_values.end());
   }
-  if (r.lock_ptr && r.workspace_ptr && cfg.lock_bytes && cfg.workspace_bytes) {
+  if (r.lock_ptr && r.workspace_ptr && cfg.lock_bytes && r.workspace_bytes) {
     uintptr_t l0 = r.lock_ptr, l1 = r.lock_ptr + cfg.lock_bytes;
-    uintptr_t w0 = r.workspace_ptr, w1 = r.workspace_ptr + cfg.workspace_bytes;
+    uintptr_t w0 = r.workspace_ptr, w1 = r.workspace_ptr + r.workspace_bytes;
     if (l0 < w1 && w0 < l1) {
       r.regions_overlap = true;
       char buf[256];
@@ -125,18 +131,18 @@ void probe_start(const ProbeConfig &cfg, const KernelCall &call, ProbeRecord &r)
                     "kernel '%s' (launch %lu): lock region [%#lx, +%lu) and workspace region [%#lx, +%lu) overlap",
                     r.name.c_str(), static_cast<unsigned long>(r.launch_id), static_cast<unsigned long>(l0),
                     static_cast<unsigned long>(cfg.lock_bytes), static_cast<unsigned long>(w0),
-                    static_cast<unsigned long>(cfg.workspace_bytes));
+                    static_cast<unsigned long>(r.workspace_bytes));
       internal::report(ErrorKind::kRegionOverlapInKernel, buf);
     }
   }
   if (r.lock_ptr && cfg.lock_bytes)
     r.overlaps_with_running += internal::hold_region(r.launch_id, r.name, r.stream, r.lock_ptr, cfg.lock_bytes, "lock");
-  if (r.workspace_ptr && cfg.workspace_bytes)
+  if (r.workspace_ptr && r.workspace_bytes)
     r.overlaps_with_running +=
-        internal::hold_region(r.launch_id, r.name, r.stream, r.workspace_ptr, cfg.workspace_bytes, "workspace");
+        internal::hold_region(r.launch_id, r.name, r.stream, r.workspace_ptr, r.workspace_bytes, "workspace");
 
-  if (r.workspace_ptr && cfg.workspace_bytes) {
-    std::vector<uint8_t> pat(cfg.workspace_bytes);
+  if (r.workspace_ptr && r.workspace_bytes) {
+    std::vector<uint8_t> pat(r.workspace_bytes);
     for (uint64_t i = 0; i < pat.size(); ++i) pat[i] = pattern_byte(r.launch_id, i);
     if (!device_write(reinterpret_cast<void *>(r.workspace_ptr), pat.data(), pat.size(), "probe kernel (workspace)")) {
       r.workspace_written = false;
@@ -161,8 +167,8 @@ void probe_end(const ProbeConfig &cfg, ProbeRecord &r) {
       internal::report(ErrorKind::kLocksChangedWhileRunning, buf);
     }
   }
-  if (r.workspace_ptr && cfg.workspace_bytes && r.workspace_written) {
-    std::vector<uint8_t> now(cfg.workspace_bytes);
+  if (r.workspace_ptr && r.workspace_bytes && r.workspace_written) {
+    std::vector<uint8_t> now(r.workspace_bytes);
     bool ok = device_read(reinterpret_cast<void *>(r.workspace_ptr), now.data(), now.size(),
                           "probe kernel (workspace check at end)");
     for (uint64_t i = 0; ok && i < now.size(); ++i) ok = now[i] == pattern_byte(r.launch_id, i);

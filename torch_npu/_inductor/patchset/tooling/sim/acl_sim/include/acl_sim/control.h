@@ -339,6 +339,7 @@ struct ProbeConfig {
   bool simt_only = false;
   uint64_t lock_bytes = 0;        // expected lock bytes: read at start, checked at end
   uint64_t workspace_bytes = 0;   // expected workspace bytes: written with a pattern
+  uint64_t workspace_per_program = 0;  // and this many more per program of the launch's grid (its args)
   uint32_t sim_time_us = 0;       // simulated run time
   size_t own_args_bytes = 0;
 };

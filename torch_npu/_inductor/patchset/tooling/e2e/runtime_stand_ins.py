@@ -1,0 +1,83 @@
+"""The in-process stand-ins of the end-to-end job (the child imports this file by path, after torch_npu).
+
+Each one replaces a piece of CANN, or of the triton-ascend torch_npu 2.7.1.post10 was built for, that this
+machine lacks; stand_ins.STAND_INS says what each replaces and why no value the patch set computes or
+checks depends on it. Nothing here is kinder than the real thing where the patch set is concerned: the
+kernels' metadata comes from the compiler stand-in through triton-ascend's own code, and every launch
+of the compiled wrapper reaches the host ACL library.
+"""
+from __future__ import annotations
+
+import types
+
+
+class Missing(types.ModuleType):
+    """A module the installed triton-ascend lacks: any use of it fails, naming it."""
+
+    def __getattr__(self, attr):
+        raise RuntimeError(f"version shim: {self.__name__}.{attr} was used, and the installed triton-ascend "
+                           "lacks it (the end-to-end tier's stand-ins, tooling/e2e/stand_ins.py)")
+
+
+class AscendIr(Missing):
+    def load_dialects(self, context):
+        """triton-ascend 3.2.0's ``ir.load_dialects`` already loaded every dialect it has."""
+
+
+class NpuUtils:
+    """triton-ascend's ``npu_utils`` extension (built at run time against CANN's headers)."""
+
+    def get_arch(self):
+        return "Ascend910B1"  # what the host ACL library's aclrtGetSocName reports
+
+    def get_aicore_num(self):
+        return 24  # Ascend910B1's cube cores
+
+    def load_kernel_binary(self, name, kernel, shared, device, mix_mode):
+        return (0, 0, 0, 0)  # no handle: the Python side never launches (CompileTimeLauncher)
+
+
+class CompileTimeLauncher:
+    """triton-ascend's Python launcher, for the kernels the compile-time autotune block runs: it does not
+    run them (their timings only pick a config). The compiled C++ wrapper launches every kernel itself."""
+
+    def __init__(self, src, metadata):
+        self.mix_mode, self.shared = metadata.mix_mode, metadata.shared
+
+    def __call__(self, *args, **kwargs):
+        return None
+
+
+def _rand_strided_on_cpu(original):
+    def rand_strided(size, stride, dtype=None, device="cpu", extra_size=0):
+        import torch
+        return original(size, stride, dtype or torch.float32, "cpu", extra_size).to(device)
+    return rand_strided
+
+
+def install() -> list[str]:
+    """Install every in-process stand-in; the names of those installed."""
+    import torch._dynamo.testing as dynamo_testing
+    import torch._inductor.select_algorithm as select_algorithm
+    import torch_npu._inductor.runtime.triton_helpers as npu_triton_helpers
+    import triton
+    import triton._C.libtriton as libtriton
+    import triton.backends
+    import triton.backends.ascend.driver as driver_module
+
+    done = []
+    # triton's backend discovery loads driver.py a second time under another module name: patch both.
+    for scope in (driver_module.__dict__, triton.backends.backends["ascend"].driver.__init__.__globals__):
+        scope["NPUUtils"].__init__ = lambda self: setattr(self, "npu_utils_mod", NpuUtils())
+        scope["NPULauncher"] = CompileTimeLauncher
+    done += ["npu_utils", "compile-time launcher"]
+    if not hasattr(npu_triton_helpers, "extension"):
+        npu_triton_helpers.extension = Missing("tl.extra.cann.extension")
+        done.append("tl.extra.cann.extension")
+    if not hasattr(libtriton.ascend, "ir"):
+        libtriton.ascend.ir = AscendIr("triton._C.libtriton.ascend.ir")
+        done.append("triton._C.libtriton.ascend.ir")
+    on_cpu = _rand_strided_on_cpu(dynamo_testing.rand_strided)
+    dynamo_testing.rand_strided = select_algorithm.rand_strided = on_cpu
+    done.append("rand_strided on the CPU")
+    return done

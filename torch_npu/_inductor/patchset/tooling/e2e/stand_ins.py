@@ -1,0 +1,149 @@
+"""Every stand-in on the end-to-end path, in one place, and the folders the child runs with.
+
+What runs for real: torch 2.7.1 (Dynamo, AOTAutograd, Inductor), the wheel's own Python Inductor
+backend (lowering, its Flex Attention templates, Triton codegen, ``CppWrapperNpu``), triton-ascend's
+front end (``ast_to_ttir``, its own ``triton-adapter-opt`` writing the adapter MLIR, the metadata read
+from the compiler's library), Inductor's C++ build of the wrapper against the wheel's headers, and the
+wheel's ``libtorch_npu.so`` (task queue, caching allocator) over the host ACL library, which every
+launch reaches. What stands in is below; none of it decides a value the patch set computes or checks
+(a kernel's workspace and lock needs come from the compiler stand-in through triton-ascend's own code,
+the way the real compiler's arrive; sizes, the grid and the lock content are the patch set's).
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from ..releases import host_runtime, real_artifacts
+
+TRITON_ASCEND = "triton-ascend==3.2.0"
+#: triton-ascend needs these without declaring them (pybind11: its driver's builds; psutil: torch_npu's
+#: own inductor imports it from 2.7.1.post11 on).
+TRITON_ASCEND_UNDECLARED = ("pybind11", "psutil")
+
+#: (what stands in, what it replaces, why the patch set's values do not depend on it)
+STAND_INS: tuple[tuple[str, str, str], ...] = (
+    ("triton-ascend 3.2.0 from the package index",
+     "the triton-ascend 2.7.1.post10 was built for (not on the index)",
+     "its front end and adapter are the real ones; the two names post10 uses that 3.2.0 lacks are the shims below"),
+    ("version shim tl.extra.cann.extension",
+     "a module of the newer triton-ascend that post10's kernels import",
+     "fails loudly on any use; none of the job's kernels uses it"),
+    ("version shim triton._C.libtriton.ascend.ir",
+     "the newer triton-ascend's dialect loader, used by post10's compile check",
+     "load_dialects does nothing (3.2.0's ir.load_dialects loaded its dialects); any other use fails loudly"),
+    ("bisheng (compiler_stand_in.py)", "CANN's bisheng, asked only -print-targets by triton-ascend's driver",
+     "answers that an NPU target exists; decides nothing else"),
+    ("bishengir-compile (compiler_stand_in.py)",
+     "CANN's compiler from the adapter MLIR to kernel.o and libkernel.so",
+     "its libkernel.so reports the workspace and locks the tier chose for the kernel's mode: these are the "
+     "compiler's values, read by triton-ascend's own code; kernel.o is a host ACL probe that checks, at each "
+     "launch, the memory the patch set gave it"),
+    ("npu_utils (runtime_stand_ins.NpuUtils)",
+     "triton-ascend's driver utilities, built at run time against CANN's headers",
+     "reports Ascend910B1 with 24 cube cores; its kernel handles are never launched"),
+    ("compile-time launcher (runtime_stand_ins.CompileTimeLauncher)",
+     "triton-ascend's Python launcher, built at run time against CANN's headers",
+     "the compile-time autotune block's launches are not run: their timings pick a config only; every launch "
+     "of the compiled C++ wrapper runs"),
+    ("rand_strided on the CPU (runtime_stand_ins)",
+     "random example inputs made on the device by the compile-time autotune block",
+     "the host ACL library has no random operator; the values feed only the launches that are not run"),
+    ("block mask made on the CPU (flex_job.py)", "create_block_mask on the device",
+     "its eager operators are absent from the host ACL library; the mask's tensors are copied to the device, "
+     "where the compiled graphs read them"),
+    ("ASCEND_HOME_PATH (prepare_ascend_home)", "a CANN install",
+     "include/ holds only the stand-in runtime/runtime/rt.h (releases/real_artifacts.STAND_IN_HEADERS), lib64/ "
+     "the host ACL library; runtime/, compiler/ and opp/ are empty folders torch_npu checks exist"),
+)
+
+#: Each kernel mode's needs, as the compiler stand-in reports them (bytes per program, int64 slots, slot value).
+#: "mix" kernels (cube and vector, the Flex templates) get a workspace and locks; "aiv" ones none.
+KERNEL_NEEDS = {"mix": {"workspace_size": 6144, "lock_num": 2, "lock_init_val": 0},
+                "aiv": {"workspace_size": 0, "lock_num": 0, "lock_init_val": 0}}
+
+
+def _cache() -> Path:
+    return real_artifacts.CACHE_ROOT / "e2e"
+
+
+def _publish(build, final: Path) -> Path:
+    """Make ``final`` with ``build(tmp)`` once: built beside it, renamed into place (two workers may race)."""
+    if final.exists():
+        return final
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=final.name + ".", dir=final.parent))
+    try:
+        build(tmp)
+        try:
+            tmp.rename(final)
+        except OSError:
+            if not final.exists():
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return final
+
+
+def triton_ascend_dir() -> Path:
+    """triton-ascend (and what it needs undeclared), installed apart from the leg's own triton."""
+    def build(tmp: Path) -> None:
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(tmp),
+                        TRITON_ASCEND, *TRITON_ASCEND_UNDECLARED], check=True, capture_output=True, text=True)
+    return _publish(build, _cache() / TRITON_ASCEND.replace("==", "-"))
+
+
+def tools_dir() -> Path:
+    """``bin/`` with ``bisheng`` and ``bishengir-compile``, both the compiler stand-in."""
+    script = Path(__file__).with_name("compiler_stand_in.py")
+    key = hashlib.sha256(script.read_bytes() + sys.executable.encode()).hexdigest()[:12]
+
+    def build(tmp: Path) -> None:
+        (tmp / "bin").mkdir()
+        for tool in ("bisheng", "bishengir-compile"):
+            path = tmp / "bin" / tool
+            path.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{script}" {tool} "$@"\n')
+            path.chmod(0o755)
+    return _publish(build, _cache() / f"tools-{key}") / "bin"
+
+
+def prepare_ascend_home(release: str) -> Path:
+    """A folder laid out as CANN's install, holding only what stands in (see STAND_INS)."""
+    lib = host_runtime.runtime_dir(release)
+    key = hashlib.sha256(str(lib).encode() + repr(sorted(real_artifacts.STAND_IN_HEADERS.items())).encode())
+    final = _cache() / f"ascend-{release}-{key.hexdigest()[:12]}"
+
+    def build(tmp: Path) -> None:
+        for name, text in real_artifacts.STAND_IN_HEADERS.items():
+            (tmp / "include" / name).parent.mkdir(parents=True, exist_ok=True)
+            (tmp / "include" / name).write_text(text)
+        for folder in ("runtime", "compiler", "opp"):
+            (tmp / folder).mkdir()
+        (tmp / "lib64").symlink_to(lib)
+    return _publish(build, final)
+
+
+def child_env(release: str, *, patched: bool, work: Path) -> dict:
+    """The environment of one end-to-end child: the wheel over the host ACL library, triton-ascend
+    after the wheel on PYTHONPATH (before the leg's own triton), the stand-ins, caches in ``work``."""
+    home = prepare_ascend_home(release)
+    env = host_runtime.subprocess_env(release, {
+        "ASCEND_HOME_PATH": str(home), "ASCEND_OPP_PATH": str(home / "opp"),
+        # The stand-ins are installed in this process: compile here, not in a pool of workers.
+        "TORCHINDUCTOR_COMPILE_THREADS": "1",
+        "TORCHINDUCTOR_CACHE_DIR": str(work / "inductor"), "TRITON_CACHE_DIR": str(work / "triton"),
+    })
+    env["PYTHONPATH"] = os.pathsep.join([env["PYTHONPATH"].split(os.pathsep)[0], str(triton_ascend_dir()),
+                                         *env["PYTHONPATH"].split(os.pathsep)[1:]])
+    env["PATH"] = os.pathsep.join([str(tools_dir()), env.get("PATH", "")])
+    env.pop("TORCH_COMPILE_DEBUG", None)
+    if patched:
+        env.pop("TORCH_NPU_PATCHSET_DISABLE", None)
+    else:
+        env["TORCH_NPU_PATCHSET_DISABLE"] = "1"
+    return env
