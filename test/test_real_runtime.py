@@ -9,12 +9,12 @@ own task queue and its memory comes from torch_npu's own caching allocator (``to
 
 * patched, with TASK_QUEUE_ENABLE 1, 0 and 2: every launch clean (the probe's verdict: regions live, sized,
   disjoint, initialised), launched from torch_npu's queue thread (the caller with the queue off), one caching
-  allocator request, no copy, no synchronisation; the block held while its lambda waits in the queue and given
-  back by the calling thread once its kernel has finished (the lambda's event);
+  allocator request, no copy, no synchronisation; the block kept and given back as docs/design.md says
+  ("When the block goes back");
 * as shipped (TASK_QUEUE_ENABLE=1): what each release really does (NULL pointers; post11's aliasing requests,
   blocking copies and allocator growth on the queue thread);
-* the mutants the simulation catches (the lambda owning the block, never marking it done, keeping it to the
-  wrapper's end, giving it back once queued), built into the same shared object;
+* the mutants (``MUTANTS``: edits of the generated launcher, and the earlier and wrong launch rules of
+  ``tooling/releases/mutant_helpers.py``), built into the same shared object;
 * the scenarios (issues 30 and 31): Python threads on one stream with TASK_QUEUE_ENABLE 1, 0 and 2, on two devices,
   empty_cache from another thread with the task queue off and on, torch_npu's own ``zero_`` / ``fill_`` taking its
   workspace allocator on the queue thread while launches run, NPUGraph capture then empty_cache and growth then
@@ -180,8 +180,9 @@ WITH_LOCKS = [s.key for s in SAMPLES if plan_from_metadata(s.metadata, kernel=s.
 @pytest.mark.parametrize("release", [r for r in RELEASES if r in OWN_ALLOCATION])
 def test_lock_content_equals_the_releases_own_fix(release):
     """Every lock layout: the lock slots each kernel found at start with the patch set equal those torch_npu's own
-    fix wrote (its host vector, copied with aclrtMemcpy), both on the release's own runtime, and the rule
-    launch_plan states (docs/design.md). The reference is torch_npu's generated code, not a table typed in here."""
+    fix wrote (its host vector, copied with aclrtMemcpy), both on the release's own runtime, and the content
+    docs/design.md's "Lock content" table gives (``harness.expected_lock_content``). The reference is torch_npu's
+    generated code, not a table typed in here."""
     patched = {r["sample"]: r for r in runs(release)["patched"]["samples"]}
     upstream = {r["sample"]: r for r in runs(release)["upstream"]["samples"]}
     for key in WITH_LOCKS:
