@@ -37,6 +37,9 @@ def test_verdict_names_each_kind_of_defect_once_and_clean_only_when_ok():
 def test_the_demo_claim_needs_every_release_wrong_as_shipped_and_clean_patched():
     good = {"upstream": {"ok": False}, "patched": {"ok": True}}
     assert demo.expected_ok([good, good])
+    job = {"as_shipped": {"ok": True}, "patched": {"ok": True}}
+    assert demo.expected_ok([good], job)
+    assert not demo.expected_ok([good], {**job, "patched": {"ok": False}})
     assert not demo.expected_ok([good, {"upstream": {"ok": True}, "patched": {"ok": True}}])
     assert not demo.expected_ok([{"upstream": {"ok": False}, "patched": {"ok": False}}])
 
@@ -67,6 +70,12 @@ def test_demo_shows_null_and_aliasing_as_shipped_and_clean_patched():
         assert any("torch_npu::inductor::LaunchMemory npu_sync_memory(" in line for line in plus)  # before the lambda
         assert any("npu_sync_memory.handed();" in line for line in plus)  # after launchKernel
         assert any("torch_npu::inductor::LaunchDone npu_sync_done{" in line for line in plus)  # first in the lambda
+    # The user's job end to end: the backward stops at the assertion as shipped, runs patched, and each of its
+    # launches got workspace_size x grid with initialised locks (the e2e tier's own tests check the details).
+    e2e = out["end_to_end"]
+    assert "cpp_wrapper requires SymbolicGridFn" in e2e["as_shipped"]["runs"][0]["error"]
+    assert e2e["patched"]["ok"] and e2e["patched"]["graphs"] == 1 and len(e2e["patched"]["backward_launches"]) == 3
+    assert any("the user's job, end to end on 2.7.1.post10" in line for line in steps)
     states = {row["id"]: row["state"] for row in by["2.7.1.post10"]["status"]}
     assert states["cpp-wrapper-sync-resources"] == "applied"
     assert {row["id"]: row["state"] for row in by["2.7.1.post11"]["status"]}["kernel-sync-metadata"] == "upstream-has-fix"

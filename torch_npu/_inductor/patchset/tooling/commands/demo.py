@@ -17,6 +17,11 @@ says so on stderr, so that a first run is never silent):
    received; the verdict names what is wrong (NULL pointers, aliasing regions, a blocking copy on the queue
    thread) or says ``clean``.
 
+Then the user's own job (``tooling/e2e``): ``torch.compile(flex_attention, dynamic=True,
+options={"cpp_wrapper": True})``, forward and backward, through 2.7.1.post10's own Inductor backend, as
+shipped (the backward stops at the assertion) and patched (every length runs; what each backward launch
+received).
+
 Each release runs on its own torch line (2.7.1.* here).
 """
 from __future__ import annotations
@@ -28,12 +33,14 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+from ..e2e import tier as e2e_tier
 from ..releases import real_artifacts, real_runtime, wheels
 from ..sim.samples import BY_KEY
 
 #: 2.7.1.post10 hands the kernel NULL; 2.7.1.post11 carries upstream's own allocation (two requests that alias).
 DEFAULT_VERSIONS = ("2.7.1.post10", "2.7.1.post11")
 DEFAULT_SAMPLE = "both"  # workspace + locks: the case both upstream releases get wrong
+E2E_RELEASE = "2.7.1.post10"  # the seed's reproduction ran on this line
 
 
 
@@ -148,6 +155,58 @@ def show(version: str, sample_key: str, data: dict) -> dict:
     return result
 
 
+def job_view(r: dict) -> dict:
+    """The user's job, as the demo shows it: each length's outcome, the compiles, what each backward launch got."""
+    runs = [{"seq_len": x["seq_len"], "forward": x.get("forward"), "backward": x.get("backward"),
+             "error": x.get("error")} for x in r.get("runs", [])]
+    needs = {c["name"]: c for c in r.get("compiled", [])}
+    launches = [{"kernel": p["name"], "grid": p["grid"], "workspace_bytes": p["workspace_bytes"],
+                 "workspace_size": needs[p["name"]]["workspace_size"], "lock_null": p["lock_ptr"] == 0,
+                 "workspace_null": p["workspace_ptr"] == 0, "lock_slots": p["lock_slots_at_start"],
+                 "overrun": p["workspace_overrun"] + p["lock_overrun"], "overlap": p["regions_overlap"]}
+                for p in r.get("host", {}).get("probe_records", [])
+                if p["name"].startswith("triton_tem_fused_zeros") and p["name"] in needs]
+    return {"runs": runs, "graphs": r.get("unique_graphs"), "host_errors": len(r.get("host", {}).get("errors", [])),
+            "backward_launches": launches, "cached": r.get("cached", False)}
+
+
+def end_to_end() -> dict:
+    """The user's job on :data:`E2E_RELEASE`, as shipped and patched (one-pass mode), side by side."""
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        shipped, patched = pool.map(lambda p: e2e_tier.run_job(E2E_RELEASE, patched=p, one_pass=True), (False, True))
+    s, p = job_view(shipped), job_view(patched)
+    s["ok"] = bool(s["runs"]) and "cpp_wrapper requires SymbolicGridFn" in (s["runs"][0]["error"] or "")
+    p["ok"] = (len(p["runs"]) == len(e2e_tier.SEQ_LENS) and p["graphs"] == 1 and p["host_errors"] == 0
+               and all(x["forward"] == x["backward"] == "ok" for x in p["runs"])
+               and len(p["backward_launches"]) == len(p["runs"])
+               and all(not x["lock_null"] and not x["workspace_null"] and not x["overrun"] and not x["overlap"]
+                       and x["workspace_bytes"] == x["workspace_size"] * x["grid"][0] * x["grid"][1] * x["grid"][2]
+                       for x in p["backward_launches"]))
+    return {"release": E2E_RELEASE, "as_shipped": s, "patched": p}
+
+
+def format_job(e2e: dict) -> list[str]:
+    def outcome(x):
+        if x["error"]:
+            return f"forward ok, backward stops: {x['error']}" if x["forward"] == "ok" else x["error"]
+        return f"forward {x['forward']}, backward {x['backward']}"
+    out = ["=== the user's job: torch.compile(flex_attention, dynamic=True, options={'cpp_wrapper': True}), "
+           "forward and backward,", f"    through torch_npu {e2e['release']}'s own Inductor backend and runtime "
+           "(stand-ins: tooling/e2e/stand_ins.py)"]
+    for tag, name in (("as_shipped", "as shipped:"), ("patched", "patched:")):
+        v = e2e[tag]
+        out += [f"  {name if i == 0 else '':<13}S={x['seq_len']}: {outcome(x)}" for i, x in enumerate(v["runs"])]
+        if tag == "patched":
+            out.append(f"  {'':<13}{v['graphs']} compile for {len(v['runs'])} lengths; host ACL library error "
+                       f"reports {v['host_errors']}")
+            for x in v["backward_launches"]:
+                blocks = x["grid"][0] * x["grid"][1] * x["grid"][2]
+                out.append(f"  {'':<13}{x['kernel']} grid {'x'.join(map(str, x['grid']))}: workspace "
+                           f"{_bytes(x['workspace_bytes'])} = {x['workspace_size']} B x {blocks} programs, "
+                           f"{len(x['lock_slots'])} lock slots holding {sorted(set(x['lock_slots']))}")
+    return out + [""]
+
+
 def format_text(results: list[dict]) -> str:
     out = ["torch-npu-inductor-patches demo: real torch_npu releases (their wheels), before and after the patch",
            "set; the launchers run on each release's own libtorch_npu.so, task queue and caching allocator, over",
@@ -172,9 +231,11 @@ def format_text(results: list[dict]) -> str:
     return "\n".join(out)
 
 
-def expected_ok(results: list[dict]) -> bool:
-    """The demo's claim: every release is wrong as shipped and clean patched."""
-    return all(not r["upstream"]["ok"] and r["patched"]["ok"] for r in results)
+def expected_ok(results: list[dict], e2e: dict | None = None) -> bool:
+    """The demo's claim: every release is wrong as shipped and clean patched; the user's job stops at the
+    assertion as shipped and runs patched."""
+    return (all(not r["upstream"]["ok"] and r["patched"]["ok"] for r in results)
+            and (e2e is None or (e2e["as_shipped"]["ok"] and e2e["patched"]["ok"])))
 
 
 def _say(line: str) -> None:
@@ -182,7 +243,7 @@ def _say(line: str) -> None:
     print(f"demo: {line}", file=sys.stderr, flush=True)
 
 
-def _run(versions: list[str], sample_key: str) -> list[dict]:
+def _run(versions: list[str], sample_key: str) -> tuple[list[dict], dict]:
     started = time.monotonic()
     for v in versions:  # one at a time: each download says what it fetches and how big
         try:
@@ -197,8 +258,11 @@ def _run(versions: list[str], sample_key: str) -> list[dict]:
          "test double of CANN (built once per release: about 40 s the first time, cached after)")
     with ThreadPoolExecutor(max_workers=len(versions)) as pool:
         results = list(pool.map(lambda vd: show(vd[0], sample_key, vd[1]), zip(versions, data)))
+    _say(f"the user's job, end to end on {E2E_RELEASE}, as shipped and patched: torch.compile of Flex Attention "
+         "forward and backward through the wheel's own Inductor backend (about 2 min the first time, cached after)")
+    e2e = end_to_end()
     _say(f"done in {time.monotonic() - started:.0f} s")
-    return results
+    return results, e2e
 
 
 def main(argv=None) -> int:
@@ -209,16 +273,18 @@ def main(argv=None) -> int:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     try:
-        results = _run(args.versions, args.sample)
+        results, e2e = _run(args.versions, args.sample)
     except DemoError as exc:
         print(f"demo: {exc}", file=sys.stderr)
         return 1
-    ok = expected_ok(results)
+    ok = expected_ok(results, e2e)
     if args.json:
-        print(json.dumps({"releases": results, "ok": ok}, indent=2))
+        print(json.dumps({"releases": results, "end_to_end": e2e, "ok": ok}, indent=2))
     else:
         print(format_text(results))
-        print("as shipped: wrong on both releases; patched: clean" if ok else "demo: UNEXPECTED result (see above)")
+        print("\n".join(format_job(e2e)))
+        print("as shipped: wrong on both releases and the user's backward does not compile; patched: clean, and it "
+              "runs" if ok else "demo: UNEXPECTED result (see above)")
     return 0 if ok else 1
 
 
