@@ -1,5 +1,5 @@
 """The acceptance kit (``python -m torch_npu._inductor.patchset selftest``): its judgements, its report
-and its command line. The end-to-end checks run on a device (docs/selftest-cuda.md); here what decides
+and its command line. The end-to-end checks run on a device (docs/verification.md, the selftest section); here what decides
 passed / failed / skipped is exercised on inputs whose answer is known, and the command itself is run as
 a user runs it: on this machine's CPU, and with a torch_npu installed that has no usable NPU."""
 from __future__ import annotations
