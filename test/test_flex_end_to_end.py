@@ -104,3 +104,14 @@ def test_two_pass_with_the_patch_set_gets_past_the_assertion():
     assert ASSERTION not in first.get("error", "") and ASSERTION not in r["stderr_tail"]
     assert first.get("backward") == "ok" or "CudaKernelParamCache not populated" in first.get("error", ""), \
         tier.summary(r)
+
+
+def test_post10s_own_backward_template_does_not_compile_for_lengths_off_the_128_grid():
+    """torch_npu 2.7.1.post10's backward template with IS_DIVISIBLE False (what its lowering picks for any
+    symbolic length) masks [D, N] loads of [N, D] pointers (docs/facts.md): the compile check stops it,
+    with the patch set, before anything of ours runs. A release that fixes it fails this test: then the job
+    above can drop its IS_DIVISIBLE option."""
+    r = tier.run_job(RELEASE, patched=True, one_pass=True, seq_lens=(160,), divisible=False)
+    first = r["runs"][0]
+    assert first.get("forward") == "ok", tier.summary(r)
+    assert "Cannot broadcast" in first.get("traceback_tail", "") + first.get("error", ""), tier.summary(r)

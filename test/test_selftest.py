@@ -561,3 +561,19 @@ def test_an_autoload_failure_is_in_the_report(monkeypatch):
                                                                                                st.SKIPPED), 0)}
     assert "  autoload failure applying after import of m: OSError('disk full')" in st.format_text(result).splitlines()
     assert "| autoload failure | applying after import of m: OSError('disk full') |" in st.format_markdown(result)
+
+
+def test_flex_failure_of_torch_npus_own_template_is_named_as_such(monkeypatch):
+    """On torch_npu 2.7.1.post10 the Flex backward template itself does not compile with dynamic lengths
+    (the end-to-end tier shows it): the check fails naming torch_npu's template, not the patch set."""
+    from torch_npu._inductor.patchset import selftest
+
+    def broken(*args):
+        raise RuntimeError("CompilationError: at 20:15: ValueError('Cannot broadcast, the expanded size ...')")
+
+    monkeypatch.setattr(selftest, "_forward_backward", broken)
+    with pytest.raises(selftest.CheckFailed, match="torch_npu's own Flex Attention backward template"):
+        selftest._compiled_forward_backward(None, [], None)
+    monkeypatch.setattr(selftest, "_forward_backward", lambda *a: (_ for _ in ()).throw(ValueError("other")))
+    with pytest.raises(ValueError, match="other"):
+        selftest._compiled_forward_backward(None, [], None)

@@ -1,7 +1,7 @@
 """The user's job (run as a script by tier.py, over the host ACL library): a dynamic Flex Attention
 forward and backward compiled with ``cpp_wrapper=True`` on ``npu`` tensors, at several sequence lengths.
 
-argv[1]: a JSON spec {"out", "batch", "heads", "dim", "seq_lens", "one_pass", "stand_ins"}.
+argv[1]: a JSON spec {"out", "batch", "heads", "dim", "seq_lens", "one_pass", "divisible", "stand_ins"}.
 Writes the verdict to spec["out"] as it goes: the stand-ins installed, each length's forward and
 backward ("ok" or the error's one line), the frames Dynamo compiled, and the host ACL library's report.
 """
@@ -63,9 +63,10 @@ def main() -> None:
         q, k, v = (torch.randn(b, h, s, d).to("npu").requires_grad_() for _ in range(3))
         mask = create_block_mask(causal, b, h, s, s, device="cpu").to("npu")
         try:
-            # post10's backward template does not compile when IS_DIVISIBLE is False (stand_ins.py); the
-            # lengths are multiples of 128, so saying it is true keeps the kernels exact.
-            out = compiled(q, k, v, block_mask=mask, kernel_options={"IS_DIVISIBLE": True})
+            # post10's backward template does not compile when IS_DIVISIBLE is False (docs/facts.md): with
+            # lengths that are multiples of 128, saying it is true keeps the kernels exact.
+            options = {"IS_DIVISIBLE": True} if SPEC["divisible"] else None
+            out = compiled(q, k, v, block_mask=mask, kernel_options=options)
             run["forward"] = "ok"
             save()
             out.backward(torch.ones(b, h, s, d).to("npu"))

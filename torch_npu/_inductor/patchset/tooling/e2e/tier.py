@@ -45,12 +45,13 @@ def _key(*parts) -> str:
 
 @lru_cache(maxsize=None)
 def run_job(release: str, *, patched: bool, one_pass: bool, seq_lens: tuple[int, ...] = SEQ_LENS,
-            batch: int = 2, heads: int = 4, dim: int = 64, timeout: float = 1200) -> dict:
+            batch: int = 2, heads: int = 4, dim: int = 64, divisible: bool = True, timeout: float = 1200) -> dict:
+    """``divisible``: the job says ``IS_DIVISIBLE`` (its lengths must then be multiples of 128)."""
     cached = real_artifacts.CACHE_ROOT / "e2e" / "results" / (
-        _key(release, patched, one_pass, seq_lens, batch, heads, dim) + ".json")
+        _key(release, patched, one_pass, seq_lens, batch, heads, dim, divisible) + ".json")
     if cached.exists():
         return {**json.loads(cached.read_text()), "cached": True}
-    result = _run(release, patched, one_pass, seq_lens, batch, heads, dim, timeout)
+    result = _run(release, patched, one_pass, seq_lens, batch, heads, dim, divisible, timeout)
     if result.get("done") or result.get("runs"):  # a verdict; a child that died early is never kept
         cached.parent.mkdir(parents=True, exist_ok=True)
         tmp = cached.with_suffix(f".{os.getpid()}.tmp")
@@ -60,12 +61,12 @@ def run_job(release: str, *, patched: bool, one_pass: bool, seq_lens: tuple[int,
 
 
 def _run(release: str, patched: bool, one_pass: bool, seq_lens: tuple[int, ...], batch: int, heads: int,
-         dim: int, timeout: float) -> dict:
+         dim: int, divisible: bool, timeout: float) -> dict:
     with tempfile.TemporaryDirectory(prefix="e2e-flex-") as tmp:
         work = Path(tmp)
         out, log = work / "result.json", work / "compiled.jsonl"
         spec = {"out": str(out), "batch": batch, "heads": heads, "dim": dim, "seq_lens": list(seq_lens),
-                "one_pass": one_pass, "stand_ins": str(RUNTIME_STAND_INS)}
+                "one_pass": one_pass, "divisible": divisible, "stand_ins": str(RUNTIME_STAND_INS)}
         (work / "spec.json").write_text(json.dumps(spec))
         env = stand_ins.child_env(release, patched=patched, work=work)
         env[compiler_stand_in.KERNELS_ENV] = json.dumps(stand_ins.KERNEL_NEEDS)
