@@ -16,6 +16,17 @@ def probe_of_shape(shape: str, detail: str, upstream_fix: str = "upstream-fix", 
         return Probe.upstream_has_fix(detail)
     return Probe.needed(detail)
 
+def needs_applying(found: tuple[str, str], replaces: str) -> bool:
+    """From the shape a fix read: False when it is the fix's own already, True when it is the shape the fix
+    replaces; any other raises with what differs."""
+    shape, detail = found
+    if shape == "ours":
+        return False
+    if shape != replaces:
+        raise RuntimeError(detail)
+    return True
+
+
 #: DeferredNpuTritonCallWrapper.generate_launch_kernel's parameters in both layouts.
 LAUNCH_PARAMS = ["self", "prefix", "wrapper", "kernel_var_name", "params"]
 #: The two NULL declarations upstream's launch code writes (the first keeps its indent).

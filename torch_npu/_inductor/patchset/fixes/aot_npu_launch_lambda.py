@@ -23,7 +23,7 @@ import functools
 import re
 
 from .._patching import Probe, source_of
-from ._shared import probe_of_shape
+from ._shared import needs_applying, probe_of_shape
 
 MODULE = "torch_npu._inductor.codegen.cpp_wrapper_npu"
 #: The older layout's module (codegen/cpp_wrapper.py), on torch lines without a lazy path.
@@ -97,11 +97,8 @@ def probe(modules) -> Probe:
 
 
 def apply(modules, patcher) -> str:
-    found, detail = shape(modules)
-    if found == "ours":
+    if not needs_applying(shape(modules), "lazy-in-aot"):
         return "already applied"
-    if found != "lazy-in-aot":
-        raise RuntimeError(detail)
     from torch._inductor import config
     from torch._inductor.virtualized import V
 

@@ -49,6 +49,7 @@ from ._shared import (
     buffer_sides,
     graph_in_aot_mode,
     helper_include_lines,
+    needs_applying,
     probe_of_shape,
     release_after_launches,
     splice_lambda_lines,
@@ -152,11 +153,8 @@ def splice(text: str, plan, kernel: str):
 
 
 def apply(modules, patcher) -> str:
-    found, detail = shape(modules)
-    if found == "ours":
+    if not needs_applying(shape(modules), "null-pointers"):
         return "already applied"
-    if found != "null-pointers":
-        raise RuntimeError(detail)
     _, wrapper_cls, deferred_cls = _classes(modules)
     orig_args_decl = wrapper_cls.__dict__["generate_args_decl"]
     orig_launch = deferred_cls.__dict__["generate_launch_kernel"]
