@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from torch_npu._inductor.patchset.tooling.releases import elf
 from torch_npu._inductor.patchset.tooling.releases import real_artifacts as ra
 
 #: Wheels per torch line: the CI legs.
@@ -74,9 +75,12 @@ def test_every_undefined_symbol_is_accounted_for(version):
     acl = {pretty for _, pretty, p in r.accounting if p.startswith("libascendcl.so")}
     assert "aclrtLaunchKernelWithHostArgs" in acl and "aclrtMemsetAsync" in acl, acl
     # a kept block given back behind its last kernel: an event recorded and queried (never waited for) by a
-    # calling thread; whether the launch's stream is captured: CANN's per-stream status
-    for used in ("aclrtCreateEvent", "aclrtRecordEvent", "aclrtQueryEventStatus", "aclmdlRICaptureGetInfo"):
+    # calling thread
+    for used in ("aclrtCreateEvent", "aclrtRecordEvent", "aclrtQueryEventStatus"):
         assert used in acl, used
+    # whether the launch's stream is captured (CANN's per-stream status) is looked up at run time, never
+    # linked: a CANN without graph capture lacks the function (see the test below)
+    assert "aclmdlRICaptureGetInfo" not in acl, acl
     # locks are written with byte fills: no copy, no page-locked memory; nothing waits
     for gone in ("aclrtMemcpyAsync", "aclrtMemcpy", "aclrtMallocHost", "aclrtFreeHost", "aclrtSynchronizeStream",
                  "aclrtSynchronizeDevice", "aclrtSynchronizeEvent"):
@@ -149,7 +153,18 @@ def test_helper_builds_against_the_oldest_releases(version):
     # Without the allocator's hasCapturesUnderway the helper asks CANN whether a stream captures (it always does
     # for the launch's own stream).
     assert "hasCapturesUnderway" not in text
-    assert "aclmdlRICaptureGetInfo" in {pretty for _, pretty, p in r.accounting if p.startswith("libascendcl.so")}
+    assert "aclmdlRICaptureGetInfo" not in {pretty for _, pretty, p in r.accounting}
+
+
+@pytest.mark.parametrize("version", WHEELS + OLDEST)
+def test_capture_status_is_looked_up_at_run_time_as_each_wheel_does(version):
+    """Every wheel's own libtorch_npu.so names aclmdlRICaptureGetInfo without importing it (its function
+    loader resolves it from libascendcl.so at run time: a CANN may lack it); the helper does the same."""
+    lib = ra.npu_artifacts(version) / "torch_npu" / "lib" / "libtorch_npu.so"
+    assert "aclmdlRICaptureGetInfo" not in elf.dynamic_symbols(lib)[1]
+    assert "aclmdlRICaptureGetInfo" in elf.rodata_strings(lib)
+    helper = (ra.DEFAULT_HELPER.parent / "npu_launch_resources" / "kept.h").read_text()
+    assert 'dlsym(dlopen("libascendcl.so", RTLD_LAZY | RTLD_NOLOAD), "aclmdlRICaptureGetInfo")' in helper
 
 
 def test_render_cache_key_follows_the_helpers_headers(tmp_path, monkeypatch):
