@@ -1,6 +1,6 @@
 """Run the user's job (flex_job.py) in a child over a released wheel and the host ACL library.
 
-    run_job(release, patched=True, one_pass=True) -> dict
+    run_job(release, patched=True, one_pass=None) -> dict
 
 The verdict: the child's result (each sequence length's forward and backward, the frames compiled, the
 host ACL library's report), the C++ wrappers Inductor generated, and what the compiler stand-in
@@ -44,9 +44,10 @@ def _key(*parts) -> str:
 
 
 @lru_cache(maxsize=None)
-def run_job(release: str, *, patched: bool, one_pass: bool, seq_lens: tuple[int, ...] = SEQ_LENS,
+def run_job(release: str, *, patched: bool, one_pass: bool | None, seq_lens: tuple[int, ...] = SEQ_LENS,
             batch: int = 2, heads: int = 4, dim: int = 64, divisible: bool = True, timeout: float = 1200) -> dict:
-    """``divisible``: the job says ``IS_DIVISIBLE`` (its lengths must then be multiples of 128)."""
+    """``one_pass``: ``triton.autotune_at_compile_time`` (None: torch's default, which is one pass when triton is
+    there); ``divisible``: the job says ``IS_DIVISIBLE`` (its lengths must then be multiples of 128)."""
     cached = real_artifacts.CACHE_ROOT / "e2e" / "results" / (
         _key(release, patched, one_pass, seq_lens, batch, heads, dim, divisible) + ".json")
     if cached.exists():
@@ -60,7 +61,7 @@ def run_job(release: str, *, patched: bool, one_pass: bool, seq_lens: tuple[int,
     return {**result, "cached": False}
 
 
-def _run(release: str, patched: bool, one_pass: bool, seq_lens: tuple[int, ...], batch: int, heads: int,
+def _run(release: str, patched: bool, one_pass: bool | None, seq_lens: tuple[int, ...], batch: int, heads: int,
          dim: int, divisible: bool, timeout: float) -> dict:
     with tempfile.TemporaryDirectory(prefix="e2e-flex-") as tmp:
         work = Path(tmp)
@@ -92,8 +93,9 @@ def summary(result: dict) -> str:
             f"rc={result['returncode']} done={result.get('done')} ({result['seconds']} s): {runs}")
 
 
-if __name__ == "__main__":  # python -m ...tooling.e2e.tier RELEASE [unpatched] [two-pass]
-    r = run_job(sys.argv[1], patched="unpatched" not in sys.argv, one_pass="two-pass" not in sys.argv)
+if __name__ == "__main__":  # python -m ...tooling.e2e.tier RELEASE [unpatched] [one-pass | two-pass]
+    mode = True if "one-pass" in sys.argv else False if "two-pass" in sys.argv else None
+    r = run_job(sys.argv[1], patched="unpatched" not in sys.argv, one_pass=mode)
     print(summary(r))
     print(r["stderr_tail"][-1500:] if not r.get("done") else "", file=sys.stderr)
     os._exit(0)
