@@ -172,3 +172,42 @@ def test_the_render_cache_is_keyed_by_everything_the_harness_runs():
             todo.extend(n for n in GRAPH[m] if is_tooling(n))
     runs = {MODULES[m].resolve() for m in seen if not MODULES[m].name == "__init__.py"}
     assert runs == {p.resolve() for p in real_artifacts.HARNESS_INPUTS}
+
+
+#: A release's way through ``tooling/releases/`` (issue 41), in order; a step's modules import only modules of the
+#: steps before it, or of their own step. The modules that take a release along the way (``real_sources``,
+#: ``real_runtime``, the benchmark, the release matrix) are not steps: they may call any.
+RELEASE_STEPS = (
+    ("fetch, extract", ("release_names", "wheels")),
+    ("build against its headers", ("real_artifacts", "aot_artifacts", "launchers")),
+    ("its runtime", ("line_python", "elf", "wheel_needs", "host_runtime")),
+    ("build for its runtime", ("runtime_build",)),
+    ("run", ("runtime_run", "child_watch")),
+    ("judge", ("real_runtime_judge",)),
+)
+RELEASES = f"{TOOLING}.releases"
+
+
+def test_a_release_flows_one_way_through_the_steps():
+    step_of = {f"{RELEASES}.{m}": i for i, (_, mods) in enumerate(RELEASE_STEPS) for m in mods}
+    assert set(step_of) <= set(MODULES), sorted(set(step_of) - set(MODULES))
+    against = sorted(f"{m[len(RELEASES) + 1:]} ({RELEASE_STEPS[step_of[m]][0]}) imports {n[len(RELEASES) + 1:]}"
+                     + (f" ({RELEASE_STEPS[step_of[n]][0]})" if n in step_of else " (no step)")
+                     for m in step_of for n in GRAPH[m]
+                     if n.startswith(RELEASES + ".") and step_of.get(n, len(RELEASE_STEPS)) > step_of[m])
+    assert not against, f"imports against the release's way {' -> '.join(s for s, _ in RELEASE_STEPS)}: {against}"
+
+
+def test_launcher_simulate_takes_a_release_along_the_steps_only():
+    """``launcher --simulate`` (``real_sources``) reaches the runtime through the steps, not through the tier's
+    orchestrator (``real_runtime``), and so does the benchmark's run."""
+    steps = {f"{RELEASES}.{m}" for _, mods in RELEASE_STEPS for m in mods}
+    reached = {n for n in GRAPH[f"{RELEASES}.real_sources"] if n.startswith(RELEASES + ".")}
+    assert reached and reached <= steps, sorted(reached - steps)
+    assert {f"{RELEASES}.runtime_build", f"{RELEASES}.runtime_run"} <= GRAPH[f"{RELEASES}.real_runtime_bench"]
+
+
+def test_a_step_against_the_way_is_seen():
+    """The step check reads real edges: a judge that imported the run step would be against the way."""
+    assert f"{RELEASES}.real_artifacts" in GRAPH[f"{RELEASES}.real_runtime_judge"]
+    assert f"{RELEASES}.host_runtime" in GRAPH[f"{RELEASES}.runtime_run"]

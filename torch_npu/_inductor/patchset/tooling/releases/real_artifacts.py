@@ -133,6 +133,11 @@ class TierError(RuntimeError):
 
 
 # ---- small utilities -------------------------------------------------------------------------------
+def first_line(text: str, limit: int = 300) -> str:
+    """An error's first line (torch_npu appends its C++ frames and log lines to what it throws)."""
+    return (text.strip().splitlines() or [""])[0][:limit]
+
+
 def build_cache() -> Path:
     d = os.environ.get("TORCH_NPU_PATCHSET_BUILD_CACHE")
     p = Path(d).expanduser() if d else CACHE_ROOT / "build"

@@ -39,19 +39,15 @@ Command line: ``python -m torch_npu._inductor.patchset launcher --samples --real
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import re
-import subprocess
-import tempfile
-import time
 from pathlib import Path
 from typing import Sequence
 
 from ..sim import harness as sim_harness
 from ..sim import launcher_writer as lc
 from ..sim.samples import SAMPLES, Sample
-from . import aot_artifacts, mutant_helpers, rendered
+from . import mutant_helpers, rendered
 from . import real_artifacts as ra
 from .real_runtime_judge import (
     child_failure,
@@ -61,15 +57,19 @@ from .real_runtime_judge import (
     judge_launch,
     judge_scenario,
 )
+from .runtime_build import (  # noqa: F401  (ENTRY, HOST_LIBRARY, entries_source, line_python: for callers)
+    ENTRY,
+    HOST_LIBRARY,
+    RealRuntimeError,
+    build_launchers,
+    entries_source,
+    host_libraries,
+    line_python,
+)
+from .runtime_run import CHILD, CHILD_IMPORT_BOUND_S, LAUNCHES, PARENT_GRACE_S, run_child  # noqa: F401  (for callers)
 
-CHILD = Path(__file__).with_name("real_runtime_child.py")
 #: TASK_QUEUE_ENABLE values each run is made with: torch_npu's default (1), off (0), level 2.
 QUEUE_MODES = ("1", "0", "2")
-LAUNCHES = 2  # per launcher, back to back on one stream, as --simulate makes them
-ENTRY = "npu_patchset_real_runtime_call_"
-#: The host ACL library's file (and soname): torch_npu loads it, the launchers link it, the child reaches its
-#: control surface in it.
-HOST_LIBRARY = "libascendcl.so"
 
 #: The scenarios' kernel: 1 MiB of workspace per program, grid 8 (8 MiB per launch).
 SCENARIO_SAMPLE = Sample("threads", "1 MiB workspace per program, grid 8",
@@ -180,184 +180,7 @@ RUNTIME_SAMPLES = (*SAMPLES, SCENARIO_SAMPLE)
 RUNTIME_SAMPLE_BY_KEY = {s.key: s for s in RUNTIME_SAMPLES}
 
 
-class RealRuntimeError(ra.TierError):
-    """The tier could not run (no host ACL library, a wheel that does not import, a build that failed)."""
-
-
 # ---- 1. build -------------------------------------------------------------------------------------
-_LOAD_KERNEL = re.compile(r'loadKernel\(\s*"(?P<path>[^"]+)"\s*,\s*"(?P<name>[^"]+)"')
-
-_GLUE = r"""
-// ---- real-runtime tier glue (tooling/releases/real_runtime.py): what the Python child calls --------------
-#include <algorithm>
-#include <condition_variable>
-#include <cstdio>
-#include <mutex>
-#include <string>
-#include <thread>
-#include <vector>
-#include <sys/syscall.h>
-#include <unistd.h>
-namespace npu_patchset_real_runtime {
-// A launcher's tensor arguments: the wrapper reads only data_ptr() (the memory is a real npu tensor's).
-struct Tensor {
-  void* p;
-  void* data_ptr() const { return p; }
-};
-std::mutex gate_mu;
-std::condition_variable gate_cv;
-// Gates are numbered: one reached (its task runs on the queue thread) or released (opened) is never mistaken
-// for a later one.
-uint64_t gate_count = 0, gate_reached = 0, gate_released = 0, gate_inline = 0;
-long long queue_tid = 0;
-// What torch_npu said when it refused a gate's task: its queue reports a failed task once, to whichever call
-// reaches it first (the next enqueue or a synchronisation).
-std::string gate_refusal;
-// The end of the compiled graph's wrapper function: what a launcher kept until then goes back (a mutant's).
-std::mutex held_mu;
-std::vector<torch_npu::inductor::LaunchMemory*> held;
-void hold_until_wrapper_end(torch_npu::inductor::LaunchMemory* m) {
-  std::lock_guard<std::mutex> g(held_mu);
-  held.push_back(m);
-}
-}  // namespace npu_patchset_real_runtime
-namespace nprt = npu_patchset_real_runtime;
-
-// Holds torch_npu's task queue: a task of its own waits in it until the gate opens, so the launches queued
-// meanwhile run only after their calls returned. 1: the queue thread waits there; 0: the queue is off
-// (RunOpApiV2 ran the task on this thread); -1: the queue thread did not reach it within timeout_ms; -2:
-// torch_npu's queue refused it (stopped by an earlier failed task).
-extern "C" __attribute__((visibility("default"))) int npu_patchset_real_runtime_gate_close(int timeout_ms) {
-  uint64_t gate;
-  {
-    std::lock_guard<std::mutex> g(nprt::gate_mu);
-    gate = ++nprt::gate_count;
-  }
-  const std::thread::id caller = std::this_thread::get_id();
-  try {
-    // A device queue's first task is waited for (enCurrentNPUStream: status INIT, MakeSureQueueEmpty): a
-    // task that does nothing goes first, so that the gate never waits for itself.
-    static std::once_flag started;
-    std::call_once(started, [] { at_npu::native::OpCommand::RunOpApiV2("npu_patchset_real_runtime_start", [] { return 0; }); });
-    at_npu::native::OpCommand::RunOpApiV2("npu_patchset_real_runtime_gate", [caller, gate]() -> int {
-      std::unique_lock<std::mutex> lk(nprt::gate_mu);
-      nprt::queue_tid = static_cast<long long>(syscall(SYS_gettid));
-      nprt::gate_reached = std::max(nprt::gate_reached, gate);
-      if (std::this_thread::get_id() == caller) nprt::gate_inline = gate;  // the queue is off: nothing to hold
-      nprt::gate_cv.notify_all();
-      nprt::gate_cv.wait(lk, [gate] { return nprt::gate_released >= gate || nprt::gate_inline == gate; });
-      return 0;
-    });
-  } catch (const std::exception& e) {  // torch_npu's queue stopped after a failed task: it takes nothing more
-    std::lock_guard<std::mutex> g(nprt::gate_mu);
-    nprt::gate_released = std::max(nprt::gate_released, gate);
-    nprt::gate_refusal = e.what();
-    return -2;
-  }
-  std::unique_lock<std::mutex> lk(nprt::gate_mu);
-  if (!nprt::gate_cv.wait_for(lk, std::chrono::milliseconds(timeout_ms), [gate] { return nprt::gate_reached >= gate; }))
-    return -1;
-  return nprt::gate_inline == gate ? 0 : 1;
-}
-// What torch_npu said when it last refused a gate's task ("" if it never did), cut to fit `out`.
-extern "C" __attribute__((visibility("default"))) void npu_patchset_real_runtime_gate_refusal(char* out, size_t n) {
-  std::lock_guard<std::mutex> g(nprt::gate_mu);
-  std::snprintf(out, n, "%s", nprt::gate_refusal.c_str());
-}
-// Lets every gate closed so far go.
-extern "C" __attribute__((visibility("default"))) void npu_patchset_real_runtime_gate_open() {
-  std::lock_guard<std::mutex> g(nprt::gate_mu);
-  nprt::gate_released = nprt::gate_count;
-  nprt::gate_cv.notify_all();
-}
-// The thread that ran the gate's task last: torch_npu's queue thread, or the caller with the queue off.
-extern "C" __attribute__((visibility("default"))) long long npu_patchset_real_runtime_queue_tid() {
-  std::lock_guard<std::mutex> g(nprt::gate_mu);
-  return nprt::queue_tid;
-}
-// What torch_npu's allocator's free-memory callback does at a cache miss: every kept block of this device whose
-// kernels have finished goes back (and the retired ones whose event completed); how many.
-extern "C" __attribute__((visibility("default"))) int npu_patchset_real_runtime_give_back() {
-  return static_cast<int>(torch_npu::inductor::KeptBlocks::all().give_back(nullptr, true));
-}
-// The end of the wrapper function; how many blocks a launcher had kept until then.
-extern "C" __attribute__((visibility("default"))) int npu_patchset_real_runtime_wrapper_end() {
-  std::lock_guard<std::mutex> g(nprt::held_mu);
-  const int n = static_cast<int>(nprt::held.size());
-  for (auto* m : nprt::held) delete m;
-  nprt::held.clear();
-  return n;
-}
-"""
-
-
-def _call_arguments(fn: re.Match) -> str:
-    """The rendered launcher's call from the entry point's C arguments (the launcher's parameters by name)."""
-    tparams = {t.strip().split()[-1] for t in (fn.group("tparams") or "").split(",") if t.strip()}
-    args = []
-    for raw in [p.strip() for p in fn.group("params").split(",") if p.strip()]:
-        name = re.findall(r"\w+", raw.split("=")[0])[-1]
-        if "=" in raw:
-            args.append("std::optional<std::string>(cubin_dir)")  # cubin_dir_: the probe binaries written here
-        elif name == "kernels_":  # aot_mode: the model's kernels struct, loaded on first use and kept
-            args.append("kernels")
-        elif any(re.search(rf"\b{t}\b", raw) for t in tparams):
-            args.append(f"npu_patchset_real_runtime::Tensor{{{'in_ptr' if 'in_ptr' in name else 'out_ptr'}}}")
-        elif name.endswith("numel"):
-            args.append("numel")
-        elif name == "device_idx_":
-            args.append("device")
-        elif name == "stream_":
-            args.append("static_cast<aclrtStream>(stream)")
-        else:
-            raise ra.TierError(f"{fn.group('name')}: parameter {raw!r} has no argument in the real-runtime entry")
-    return ", ".join(args)
-
-
-def entries_source(calls: Sequence[re.Match], keys: Sequence[str]) -> str:
-    """The glue and one C entry per launcher: ``int ENTRY<i>(in, out, numel, device, stream, cubin_dir, error,
-    error_size)``, 0 once the launch is queued, 1 with the exception's text when the call threw."""
-    out = [_GLUE]
-    for i, (fn, key) in enumerate(zip(calls, keys)):
-        out.append(
-            f"// {key}\n"
-            f'extern "C" __attribute__((visibility("default"))) int {ENTRY}{i}(void* in_ptr, void* out_ptr, '
-            f"int64_t numel, int32_t device, void* stream, const char* cubin_dir, char* error, size_t error_size) {{\n"
-            f"  (void)device;\n"
-            + (f"  static {aot_artifacts.KERNELS_TYPE} kernels;  // the model's: one per launcher here\n"
-               if re.search(r"\bkernels_\b", fn.group("params")) else "") +
-            f"  try {{\n    {fn.group('name')}({_call_arguments(fn)});\n    return 0;\n"
-            f"  }} catch (const std::exception& e) {{\n    std::snprintf(error, error_size, \"%s\", e.what());\n"
-            f"  }} catch (...) {{\n    std::snprintf(error, error_size, \"a non-standard exception\");\n  }}\n"
-            f"  return 1;\n}}\n")
-    return "\n".join(out)
-
-
-def host_libraries(release: str) -> dict[str, Path]:
-    """``{file name: path}`` of the host ACL library for ``release``: what the launchers link by name (every
-    file name the wheel needs is that one library, soname libascendcl.so; it defines the rt* calls too)."""
-    from . import host_runtime
-
-    try:
-        root = Path(host_runtime.runtime_dir(release))
-    except Exception as exc:  # said in one line: the release cannot run here
-        raise RealRuntimeError(f"torch_npu {release}: the host ACL library could not be built for it: "
-                               f"{first_line(str(exc)) or type(exc).__name__}") from exc
-    if not (root / HOST_LIBRARY).is_file():
-        raise RealRuntimeError(f"torch_npu {release}: no {HOST_LIBRARY} in the host ACL library's folder {root}")
-    return {HOST_LIBRARY: root / HOST_LIBRARY}
-
-
-def line_python(release: str) -> str:
-    """The interpreter of ``release``'s own torch line (``host_runtime.python_for``), or why there is none."""
-    from . import host_runtime, line_python
-
-    try:
-        return host_runtime.python_for(release)
-    except line_python.LineUnavailable as exc:
-        raise RealRuntimeError(str(exc)) from exc
-
-
 @dataclasses.dataclass
 class Built:
     release: str
@@ -378,31 +201,19 @@ def build(release: str, *, helper: Path | None = None, python: str | None = None
     launchers rendered in aot_mode instead, under the wheel's real AOT header (its own ``loadKernel`` and
     ``launchKernel``, the helper's text inlined), each with a kernels struct of its own as a model holds one."""
     python = python or line_python(release)
+    libraries = libraries if libraries is not None else host_libraries(release)
     rendered_json = renderings or ra.harness_json(release, python, samples=RUNTIME_SAMPLES, triton_shim=True, aot=aot)
     if "patched" not in rendered_json:
         raise RealRuntimeError(f"torch_npu {release}: the wheel harness rendered no launchers: "
                                f"{first_line(str(rendered_json.get('error') or rendered_json.get('layout')))}")
     harness = rendered_json if renderings or aot else with_mutants(rendered_json)
     tags = ("patched",) if aot else tuple(t for t in ("patched", *MUTANTS, "upstream") if t in harness)
-    flavour = ra.Flavour(name="aot-launchers" if aot else "launchers", tags=tags, entries=entries_source,
-                         acl_libraries=libraries if libraries is not None else host_libraries(release), harness=harness,
-                         triton_shim=True)
-    try:
-        result = ra.build(release, python=python, helper=helper, flavour=flavour, aot=aot)
-    except ra.TierError as exc:
-        raise RealRuntimeError(str(exc)) from exc
-    if not result.ok:
-        raise RealRuntimeError(result.message)
+    result, found = build_launchers(release, "aot-launchers" if aot else "launchers", harness, tags, python=python,
+                                    libraries=libraries, helper=helper, aot=aot)
     launchers = []
-    for i, key in enumerate(result.info["launchers"]):
-        tag, sample_key = key.split("/", 1) if len(tags) > 1 else (tags[0], key)  # one rendering: bare keys
-        found = _LOAD_KERNEL.search(harness[tag][sample_key]["cpp"])
-        if not found:
-            raise RealRuntimeError(f"torch_npu {release}: no loadKernel(...) in the rendered {key} launcher")
-        s = RUNTIME_SAMPLE_BY_KEY[sample_key]
-        launchers.append({"key": key, "tag": tag, "sample": sample_key, "kernel": f"{s.kernel}_{_ident(tag)}",
-                          "entry": f"{ENTRY}{i}", "cubin": Path(found.group("path")).name,
-                          "kernel_name": found.group("name"), "xnumel": 64 * math.prod(s.grid)})
+    for ln in found:
+        s = RUNTIME_SAMPLE_BY_KEY[ln["sample"]]
+        launchers.append(dict(ln, kernel=f"{s.kernel}_{_ident(ln['tag'])}", xnumel=64 * math.prod(s.grid)))
     return Built(release, Path(result.info["shared_object"]), launchers, harness, result.info)
 
 
@@ -534,66 +345,6 @@ def probe_binary(built: Built, sim_time_us: int = 0, samples: dict | None = None
                      f"lock_bytes={exp['lock_bytes']} workspace_bytes={exp['workspace_bytes']} "
                      f"own_args_bytes={lc.own_args_bytes(args)} sim_time_us={sim_time_us}")
     return "\n".join(lines) + "\n"
-
-
-#: The parent's own bound on a child that stopped making progress (its result file unchanged) and that its watchdog
-#: did not stop (a hang holding the GIL): seconds beyond the child's own bounds. A hang bound only: a child that
-#: progresses is never stopped by it, however slowly it goes.
-PARENT_GRACE_S = 120
-
-
-def run_child(release: str, spec: dict, *, queue: str = "1", timeout: float = 300,
-              env_extra: dict | None = None) -> dict:
-    """``real_runtime_child.py`` for ``spec`` in the host runtime's environment, with ``TASK_QUEUE_ENABLE=queue``:
-    its result, ``exit_code`` and, when its watchdog or this parent stopped it, ``timed_out``. ``timeout``: how long
-    the child may go without progress once torch_npu is imported and its launchers loaded (its watchdog: a
-    self-wait or a hang is stopped ``timeout`` seconds after the child last reported progress, with every thread's
-    stack). No bound here is on the run's total time: a loaded machine makes a run slower, never a failure."""
-    from . import host_runtime
-
-    with tempfile.TemporaryDirectory(prefix="real-runtime-") as tmp:
-        out = Path(tmp) / "result.json"
-        spec = dict(spec, out=str(out), stall_s=float(timeout))
-        if "binary" in spec:
-            cubins = Path(tmp) / "cubin"
-            cubins.mkdir()
-            for name in {ln["cubin"] for ln in spec["launchers"]}:
-                (cubins / name).write_text(spec["binary"])
-            spec["cubin_dir"] = str(cubins)
-        (Path(tmp) / "spec.json").write_text(json.dumps(spec))
-        env = host_runtime.subprocess_env(release, {"TASK_QUEUE_ENABLE": queue, **(env_extra or {})})
-        proc = subprocess.Popen([line_python(release), "-P", str(CHILD), str(Path(tmp) / "spec.json")], env=env,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        code, stderr = _wait_while_progressing(proc, out, max(timeout, CHILD_IMPORT_BOUND_S) + PARENT_GRACE_S)
-        result = json.loads(out.read_text()) if out.exists() else {"steps": [], "done": False}
-    result["exit_code"] = code
-    if code is None or result.get("timed_out"):
-        result["timed_out"] = True
-    if code != 0:
-        result["stderr_tail"] = stderr.strip()[-3000:]
-    return result
-
-
-#: real_runtime_child.IMPORT_BOUND_S (the child is never imported here).
-CHILD_IMPORT_BOUND_S = 900.0
-
-
-def _wait_while_progressing(proc: subprocess.Popen, out: Path, stall: float) -> tuple[int | None, str]:
-    """Waits for ``proc``; kills it once its result file ``out`` went ``stall`` seconds unchanged: (exit code or
-    None when killed, stderr)."""
-    seen, last = None, time.monotonic()
-    while True:
-        try:
-            _, stderr = proc.communicate(timeout=2)
-            return proc.returncode, stderr
-        except subprocess.TimeoutExpired:
-            stamp = out.stat().st_mtime_ns if out.exists() else None
-            if stamp != seen:
-                seen, last = stamp, time.monotonic()
-            elif time.monotonic() - last > stall:
-                proc.kill()
-                _, stderr = proc.communicate()
-                return None, stderr
 
 
 def tag_of(as_shipped: bool = False, mutant: str | None = None) -> str:

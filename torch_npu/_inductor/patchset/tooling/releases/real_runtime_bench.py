@@ -24,14 +24,13 @@ import dataclasses
 import json
 import os
 import platform
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Sequence
 
-from . import heap_count
+from . import heap_count, host_runtime, runtime_build, runtime_run
 from . import real_artifacts as ra
 from . import real_runtime as rr
 from .real_runtime_bench_cells import (  # noqa: F401  (OWN_FIX_RELEASE, FLOOR_RELEASE: for callers)
@@ -176,52 +175,35 @@ class BenchBuild:
 def build(release: str) -> BenchBuild:
     """The benchmark's layouts rendered by ``release``'s own codegen, patched and as shipped, in one shared object
     linked against its libtorch_npu.so and the host ACL library (``real_artifacts.build``, cached)."""
-    python = rr.line_python(release)
+    python = runtime_build.line_python(release)
+    libraries = runtime_build.host_libraries(release)
     harness = ra.harness_json(release, python, samples=bench_samples(), triton_shim=True)
     if "patched" not in harness or "upstream" not in harness:
         raise BenchError(f"torch_npu {release}: the wheel harness rendered no launchers: "
                          f"{rr.first_line(str(harness.get('error') or harness.get('layout')))}")
-    flavour = ra.Flavour(name="bench", tags=("patched", "upstream"), entries=rr.entries_source,
-                         acl_libraries=rr.host_libraries(release), harness=harness, triton_shim=True)
-    try:
-        result = ra.build(release, python=python, flavour=flavour)
-    except ra.TierError as exc:
-        raise BenchError(str(exc)) from exc
-    if not result.ok:
-        raise BenchError(result.message)
-    launchers = []
-    for i, key in enumerate(result.info["launchers"]):
-        tag, sample_key = key.split("/", 1)
-        found = rr._LOAD_KERNEL.search(harness[tag][sample_key]["cpp"])
-        if not found:
-            raise BenchError(f"torch_npu {release}: no loadKernel(...) in the rendered {key} launcher")
-        launchers.append({"key": key, "tag": tag, "sample": sample_key, "layout": sample_key.removeprefix("bench-"),
-                          "entry": f"{rr.ENTRY}{i}", "cubin": Path(found.group("path")).name,
-                          "kernel_name": found.group("name"), "xnumel": 64 * GRID})
+    result, found = runtime_build.build_launchers(release, "bench", harness, ("patched", "upstream"),
+                                                  python=python, libraries=libraries, error=BenchError)
+    launchers = [dict(ln, layout=ln["sample"].removeprefix("bench-"), xnumel=64 * GRID) for ln in found]
     return BenchBuild(release, Path(result.info["shared_object"]), launchers, harness)
 
 
 # ---- run ------------------------------------------------------------------------------------------------
 def run_child(release: str, spec: dict, memcpy: str, timeout: float) -> dict:
-    """The child over ``release``'s runtime (TASK_QUEUE_ENABLE=1, the host ACL library's copy mode ``memcpy``)."""
-    from . import host_runtime
-
+    """The child over ``release``'s runtime (TASK_QUEUE_ENABLE=1, the host ACL library's copy mode ``memcpy``).
+    ``timeout``: how long the child may go without progress once its launchers are loaded (its watchdog, and this
+    parent's bound beyond it: ``runtime_run.start_and_wait``); nothing bounds the run's total time."""
     with tempfile.TemporaryDirectory(prefix="real-runtime-bench-") as tmp:
         out = Path(tmp) / "result.json"
         cubins = Path(tmp) / "cubin"
         cubins.mkdir()
         for name in {ln["cubin"] for ln in spec["launchers"]}:
             (cubins / name).write_text(spec["binary"])
-        spec = dict(spec, out=str(out), cubin_dir=str(cubins), deadline_s=max(5.0, timeout - 10))
+        spec = dict(spec, out=str(out), cubin_dir=str(cubins), stall_s=float(timeout),
+                    import_bound_s=runtime_run.CHILD_IMPORT_BOUND_S)
         (Path(tmp) / "spec.json").write_text(json.dumps(spec))
         env = heap_count.preload_env(host_runtime.subprocess_env(release, {"TASK_QUEUE_ENABLE": "1",
                                                                            "ACL_HOST_MEMCPY": memcpy}))
-        try:
-            proc = subprocess.run([rr.line_python(release), "-P", str(CHILD), str(Path(tmp) / "spec.json")], env=env,
-                                  capture_output=True, text=True, timeout=timeout, cwd=tmp)
-            code, stderr = proc.returncode, proc.stderr
-        except subprocess.TimeoutExpired as exc:
-            code, stderr = None, str(exc.stderr or "")
+        code, stderr = runtime_run.start_and_wait(release, CHILD, Path(tmp) / "spec.json", out, env, timeout, cwd=tmp)
         res = json.loads(out.read_text()) if out.exists() else {"steps": [], "done": False, "batches": []}
     res["exit_code"] = code
     if code != 0 or not res.get("done"):

@@ -35,30 +35,16 @@ ENTRY_ARGS = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int32, 
 #: The probe record's fields that decide its verdict (pointers and launch ids differ in every record).
 _DIGEST_DROP = ("launch_id", "captured_launch_id", "stream", "lock_ptr", "workspace_ptr", "lock_extent",
                 "workspace_extent")
+sys.path.append(os.path.dirname(os.path.abspath(__file__)))  # last: only child_watch.py is taken from there
+import child_watch  # noqa: E402  (the result file and the stall watchdog, shared with the real-runtime child)
 
-
-def save() -> None:
-    tmp = SPEC["out"] + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(RESULT, f)
-    os.replace(tmp, SPEC["out"])
+PROGRESS = child_watch.Progress(SPEC["out"], RESULT, SPEC["import_bound_s"])
+save = PROGRESS.save
 
 
 def step(what: str) -> None:
     RESULT["steps"].append(what)
     save()
-
-
-def watchdog(seconds: float) -> None:
-    """A hang ends here (exit 3), with what was measured so far."""
-    def fire():
-        RESULT["timed_out"] = True
-        save()
-        os._exit(3)
-
-    t = threading.Timer(seconds, fire)
-    t.daemon = True
-    t.start()
 
 
 def thread_cpu_ns(tid: int) -> int:
@@ -90,7 +76,7 @@ def digest(records: list) -> list:
 
 
 def main() -> None:
-    watchdog(SPEC["deadline_s"])
+    PROGRESS.watch()  # a hang ends here (exit 3) with what was measured so far: on a stall, never on total time
     # A sleep of the probe kernel (its simulated run time) is otherwise stretched by the default 50 us timer slack;
     # threads started later (torch_npu's queue, the host ACL library's stream workers) inherit this.
     libc = ctypes.CDLL(None)
@@ -120,6 +106,7 @@ def main() -> None:
     so.npu_patchset_real_runtime_gate_close.argtypes = [ctypes.c_int]
     so.npu_patchset_real_runtime_gate_open.restype = None
     so.npu_patchset_real_runtime_queue_tid.restype = ctypes.c_longlong
+    PROGRESS.arm(SPEC["stall_s"])  # the spec's import_bound_s until here; the child's own work from here
     step("imported torch_npu, loaded the helper and the launchers")
 
     def report() -> dict:

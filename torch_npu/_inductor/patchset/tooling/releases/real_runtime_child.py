@@ -14,7 +14,7 @@ parameters. The host ACL library's control surface (``acl_host_*``) gives the pr
 
 Timing: no verdict here depends on how fast the child gets somewhere. The watchdog (:func:`watchdog`) fires on a
 stall, ``stall_s`` after the child last reported progress (a saved result), and is armed only once torch_npu is
-imported and the launchers loaded (before that, :data:`IMPORT_BOUND_S` only bounds a hang); the waits between the
+imported and the launchers loaded (before that, :data:`IMPORT_BOUND_S` only bounds a hang; ``child_watch.py``); the waits between the
 child's own threads are on events, bounded by :data:`WAIT_S` only against a hang.
 """
 from __future__ import annotations
@@ -31,24 +31,16 @@ import traceback
 T0 = time.perf_counter()
 SPEC = json.load(open(sys.argv[1]))
 RESULT: dict = {"steps": [], "done": False}
-_result_lock = threading.Lock()
+sys.path.append(os.path.dirname(os.path.abspath(__file__)))  # last: only child_watch.py is taken from there
+import child_watch  # noqa: E402  (the result file and the stall watchdog, shared with the benchmark's child)
+
 #: The watchdog's bound while torch and torch_npu are imported and the launchers loaded: only a bound on a hang there
 #: (an import takes 3-30 s on this tier's machines, longer on a loaded one), never a verdict on how fast it went.
 IMPORT_BOUND_S = 900.0
 #: A wait of one of the child's threads for another (an event it sets within milliseconds): only a bound on a hang.
 WAIT_S = 120.0
-#: When the child last reported progress (time.monotonic()), and how long the watchdog lets it go without.
-_progress = {"at": time.monotonic(), "bound": IMPORT_BOUND_S}
-
-
-def save() -> None:
-    """The result written (the parent reads it, also after a timeout); progress for the watchdog."""
-    with _result_lock:
-        tmp = SPEC["out"] + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(RESULT, f)
-        os.replace(tmp, SPEC["out"])
-        _progress["at"] = time.monotonic()
+PROGRESS = child_watch.Progress(SPEC["out"], RESULT, IMPORT_BOUND_S)
+save, arm = PROGRESS.save, PROGRESS.arm
 
 
 def step(what: str, out: dict | None = None) -> None:
@@ -60,43 +52,11 @@ def step(what: str, out: dict | None = None) -> None:
     save()
 
 
-def arm(seconds: float) -> None:
-    """From now on the watchdog fires once the child has gone ``seconds`` without progress (:func:`save`)."""
-    with _result_lock:
-        _progress.update(at=time.monotonic(), bound=seconds)
-
-
 def watchdog() -> None:
-    """A self-wait or a hang ends here: the stacks of every thread, what was seen so far, exit 3. It fires on a stall
-    (no progress for the armed bound: :func:`arm`), never on the run's total time: a loaded machine slows a run
-    down, it does not stop it."""
-    def fire():
-        RESULT["timed_out"] = True
-        try:
-            import io
-
-            buf = io.StringIO()
-            for tid, frame in sys._current_frames().items():
-                buf.write(f"thread {tid}:\n" + "".join(traceback.format_stack(frame)[-6:]))
-            RESULT["stacks"] = buf.getvalue()[-6000:]
-        except Exception as exc:  # the report matters more than the stacks
-            RESULT["stacks"] = repr(exc)
-        try:
-            RESULT["host"] = HOST.report() if HOST is not None else None
-        except Exception as exc:
-            RESULT["host_error"] = repr(exc)
-        save()
-        os._exit(3)
-
-    def watch():
-        while True:
-            time.sleep(0.2)
-            with _result_lock:
-                stalled = time.monotonic() - _progress["at"] > _progress["bound"]
-            if stalled:
-                fire()
-
-    threading.Thread(target=watch, name="watchdog", daemon=True).start()
+    """A self-wait or a hang ends here (``child_watch``): the stacks of every thread, what was seen so far and the
+    host ACL library's report, exit 3; on a stall (no progress for the armed bound: :func:`arm`), never on the
+    run's total time."""
+    PROGRESS.watch(lambda: {"host": HOST.report() if HOST is not None else None})
 
 
 # ---- the host ACL library's control surface (ctypes) ------------------------------------------------

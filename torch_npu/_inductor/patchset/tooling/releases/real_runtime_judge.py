@@ -11,17 +11,13 @@ from __future__ import annotations
 from typing import Sequence
 
 from ..sim import harness as sim_harness
+from .real_artifacts import first_line  # noqa: F401  (for callers: the judge's messages are in one line)
 
 #: The ACL calls the judge reads from the host ACL library's records.
 LAUNCH_CALLS = ("aclrtLaunchKernelWithHostArgs", "rtKernelLaunch")
 SYNC_CALLS = ("aclrtSynchronizeDevice", "aclrtSynchronizeDeviceWithTimeout", "aclrtSynchronizeStream",
               "aclrtSynchronizeStreamWithTimeout")
 DEVICE_ALLOC_CALLS = ("aclrtMalloc", "aclrtMallocAlign32")
-
-
-def first_line(text: str, limit: int = 300) -> str:
-    """An error's first line (torch_npu appends its C++ frames and log lines to what it throws)."""
-    return (text.strip().splitlines() or [""])[0][:limit]
 
 
 def _calls(host_calls: dict, names: Sequence[str]) -> dict[int, int]:

@@ -8,10 +8,10 @@ What ``sim/harness.simulate()`` did over the project's own stand-ins of torch_np
 1. **Build**: every job's launcher, each in a namespace of its own, in ONE translation unit compiled against the
    wheel's headers with its torch line's flags and linked against its ``libtorch_npu.so`` and, by file name, the
    host ACL library (``real_artifacts.toolchain`` / ``_compile_and_link``; cached by a hash of every input). Each
-   job gets the C entry ``real_runtime_child.py`` calls (``real_runtime.ENTRY<i>``) and the tier's glue (the gate
-   that holds torch_npu's queue: ``real_runtime.entries_source``). The probe kernel (one per job, sized by its
+   job gets the C entry ``real_runtime_child.py`` calls (``runtime_build.ENTRY<i>``) and the tier's glue (the gate
+   that holds torch_npu's queue: ``runtime_build.entries_source``). The probe kernel (one per job, sized by its
    plan) is loaded from the host ACL library's text binary on the first call.
-2. **Run**: one child per TASK_QUEUE_ENABLE value for the whole batch (``real_runtime.run_child``, mode "samples":
+2. **Run**: one child per TASK_QUEUE_ENABLE value for the whole batch (``runtime_run.run_child``, mode "samples":
    each launcher twice on the default stream, the queue held during each call); a launcher that left torch_npu's
    queue stopped (a failed lambda) hands the rest to a fresh child, as ``real_runtime.run_tags`` does.
 3. **Judge**: ``real_runtime_judge.judge_launch`` (the probe's record by ``sim.harness.kernel_problems``, the
@@ -34,7 +34,8 @@ from ..sim import harness as sim_harness
 from ..sim import host_library
 from ..sim import launcher_writer as lc
 from . import real_artifacts as ra
-from . import real_runtime as rr
+from . import runtime_build as rb
+from . import runtime_run
 from .real_runtime_judge import child_failure, expectations, first_line, judge_launch
 
 RECIPE = "launcher sources on the real runtime 1"
@@ -167,12 +168,12 @@ def translation_unit(jobs: Sequence[Job]) -> str:
              "#include <stdexcept>\n", head.replace(launch_kernel, ""),
              _OUTCOME.replace("@JOBS@", str(max(1, len(jobs)))).replace("@FAULT_CODE@", str(FAULT_CODE))
              .replace("@CUBIN@", CUBIN).replace("@FAULT_ENV@", FAULT_ENV),
-             rr.entries_source([], [])]
+             rb.entries_source([], [])]
     for i, jb in enumerate(jobs):
         actuals = ", ".join(["h", *_actuals(jb.args), *map(str, jb.grid), "static_cast<aclrtStream>(stream)"])
         parts.append(
             f"\n// ---- job {i}: {jb.key}\nnamespace npu_patchset_job_{i} {{\n{jb.source()}\n}}  // namespace\n"
-            f'extern "C" __attribute__((visibility("default"))) int {rr.ENTRY}{i}(void* in_ptr, void* out_ptr, '
+            f'extern "C" __attribute__((visibility("default"))) int {rb.ENTRY}{i}(void* in_ptr, void* out_ptr, '
             f"int64_t numel, int32_t device, void* stream, const char* cubin_dir, char* error, size_t error_size) {{\n"
             f"  (void)numel; (void)device; (void)in_ptr; (void)out_ptr;\n"
             f"  static std::atomic<int> calls{{0}};\n"
@@ -202,9 +203,9 @@ def probe_binary(jobs: Sequence[Job]) -> str:
 def build(release: str, jobs: Sequence[Job]) -> Path:
     """The jobs' shared object for ``release`` (cached by a hash of every input); raises
     ``real_runtime.RealRuntimeError`` (one line first) when it cannot be built."""
-    python = rr.line_python(release)
+    python, host = rb.line_python(release), rb.host_libraries(release)  # its runtime, then the build against it
     chain = ra.toolchain(release, python)
-    libs = {**chain.libraries, **rr.host_libraries(release)}
+    libs = {**chain.libraries, **host}
     inc_dirs = [*chain.include_dirs, lc.HELPER_DIR, host_library.HOST_DIR]
     tu = translation_unit(jobs)
     key = ra._digest([ra._compiler_id(), RECIPE, tu, " ".join(chain.cflags), *map(str, inc_dirs),
@@ -214,9 +215,9 @@ def build(release: str, jobs: Sequence[Job]) -> Path:
     if (final / "result.json").exists():
         return final / "launchers.so"
     info = {"std": chain.std, "torch": chain.torch.source, "build_key": key}
-    result = ra.build_in_cache(final.name, release, tu, chain, inc_dirs, libs, info, rr.host_libraries(release))
+    result = ra.build_in_cache(final.name, release, tu, chain, inc_dirs, libs, info, host)
     if not result.ok:
-        raise rr.RealRuntimeError(result.message)
+        raise rb.RealRuntimeError(result.message)
     return final / "launchers.so"
 
 
@@ -228,10 +229,10 @@ def run(release: str, jobs: Sequence[Job], queues: Sequence[str] = ("1",), *, ti
     if len({jb.key for jb in jobs}) != len(jobs):
         raise ValueError("real_sources.run: job keys must differ")
     so = build(release, jobs)
-    launchers = [{"key": jb.key, "tag": "source", "sample": jb.key, "kernel": jb.plan.kernel, "entry": f"{rr.ENTRY}{i}",
+    launchers = [{"key": jb.key, "tag": "source", "sample": jb.key, "kernel": jb.plan.kernel, "entry": f"{rb.ENTRY}{i}",
                   "cubin": CUBIN, "kernel_name": probe_name(i, jb.plan), "xnumel": XNUMEL, "outcome": i}
                  for i, jb in enumerate(jobs)]
-    spec = {"so": str(so), "host_library": rr.HOST_LIBRARY, "launches": rr.LAUNCHES, "mode": "samples",
+    spec = {"so": str(so), "host_library": rb.HOST_LIBRARY, "launches": runtime_run.LAUNCHES, "mode": "samples",
             "binary": probe_binary(jobs)}
     out: dict = {jb.key: {} for jb in jobs}
     for q in queues:
@@ -261,7 +262,7 @@ def run(release: str, jobs: Sequence[Job], queues: Sequence[str] = ("1",), *, ti
     return out
 
 
-run_child = rr.run_child  # (a test may count the children)
+run_child = runtime_run.run_child  # (a test may count the children)
 
 
 def judge(jb: Job, ln: dict, recs: list, queue: str, failure: str | None, release: str, version) -> dict:
@@ -293,8 +294,8 @@ def judge(jb: Job, ln: dict, recs: list, queue: str, failure: str | None, releas
         launches.append(x)
     errors = sorted({e for x in launches for e in x.get("host_errors", [])})
     notes = failure or ""
-    if not jb.fault and len(launches) != rr.LAUNCHES:
-        notes += f"{len(launches)} of {rr.LAUNCHES} launches made; "
+    if not jb.fault and len(launches) != runtime_run.LAUNCHES:
+        notes += f"{len(launches)} of {runtime_run.LAUNCHES} launches made; "
     last = launches[-1]["memory_allocated"] if launches else {}
     ok = bool(launches) and all(x["ok"] for x in launches) and not (notes if not jb.fault else failure)
     # aclAppLog: the host ACL library counts the messages (its report does not carry them)
