@@ -23,13 +23,11 @@
 TORCH_NPU_LAUNCH_RESOURCES_BEGIN_NAMESPACE
 
 inline bool stream_captures(aclrtStream stream) {  // its launches then take the graph's pool
-  // Looked up as torch_npu does (a CANN without graph capture lacks it, and then nothing captures).
-  static const auto get_info = reinterpret_cast<decltype(&aclmdlRICaptureGetInfo)>(
-      dlsym(dlopen("libascendcl.so", RTLD_LAZY | RTLD_NOLOAD), "aclmdlRICaptureGetInfo"));
+  static const auto info = reinterpret_cast<decltype(&aclmdlRICaptureGetInfo)>(  // as torch_npu: CANN may lack
+      dlsym(dlopen("libascendcl.so", RTLD_LAZY | RTLD_NOLOAD), "aclmdlRICaptureGetInfo"));  // it (no capture)
   aclmdlRICaptureStatus status = ACL_MODEL_RI_CAPTURE_STATUS_NONE;
   aclmdlRI graph = nullptr;
-  return get_info != nullptr &&
-         (get_info(stream, &status, &graph) != ACL_SUCCESS || status != ACL_MODEL_RI_CAPTURE_STATUS_NONE);
+  return info && (info(stream, &status, &graph) != ACL_SUCCESS || status != ACL_MODEL_RI_CAPTURE_STATUS_NONE);
 }
 // No event query while the device captures (it ends a global-mode capture), as torch_npu's allocator; 2.7.1
 // and post2's cannot say: then `stream`'s own status.
