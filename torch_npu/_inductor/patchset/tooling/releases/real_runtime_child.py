@@ -218,6 +218,15 @@ def _settled(torch, want: dict | None = None) -> dict:
     return _until_settled(lambda: _stats(torch), want)
 
 
+def _lambda_outcome(so: Launchers, launcher: dict) -> dict | None:
+    """The launch lambda's outcome once it ran, for launchers whose build notes one (else None); the wait is
+    bounded by WAIT_S against a hang only."""
+    deadline = time.monotonic() + WAIT_S
+    while (out := so.outcome(launcher)) is not None and not out["ran"] and time.monotonic() < deadline:
+        time.sleep(0.001)
+    return out
+
+
 def run_samples(torch, so: Launchers) -> None:
     """Each launcher SPEC["launches"] times on the default stream. Each launch: torch_npu's queue held (a task
     waits in it), the call made, what the caching allocator holds then, the queue let go, the device
@@ -247,7 +256,10 @@ def run_samples(torch, so: Launchers) -> None:
             kept = so.wrapper_end()  # the end of the compiled graph's wrapper function
             at_end = _stats(torch)  # still queued
             so.gate_open()
-            drain = so.gate_close()  # tasks run in order: once the queue thread holds this gate, the lambda has run
+            # Tasks run in order: once the queue thread holds a new gate, the lambda has run. A lambda that failed
+            # stopped torch_npu's queue, which then runs nothing more: no gate is waited for after it.
+            ran = _lambda_outcome(so, launcher)
+            drain = "the lambda failed" if ran and (ran["rc"] != 0 or ran["escaped"]) else so.gate_close()
             so.gate_open()
             if calls is None:
                 calls = HOST.report().get("calls", {})  # what the launch called, before this process synchronises
@@ -269,6 +281,8 @@ def run_samples(torch, so: Launchers) -> None:
                 "memory_after": after, "calls_before_sync": calls, "host": HOST.report(),
                 "outcome": so.outcome(launcher)})
             save()
+            if sync_error or drain == "the lambda failed":
+                break  # torch_npu's queue stopped after the failed task: no later launch would run
         del bufs
         mine = [x for x in RESULT["launches"] if x["key"] == launcher["key"]]
         if any(x["call_threw"] or x["sync_error"] or x["gate"] not in ("held", "queue off") for x in mine):
