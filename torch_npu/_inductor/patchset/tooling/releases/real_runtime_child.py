@@ -258,7 +258,7 @@ def run_samples(torch, so: Launchers) -> None:
             so.gate_open()
             # Tasks run in order: once the queue thread holds a new gate, the lambda has run. A lambda that failed
             # stopped torch_npu's queue, which then runs nothing more: no gate is waited for after it.
-            ran = _lambda_outcome(so, launcher)
+            ran = None if threw else _lambda_outcome(so, launcher)  # a call that threw queued nothing
             drain = "the lambda failed" if ran and (ran["rc"] != 0 or ran["escaped"]) else so.gate_close()
             so.gate_open()
             if calls is None:
