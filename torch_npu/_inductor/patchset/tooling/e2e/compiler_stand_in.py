@@ -7,13 +7,14 @@ triton-ascend lowers each kernel itself (its own ``triton-adapter-opt`` writes t
 ``lock_num`` and ``lock_init_val``. This stand-in writes both files:
 
 * ``libkernel.so``: a real shared object with those three functions, returning the values the tier
-  chose for the kernel's mode (``TORCH_NPU_PATCHSET_E2E_KERNELS``: per ``mix_mode``, the adapter MLIR's
-  attribute), so triton-ascend reads them through its own ``ctypes`` code, as from the real compiler;
+  chose for the kernel's mode (``TORCH_NPU_PATCHSET_E2E_KERNELS``: "mix" for a kernel whose MLIR holds a
+  matrix multiply, else "aiv"; triton-ascend strips its own ``mix_mode`` attribute before the compiler runs), so
+  triton-ascend reads them through its own ``ctypes`` code, as from the real compiler;
 * ``kernel.o``: a host ACL probe binary (``sim/acl_sim/host/host_acl.h``) for the kernel: at every
   launch the probe decodes the argument struct by the kernel's own signature (the adapter MLIR's
   arguments: its lock and workspace pointers at ``SyncBlockLockArgIdx`` / ``WorkspaceArgIdx``, then its
   own arguments, then six i32 launch dimensions) and checks the memory it received against what it
-  told triton-ascend it needs.
+  told triton-ascend it needs (``workspace_size`` per program of the grid it got, ``lock_num`` slots).
 
 ``bisheng`` answers only ``-print-targets`` (triton-ascend's driver asks it whether an NPU compiler is
 installed). Anything else fails loudly.

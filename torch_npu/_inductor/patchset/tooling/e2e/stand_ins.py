@@ -138,8 +138,8 @@ def child_env(release: str, *, patched: bool, work: Path) -> dict:
         "TORCHINDUCTOR_COMPILE_THREADS": "1",
         "TORCHINDUCTOR_CACHE_DIR": str(work / "inductor"), "TRITON_CACHE_DIR": str(work / "triton"),
     })
-    env["PYTHONPATH"] = os.pathsep.join([env["PYTHONPATH"].split(os.pathsep)[0], str(triton_ascend_dir()),
-                                         *env["PYTHONPATH"].split(os.pathsep)[1:]])
+    wheel, *rest = env["PYTHONPATH"].split(os.pathsep)
+    env["PYTHONPATH"] = os.pathsep.join([wheel, str(triton_ascend_dir()), *rest])
     env["PATH"] = os.pathsep.join([str(tools_dir()), env.get("PATH", "")])
     env.pop("TORCH_COMPILE_DEBUG", None)
     if patched:

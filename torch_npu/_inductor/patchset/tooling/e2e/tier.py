@@ -39,7 +39,8 @@ def _key(*parts) -> str:
     for p in files:
         h.update(str(p.relative_to(patchset)).encode() + p.read_bytes())
     import torch
-    h.update(f"{host_runtime.runtime_dir(parts[0])}|{torch.__version__}|{stand_ins.KERNEL_NEEDS}".encode())
+    h.update(f"{host_runtime.runtime_dir(parts[0])}|{torch.__version__}|{stand_ins.KERNEL_NEEDS}|"
+             f"{sorted(real_artifacts.STAND_IN_HEADERS.items())}".encode())  # the stand-in CANN headers it builds with
     return h.hexdigest()[:16]
 
 
@@ -80,8 +81,8 @@ def _run(release: str, patched: bool, one_pass: bool | None, seq_lens: tuple[int
         result.update(release=release, patched=patched, one_pass=one_pass, returncode=proc.returncode,
                       seconds=round(time.perf_counter() - started, 1), stderr_tail=proc.stderr[-4000:])
         result["compiled"] = [json.loads(x) for x in log.read_text().splitlines()] if log.exists() else []
-        result["wrappers"] = {str(p.relative_to(work)): p.read_text()
-                              for p in sorted((work / "inductor").rglob("*.cpp")) if "launchKernel" in p.read_text()}
+        sources = {str(p.relative_to(work)): p.read_text() for p in sorted((work / "inductor").rglob("*.cpp"))}
+        result["wrappers"] = {name: text for name, text in sources.items() if "launchKernel" in text}
         return result
 
 
