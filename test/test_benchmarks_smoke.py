@@ -47,7 +47,8 @@ def test_real_runtime_tiny_run_counts_per_launch(tmp_path, cells):
     calls and a blocking copy per launch, and its kernel's regions alias. The counts come from torch_npu's own
     allocator statistics and the host ACL library's call records, so a launcher that changed would show here. The own
     fix's copy waits for the kernel queued before it (20 us each) on torch_npu's queue thread; told not to wait
-    (ACL_HOST_MEMCPY=immediate), the host ACL library lets the kernels start with wrong lock content."""
+    (ACL_HOST_MEMCPY=immediate), the host ACL library lets the kernels start with wrong lock content: shown with the
+    stream held while the lambdas run, so that no verdict depends on the machine's speed."""
     from torch_npu._inductor.patchset.tooling.releases import real_runtime_bench as rrb
 
     release_wheels.fetched(rrb.OWN_FIX_RELEASE)
@@ -91,7 +92,13 @@ def test_real_runtime_tiny_run_counts_per_launch(tmp_path, cells):
     # each waiting copy outlasts the kernel queued before it: the queue thread's time per launch is at least that
     assert own["queue_wall_ns"] >= 0.9 * KERNEL_US * 1000, own
     # and the next launch's locks are written after that kernel, which wrote into them (the two requests alias);
-    # a copy that does not wait writes them before, and the kernel before overwrites them
+    # a copy that does not wait writes them before, and the kernel before overwrites them. That the kernel before is
+    # still running is made, not hoped for: the no-wait cell's held check runs every lambda while the stream is held
+    # (the host ACL library's stream hold), then the kernels; the timed cells have none
+    assert (nowait["held_checks"], own["held_checks"], patch["held_checks"]) == (1, 0, 0), (own, nowait, patch)
+    held = [p for p in nowait["problems"] if p.startswith("with the kernel before held: ")]
+    assert any("lock content" in p for p in held), nowait["problems"]
+    assert not any("did not get through" in p or "let go by its limit" in p for p in held), held
     assert "lock-content" not in own["verdict"] and "lock-content" in nowait["verdict"], (own, nowait)
 
 

@@ -15,7 +15,8 @@ here). Cells:
 Per cell: the benchmark's layouts (:data:`LAYOUTS`) x simulated kernel time (the probe kernel's run time on the
 host ACL library's stream thread). Children (one per release, kernel time and copy mode) run alternately, in a
 rotating order, ``repeats`` times; inside a child the launchers take turns (``real_runtime_bench_child.py`` says
-what each measures). Numbers are medians over every batch of a cell; counters per launch, the worst batch
+what each measures), and the cells of :data:`HELD_CHECK` get a held check besides, which adds to their verdict and
+to no figure. Numbers are medians over every batch of a cell; counters per launch, the worst batch
 (``real_runtime_bench_report.py``: the batches in, the rows, goals and table out).
 """
 from __future__ import annotations
@@ -39,6 +40,8 @@ from .real_runtime_bench_cells import (  # noqa: F401  (OWN_FIX_RELEASE, FLOOR_R
     FULL,
     GATED_MAX,
     GRID,
+    HELD_CHECK,
+    HELD_LAUNCHES,
     KERNEL_US,
     LAYOUTS,
     OWN_FIX_RELEASE,
@@ -236,9 +239,11 @@ def run(settings: dict, layouts: Sequence[str], kernel_us: Sequence[int], cells:
     plan = child_plan(kernel_us, settings["repeats"], cells)
     for i, (k, rel, mem) in enumerate(plan):
         tags = {tag for _c, tag in cells_of(rel, mem, cells)}
+        held_tags = {tag for c, tag in cells_of(rel, mem, cells) if c in HELD_CHECK}
         launchers = [ln for ln in built[rel].launchers if ln["tag"] in tags and ln["layout"] in layouts]
         spec = {"so": str(built[rel].shared_object), "helper_so": str(helper), "host_library": rr.HOST_LIBRARY,
                 "launchers": launchers, "binary": rr.probe_binary(built[rel], k, SAMPLE_BY_KEY),
+                "held_keys": [ln["key"] for ln in launchers if ln["tag"] in held_tags], "held_launches": HELD_LAUNCHES,
                 "in_flight_max": GATED_MAX, **{x: settings[x] for x in ("launches", "gated", "rounds", "warmup")}}
         t0 = time.perf_counter()
         res = run_child(rel, spec, mem, timeout)

@@ -18,6 +18,13 @@ Per launcher and round (launchers in a rotating order, so that every cell is mea
   (which function, which thread), its error reports and a digest of the probe kernel's records;
 * gated run: torch_npu's queue held by a task of the gate, ``gated`` calls queued behind it, the gate opened and
   the time until the queue thread reaches the next gate: the queue thread's time per lambda, back to back.
+
+After the rounds, for the launchers the spec names in ``held_keys`` (a cell whose verdict needs a kernel still running
+while the next launch's lambda runs: ``real_runtime_bench_cells.HELD_CHECK``), a held check, timed by nothing: the
+stream held by the host ACL library (``acl_host_stream_hold``), ``held_launches`` calls, the queue thread through
+all of their lambdas (it reaches a gate behind them), then the hold released. Every lambda has run before any of
+their kernels starts, on any machine and at any load: what a lambda writes while the kernel before is still running
+is seen by construction, not by how fast the queue thread is.
 """
 from __future__ import annotations
 
@@ -35,6 +42,8 @@ ENTRY_ARGS = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int32, 
 #: The probe record's fields that decide its verdict (pointers and launch ids differ in every record).
 _DIGEST_DROP = ("launch_id", "captured_launch_id", "stream", "lock_ptr", "workspace_ptr", "lock_extent",
                 "workspace_extent")
+#: A stream hold's own bound (ms): it only ends a hang; the check releases the hold long before.
+HOLD_LIMIT_MS = 60000
 sys.path.append(os.path.dirname(os.path.abspath(__file__)))  # last: only child_watch.py is taken from there
 import child_watch  # noqa: E402  (the result file and the stall watchdog, shared with the real-runtime child)
 
@@ -236,6 +245,43 @@ def main() -> None:
             RESULT["batches"].append(batch)
             save()
     step("measured")
+
+    # The held check (see the docstring): never part of a batch, so no timed figure includes it.
+    host.acl_host_stream_hold.restype = ctypes.c_uint64
+    host.acl_host_stream_hold.argtypes = [ctypes.c_void_p, ctypes.c_uint32]
+    host.acl_host_stream_release.restype = ctypes.c_int
+    host.acl_host_stream_release.argtypes = [ctypes.c_uint64]
+    RESULT["held_checks"] = []
+    for ln in (x for x in launchers if x["key"] in SPEC.get("held_keys", ()) and x["key"] not in failed):
+        m = SPEC["held_launches"]
+        torch.npu.synchronize()
+        so.npu_patchset_real_runtime_give_back()
+        host.acl_host_reset()
+        hold = host.acl_host_stream_hold(stream, HOLD_LIMIT_MS)
+        check = {"key": ln["key"], "launches": m, "held": False, "queue_through": False}
+        if hold == 0:
+            check["hold_error"] = "the host ACL library could not hold the stream"
+        else:
+            try:
+                check["failed_calls"] = calls(ln, m)
+                check["call_error"] = err.value.decode(errors="replace") if check["failed_calls"] else ""
+                # the queue thread reached a gate behind the m lambdas: each ran, none of their kernels has started
+                check["queue_through"] = so.npu_patchset_real_runtime_gate_close(HOLD_LIMIT_MS // 2) == 1
+                so.npu_patchset_real_runtime_gate_open()
+            finally:
+                check["held"] = host.acl_host_stream_release(hold) == 1  # 0: it let go by its limit first
+        check["sync_error"] = ""
+        try:
+            torch.npu.synchronize()
+        except Exception as exc:
+            check["sync_error"] = f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+        rep = report()
+        check.update(errors=rep.get("errors", [])[:5], error_count=len(rep.get("errors", [])),
+                     missing_calls=rep.get("missing_calls", {}), probe_count=len(rep.get("probe_records", [])),
+                     probe_digest=digest(rep.get("probe_records", [])))
+        RESULT["held_checks"].append(check)
+        save()
+    step("held check" if RESULT["held_checks"] else "no held check")
     RESULT["done"] = True
     save()
 

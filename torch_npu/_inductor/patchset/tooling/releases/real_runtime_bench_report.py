@@ -79,6 +79,17 @@ def batch_verdict(built, ln: dict, batch: dict) -> list[str]:
     return list(dict.fromkeys(problems))
 
 
+def held_check_problems(built, ln: dict, check: dict) -> list[str]:
+    """What the held check found (``real_runtime_bench_child.py``: every lambda ran while the stream was held, then
+    the kernels): :func:`batch_verdict`'s problems, and a check that did not hold as it should."""
+    problems = [check["hold_error"]] if check.get("hold_error") else []
+    if not check.get("hold_error") and not check.get("queue_through"):
+        problems.append("the queue thread did not get through the launches while the stream was held")
+    if not check.get("hold_error") and not check.get("held"):
+        problems.append("the stream hold let go by its limit before the check released it")
+    return [f"with the kernel before held: {p}" for p in problems + batch_verdict(built, ln, check)]
+
+
 def heap_counter_problems(res: dict) -> list[str]:
     """The child's check of its heap counter (``heap_count.py``) on allocations of a known number: a counter that
     missed or over-counted them makes every heap figure of that child wrong."""
@@ -124,6 +135,12 @@ def summarise(built: dict, results: list[dict]) -> list[dict]:
             a = acc.setdefault((ln["layout"], res["kernel_us"], cell), {"batches": [], "problems": []})
             a["batches"].append(dict(batch, counters_per_launch=batch_counters(batch, res.get("synchronize_calls", {}))))
             a["problems"] += batch_verdict(b, ln, batch) + heap_counter_problems(res)
+        for check in res.get("held_checks", []):  # adds to the verdict only: no figure comes from it
+            ln = by_key[check["key"]]
+            cell = next(c for c, t in cells_of(res["release"], res["memcpy"], res["cells"]) if t == ln["tag"])
+            a = acc.setdefault((ln["layout"], res["kernel_us"], cell), {"batches": [], "problems": []})
+            a["held_checks"] = a.get("held_checks", 0) + 1
+            a["problems"] += held_check_problems(b, ln, check)
         for failure in filter(None, [res.get("failure")]):
             for cell, tag in cells_of(res["release"], res["memcpy"], res["cells"]):
                 for ln in (x for x in b.launchers if x["tag"] == tag):
@@ -138,7 +155,8 @@ def summarise(built: dict, results: list[dict]) -> list[dict]:
                     continue
                 bs = a["batches"]
                 row = {"layout": layout, "kernel_us": k, "cell": cell, "release": CELLS[cell][0],
-                       "rendering": CELLS[cell][1], "copy": CELLS[cell][2], "batches": len(bs)}
+                       "rendering": CELLS[cell][1], "copy": CELLS[cell][2], "batches": len(bs),
+                       "held_checks": a.get("held_checks", 0)}
                 if bs:
                     call = _median([x["call_ns_median"] for x in bs])
                     queue = _median([x["queue_cpu_ns"] / x["launches"] for x in bs])
@@ -308,7 +326,8 @@ LEGEND = ("call: host ns per launch on the calling thread (median over a batch's
           "the launchers' own code made (the rendered launcher with the helper inlined: the std::function its "
           "lambda goes to torch_npu's queue in); peak = most caching-allocator allocations live at once in a free run beyond those before it "
           "(the launch blocks held), peak B = the same in bytes; verdict: the probe kernel's records by the simulation's rules and the host ACL "
-          "library's error reports ('clean', or what they found).")
+          "library's error reports ('clean', or what they found; for the no-wait cell also a held check, which no figure "
+          "includes: its launches' lambdas all run while the stream is held, then their kernels).")
 
 
 
