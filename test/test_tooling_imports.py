@@ -176,25 +176,34 @@ def test_the_render_cache_is_keyed_by_everything_the_harness_runs():
 
 #: A release's way through ``tooling/releases/`` (issue 41), in order; a step's modules import only modules of the
 #: steps before it, or of their own step. The modules that take a release along the way (``real_sources``,
-#: ``real_runtime``, the benchmark, the release matrix) are not steps: they may call any.
+#: ``real_runtime``, the benchmark, the release matrix) are not steps: they may call any. Its runtime comes before the
+#: build against its headers: the build takes the interpreter the runtime step resolved (``real_artifacts.toolchain(
+#: release, python)``), and the runtime step reads what it needs of the release (where its files are, which torch they
+#: require) from the fetch step, never from the build (``launcher --simulate`` once went runtime_build -> host_runtime
+#: -> line_python -> real_artifacts.required_torch: back to a step it was to come to after).
 RELEASE_STEPS = (
     ("fetch, extract", ("release_names", "wheels")),
-    ("build against its headers", ("real_artifacts", "aot_artifacts", "launchers")),
     ("its runtime", ("line_python", "elf", "wheel_needs", "host_runtime")),
+    ("build against its headers", ("real_artifacts", "aot_artifacts", "launchers")),
     ("build for its runtime", ("runtime_build",)),
     ("run", ("runtime_run", "child_watch")),
     ("judge", ("real_runtime_judge",)),
 )
 RELEASES = f"{TOOLING}.releases"
+STEP_OF = {f"{RELEASES}.{m}": i for i, (_, mods) in enumerate(RELEASE_STEPS) for m in mods}
+
+
+def against_the_way(graph: dict[str, set[str]]) -> list[str]:
+    """Imports of a step's modules that go to a later step (or to a release module that is no step)."""
+    return sorted(f"{m[len(RELEASES) + 1:]} ({RELEASE_STEPS[STEP_OF[m]][0]}) imports {n[len(RELEASES) + 1:]}"
+                  + (f" ({RELEASE_STEPS[STEP_OF[n]][0]})" if n in STEP_OF else " (no step)")
+                  for m in STEP_OF for n in graph[m]
+                  if n.startswith(RELEASES + ".") and STEP_OF.get(n, len(RELEASE_STEPS)) > STEP_OF[m])
 
 
 def test_a_release_flows_one_way_through_the_steps():
-    step_of = {f"{RELEASES}.{m}": i for i, (_, mods) in enumerate(RELEASE_STEPS) for m in mods}
-    assert set(step_of) <= set(MODULES), sorted(set(step_of) - set(MODULES))
-    against = sorted(f"{m[len(RELEASES) + 1:]} ({RELEASE_STEPS[step_of[m]][0]}) imports {n[len(RELEASES) + 1:]}"
-                     + (f" ({RELEASE_STEPS[step_of[n]][0]})" if n in step_of else " (no step)")
-                     for m in step_of for n in GRAPH[m]
-                     if n.startswith(RELEASES + ".") and step_of.get(n, len(RELEASE_STEPS)) > step_of[m])
+    assert set(STEP_OF) <= set(MODULES), sorted(set(STEP_OF) - set(MODULES))
+    against = against_the_way(GRAPH)
     assert not against, f"imports against the release's way {' -> '.join(s for s, _ in RELEASE_STEPS)}: {against}"
 
 
@@ -211,3 +220,8 @@ def test_a_step_against_the_way_is_seen():
     """The step check reads real edges: a judge that imported the run step would be against the way."""
     assert f"{RELEASES}.real_artifacts" in GRAPH[f"{RELEASES}.real_runtime_judge"]
     assert f"{RELEASES}.host_runtime" in GRAPH[f"{RELEASES}.runtime_run"]
+    # the runtime step takes the release's facts from the fetch step; the build gets its interpreter
+    assert f"{RELEASES}.wheels" in GRAPH[f"{RELEASES}.line_python"] & GRAPH[f"{RELEASES}.host_runtime"]
+    # the back-edge launcher --simulate once took (the runtime step asking the build step which torch) is seen
+    back = dict(GRAPH, **{f"{RELEASES}.line_python": GRAPH[f"{RELEASES}.line_python"] | {f"{RELEASES}.real_artifacts"}})
+    assert against_the_way(back) == ["line_python (its runtime) imports real_artifacts (build against its headers)"]

@@ -41,7 +41,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from ..sim import host_library
-from . import line_python, real_artifacts, wheel_needs, wheels
+from . import line_python, wheel_needs, wheels
 
 __all__ = ["extracted_wheel", "needs", "host_library_for", "runtime_dir", "subprocess_env", "run_python",
            "inventory", "import_check", "IMPORT_CHECK", "CONTROL_SNIPPET", "REPORT_SNIPPET", "torch_lib_dir",
@@ -52,7 +52,7 @@ _RELEASE = re.compile(r"^\d+\.\d+\.\d+(?:\.post\d+)?$")
 
 def _check_release(release: str) -> str:
     """A released version; or any version whose installed files serve it (a local build: ``2.7.1+git...``)."""
-    if not _RELEASE.match(release or "") and real_artifacts.installed_site(release) is None:
+    if not _RELEASE.match(release or "") and wheels.installed_site(release) is None:
         raise wheels.WheelUnavailable(f"{release!r} is not a torch_npu release (e.g. 2.7.1.post10)")
     return release
 
@@ -60,9 +60,9 @@ def _check_release(release: str) -> str:
 def extracted_wheel(release: str) -> Path:
     """The whole wheel of ``release`` (``torch_npu/``, its dist-info, ...), extracted once beside the
     wheel cache's Python-only extraction, into a folder of its own then renamed into place (the installed
-    files instead, within ``real_artifacts.installed``)."""
+    files instead, within ``real_artifacts.installed``: ``wheels.installed_site``)."""
     _check_release(release)
-    site = real_artifacts.installed_site(release)
+    site = wheels.installed_site(release)
     if site is not None:
         return site
     dest = wheels.cache_dir() / "extracted-whole" / release

@@ -26,7 +26,8 @@ import tempfile
 from functools import lru_cache
 from pathlib import Path
 
-from . import real_artifacts
+from . import wheels
+from .wheels import required_torch  # the fetch step's (the release's wheel or installed files say it)
 
 __all__ = ["LineUnavailable", "required_torch", "cpu_builds", "python_for", "venv_root", "assign", "unassign"]
 
@@ -51,10 +52,6 @@ class LineUnavailable(RuntimeError):
     """The release's torch line cannot run here (the message says why, in one line)."""
 
 
-def required_torch(release: str) -> str:
-    return real_artifacts.required_torch(release)
-
-
 def _base(version: str) -> str:
     return version.split("+")[0]
 
@@ -69,7 +66,7 @@ def cpu_builds() -> tuple[str, ...]:
 
 
 def venv_root() -> Path:
-    return real_artifacts.CACHE_ROOT
+    return wheels.CACHE_ROOT
 
 
 def _this_torch() -> str | None:
@@ -110,7 +107,8 @@ def _line_venv(cpu_version: str) -> Path:
 def python_for(release: str) -> str:
     """The interpreter that runs ``release`` on its own torch line: this one when its torch is that
     release (any build: the CUDA build of 2.7.1 has no allocator-key registry), else a CPU build's
-    environment; :class:`LineUnavailable` when there is none."""
+    environment; :class:`LineUnavailable` when there is none (``wheels.WheelUnavailable`` where the wheel that says
+    which torch it requires cannot be had)."""
     want = required_torch(release)
     mine = _this_torch()
     if mine is not None and _base(mine) == want:

@@ -49,7 +49,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
-import email.parser
 import functools
 import hashlib
 import json
@@ -64,7 +63,7 @@ import zipfile
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
-from . import aot_artifacts, launchers
+from . import aot_artifacts, launchers, wheels
 
 PATCHSET_DIR = Path(__file__).resolve().parents[2]
 #: What holds this ``torch_npu/`` portion: the checkout, or site-packages when installed (renderers get it
@@ -75,7 +74,7 @@ HARNESS = Path(__file__).with_name("wheel_harness.py")
 #: Every tooling file a rendering runs (the harness and what it imports, transitively): what they do shapes
 #: the rendering, so they key its cache (test_tooling_imports checks the list against the harness's imports).
 HARNESS_INPUTS = (HARNESS, Path(__file__).with_name("wheels.py"), Path(__file__).parents[1] / "sim" / "samples.py")
-CACHE_ROOT = Path(os.environ.get("TORCH_NPU_PATCHSET_CACHE", Path.home() / ".cache" / "torch-npu-inductor-patches"))
+CACHE_ROOT = wheels.CACHE_ROOT
 
 #: Headers the real wrapper header includes that no wheel ships (they come with
 #: CANN), and what stands in for them here: only what the included code uses.
@@ -250,9 +249,10 @@ def demangle(names: Sequence[str]) -> list[str]:
 
 
 # ---- 1. torch_npu wheel members ----------------------------------------------------------------------
-#: Releases served from an installed torch_npu instead of their released wheel: version -> the folder holding
-#: ``torch_npu/`` and its ``.dist-info`` (the selftest runs THIS machine's files; see :func:`installed`).
-_INSTALLED: dict[str, Path] = {}
+#: Releases served from an installed torch_npu instead of their released wheel (``wheels.INSTALLED``, the fetch
+#: step's: the runtime step reads it there; :func:`installed` fills it).
+_INSTALLED = wheels.INSTALLED
+installed_site = wheels.installed_site
 
 
 @contextlib.contextmanager
@@ -267,10 +267,6 @@ def installed(version: str, site: Path):
         yield site
     finally:
         _INSTALLED.pop(version, None)
-
-
-def installed_site(version: str) -> Path | None:
-    return _INSTALLED.get(version)
 
 
 def npu_wheel(version: str) -> Path:
@@ -296,20 +292,11 @@ def npu_artifacts(version: str) -> Path:
 
 
 def required_torch(version: str) -> str:
-    """The torch release the wheel requires (``Requires-Dist: torch==2.10.0+cpu`` -> ``2.10.0``)."""
-    if version in _INSTALLED:
-        meta = next(_INSTALLED[version].glob("torch_npu-*.dist-info/METADATA"), None)
-        msg = email.parser.Parser().parsestr(meta.read_text() if meta is not None else "")
-    else:
-        with zipfile.ZipFile(npu_wheel(version)) as zf:
-            meta = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
-            msg = email.parser.Parser().parsestr(zf.read(meta).decode())
-    for req in msg.get_all("Requires-Dist") or []:
-        m = re.match(r"\s*torch\s*==\s*([0-9]+(?:\.[0-9]+)*)", req)
-        if m:
-            return m.group(1)
-    # No pin: the release's own X.Y.Z (a local build's too: 2.7.1+gitabc -> 2.7.1)
-    return ".".join(version.split("+")[0].split(".")[:3])
+    """The torch release the wheel requires (``wheels.required_torch``), a missing wheel said as a :class:`TierError`."""
+    try:
+        return wheels.required_torch(version)
+    except wheels.WheelUnavailable as exc:
+        raise TierError(f"torch_npu {version}: wheel unavailable: {exc}") from exc
 
 
 def line_of(version: str) -> str:

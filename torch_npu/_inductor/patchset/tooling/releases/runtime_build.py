@@ -2,11 +2,12 @@
 linked against its ``libtorch_npu.so`` and, by file name, the host ACL library, with the C entry points the children
 call (:func:`entries_source`: one per launcher, and the gate that holds torch_npu's task queue).
 
-The way a release goes (``test/test_tooling_imports.py`` keeps it one way): fetched and extracted (``wheels.py``),
-built against its headers (``real_artifacts.py``), its runtime made (``line_python.py``, ``host_runtime.py``: the
-interpreter of its torch line, the host ACL library), launchers built for that runtime (this module), run there
-(``runtime_run.py``), judged (``real_runtime_judge.py``). ``real_runtime.py``, ``real_sources.py`` and
-``real_runtime_bench.py`` take a release along it.
+The way a release goes (``test/test_tooling_imports.py`` keeps it one way): fetched and extracted (``wheels.py``:
+also where its files are and which torch they require), its runtime made (``line_python.py``, ``host_runtime.py``:
+the interpreter of its torch line, the host ACL library), built against its headers with that interpreter's torch
+(``real_artifacts.py``: the interpreter is handed in, never looked up there), launchers built for that runtime (this
+module), run there (``runtime_run.py``), judged (``real_runtime_judge.py``). ``real_runtime.py``,
+``real_sources.py`` and ``real_runtime_bench.py`` take a release along it.
 
 :func:`build_launchers` is the one build the real-runtime tier, its samples and scenarios, and the benchmark share.
 """
@@ -16,7 +17,7 @@ import re
 from pathlib import Path
 from typing import Sequence
 
-from . import aot_artifacts, host_runtime
+from . import aot_artifacts, host_runtime, wheels
 from . import real_artifacts as ra
 from .line_python import LineUnavailable
 from .real_artifacts import first_line
@@ -198,6 +199,8 @@ def line_python(release: str) -> str:
         return host_runtime.python_for(release)
     except LineUnavailable as exc:
         raise RealRuntimeError(str(exc)) from exc
+    except wheels.WheelUnavailable as exc:  # the wheel says which torch it requires
+        raise RealRuntimeError(f"torch_npu {release}: wheel unavailable: {first_line(str(exc))}") from exc
 
 
 def build_launchers(release: str, name: str, harness: dict, tags: Sequence[str], *, python: str,

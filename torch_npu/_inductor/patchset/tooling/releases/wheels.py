@@ -22,6 +22,7 @@ Everything this module does to the process is listed in :data:`STAND_INS`.
 from __future__ import annotations
 
 import argparse
+import email.parser
 import importlib
 import importlib.abc
 import importlib.machinery
@@ -73,6 +74,37 @@ def cache_dir() -> Path:
     if override:
         return Path(override)
     return Path.home() / ".cache" / "torch-npu-inductor-patches" / "wheels"
+
+
+#: The project's cache folder (wheels, builds, environments of torch lines, the end-to-end tier's results).
+CACHE_ROOT = Path(os.environ.get("TORCH_NPU_PATCHSET_CACHE", Path.home() / ".cache" / "torch-npu-inductor-patches"))
+
+# ---- a release's files, and the torch they require: what every later step of a release's way reads --------------
+#: Releases served from an installed torch_npu instead of their released wheel: version -> the folder holding
+#: ``torch_npu/`` and its ``.dist-info`` (the selftest runs THIS machine's files; ``real_artifacts.installed``).
+INSTALLED: dict[str, Path] = {}
+
+
+def installed_site(version: str) -> Path | None:
+    return INSTALLED.get(version)
+
+
+def required_torch(version: str) -> str:
+    """The torch release ``version``'s wheel (or its installed files) requires (``Requires-Dist:
+    torch==2.10.0+cpu`` -> ``2.10.0``); its own X.Y.Z where it pins none. Raises :class:`WheelUnavailable`."""
+    if version in INSTALLED:
+        meta = next(INSTALLED[version].glob("torch_npu-*.dist-info/METADATA"), None)
+        msg = email.parser.Parser().parsestr(meta.read_text() if meta is not None else "")
+    else:
+        with zipfile.ZipFile(wheel_path(version)) as zf:
+            meta = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
+            msg = email.parser.Parser().parsestr(zf.read(meta).decode())
+    for req in msg.get_all("Requires-Dist") or []:
+        m = re.match(r"\s*torch\s*==\s*([0-9]+(?:\.[0-9]+)*)", req)
+        if m:
+            return m.group(1)
+    # No pin: the release's own X.Y.Z (a local build's too: 2.7.1+gitabc -> 2.7.1)
+    return ".".join(version.split("+")[0].split(".")[:3])
 
 
 def _find_wheel(version: str) -> Path | None:
