@@ -583,4 +583,12 @@ def test_helper_abi_follows_its_content(tmp_path):
     part = sorted((copy / lc.HELPER_PARTS).glob("*.h"))[-1]
     part.write_text(part.read_text() + "\n// edited\n")
     assert lc.helper_abi(copy) != lc.helper_abi()
-    assert len(lc.helper_sources()) >= 4  # the main header and its parts all count
+    assert len(lc.helper_sources()) >= 3  # the main header and its parts all count
+
+
+def test_helper_stays_small():
+    """The helper is compiled into every wrapper and read by torch_npu's reviewers in the upstream patch: it may
+    shrink, never grow past what issue 39 left (its goal is 250 lines; docs/design.md, "Why not the workspace
+    allocator")."""
+    lines = sum(len(p.read_text(encoding="utf-8").splitlines()) for p in lc.helper_sources())
+    assert lines <= 335, lines

@@ -173,7 +173,7 @@ def test_render_cache_key_follows_the_helpers_headers(tmp_path, monkeypatch):
     shutil.copytree(ra.PATCHSET_DIR, copy, ignore=shutil.ignore_patterns("tooling", "__pycache__"))
     monkeypatch.setattr(ra, "PATCHSET_DIR", copy)
     before = ra._render_key("2.7.1.post10", sys.executable, "harness-aot")
-    abi = copy / "csrc" / "npu_launch_resources" / "abi.h"
+    abi = copy / "csrc" / "npu_launch_resources" / "sizes.h"
     abi.write_text(abi.read_text() + "// one more line\n")
     assert ra._render_key("2.7.1.post10", sys.executable, "harness-aot") != before
 

@@ -190,13 +190,13 @@ def test_patched_branch_is_already_fixed(repo, patches, tmp_path):
 # ---- one source of truth ---------------------------------------------------------------------------------
 def test_one_line_edit_of_the_patch_helper_is_caught(repo, patches, tmp_path):
     root = _applied(repo, "master", patches[1] / "master.patch", tmp_path / "co")
-    abi = root / up.HEADER_DEST / launch_codegen.HELPER_PARTS / "abi.h"
+    abi = root / up.HEADER_DEST / launch_codegen.HELPER_PARTS / "sizes.h"
     lines = abi.read_text().splitlines(keepends=True)
     i = next(i for i, ln in enumerate(lines) if "unversioned" in ln)
     lines[i] = lines[i].replace("unversioned", "unversioned_edited")
     abi.write_text("".join(lines))
     found = up.drift(root)
-    assert len(found) == 1 and "abi.h: line" in found[0] and "unversioned_edited" in found[0], found
+    assert len(found) == 1 and "sizes.h: line" in found[0] and "unversioned_edited" in found[0], found
     module = root / upm.MODULE_PATH
     module.write_text(module.read_text().replace("SLOTS_PER_CACHE_LINE = 8", "SLOTS_PER_CACHE_LINE = 16"))
     assert any(upm.MODULE_PATH in d for d in up.drift(root))

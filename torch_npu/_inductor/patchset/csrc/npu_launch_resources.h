@@ -5,7 +5,6 @@
 // nothing queued; in the lambda, the ACL code and one aclAppLog line.
 #pragma once
 
-#include "npu_launch_resources/abi.h"
 #include "npu_launch_resources/kept.h"
 #include "npu_launch_resources/sizes.h"
 
@@ -55,7 +54,7 @@ class LaunchMemory {
     void *raw = captured_ =
         stream_captures(stream) ? KeptBlocks::all().allocate(kernel, stream, s.total_bytes) : nullptr;
     if (raw == nullptr) {  // not captured (else the graph's pool holds it for every replay): the thread's kept one
-      kept_ = regions_.kept = KeptBlocks::all().take(kernel, stream, s.total_bytes, generation_);
+      kept_ = regions_.kept = KeptBlocks::all().take(kernel, stream, s.total_bytes);
       regions_.launch = kept_->queued.fetch_add(1) + 1;
       raw = kept_->raw;
     }
@@ -72,8 +71,7 @@ class LaunchMemory {
   // Right after launchKernel returns: the kept block is its thread's again; a captured one goes back to the
   // graph's pool, where the graph orders later work.
   void handed(bool queued = true) {
-    if (kept_ != nullptr)
-      std::exchange(kept_, nullptr)->state.store(generation_ << 2 | kIdle, std::memory_order_release);
+    if (kept_ != nullptr) std::exchange(kept_, nullptr)->state.store(kIdle, std::memory_order_release);
     if (queued && captured_ != nullptr) c10_npu::NPUCachingAllocator::raw_delete(std::exchange(captured_, nullptr));
   }
 
@@ -81,7 +79,6 @@ class LaunchMemory {
   LaunchRegions regions_;
   KeptBlock *kept_ = nullptr;
   void *captured_ = nullptr;
-  uint64_t generation_ = 0;
 };
 
 TORCH_NPU_LAUNCH_RESOURCES_END_NAMESPACE

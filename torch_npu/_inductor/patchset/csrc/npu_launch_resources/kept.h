@@ -18,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-#include "abi.h"
+#include "sizes.h"
 
 TORCH_NPU_LAUNCH_RESOURCES_BEGIN_NAMESPACE
 
@@ -42,140 +42,116 @@ bool capturing(A *, aclrtStream stream, long) {
 }
 inline bool captures_underway(aclrtStream stream) { return capturing(c10_npu::NPUCachingAllocator::get(), stream, 0); }
 
-// state: generation << 2 | kIdle, kInUse or kRetired (a reused record's newer generation: given back)
-enum : uint64_t { kIdle, kInUse, kRetired };
+enum : int { kIdle, kInUse, kRetired };  // retired: no longer its thread's, freed once its kernels finished
 struct KeptBlock {
   void *raw = nullptr;
-  aclrtStream stream = nullptr;
+  uint64_t bytes = 0;
+  aclrtStream stream = nullptr, current = nullptr;  // current: the stream that picked the task queue
   int32_t device = -1;
   std::atomic<uint64_t> queued{0};  // launches made on it
   std::atomic<uint64_t> ran{0};     // the last of them whose lambda has run (they run in order)
-  std::atomic<uint64_t> state{kInUse};
+  std::atomic<int> state{kInUse};
   aclrtEvent event = nullptr;
-  bool recorded = false;  // once retired: the event is behind its last kernel
-
-  bool finished(bool record) {  // every lambda ran and (`record`: an event recorded now) its kernels finished
+  uint64_t covered = ~uint64_t(0);  // the launches the event was recorded behind
+  ~KeptBlock() {
+    if (event != nullptr) aclrtDestroyEvent(event);
+  }
+  bool finished(uint64_t launches) {  // their lambdas ran and an event recorded behind their kernels completed
     aclrtEventRecordedStatus status = ACL_EVENT_RECORDED_STATUS_NOT_READY;
-    if (record && ran.load() == queued.load() && !stream_captures(stream))
-      recorded = (event != nullptr || aclrtCreateEvent(&event) == ACL_SUCCESS) &&
-                 aclrtRecordEvent(event, stream) == ACL_SUCCESS;
-    return recorded && aclrtQueryEventStatus(event, &status) == ACL_SUCCESS &&
+    if (covered != launches && ran.load() == launches && !stream_captures(stream) &&
+        (event != nullptr || aclrtCreateEvent(&event) == ACL_SUCCESS) && aclrtRecordEvent(event, stream) == ACL_SUCCESS)
+      covered = launches;
+    return covered == launches && aclrtQueryEventStatus(event, &status) == ACL_SUCCESS &&
            status == ACL_EVENT_RECORDED_STATUS_COMPLETE;
   }
 };
 
 class KeptBlocks {
  public:
-  struct Callback final : c10_npu::NPUCachingAllocator::FreeMemoryCallback {  // at a cache miss
-    KeptBlocks *kept;
-    explicit Callback(KeptBlocks *k) : kept(k) {}
-    bool Execute() override { return kept->give_back(nullptr, true) != 0; }
-  };
   static KeptBlocks &all() {
     static KeptBlocks *kept = new KeptBlocks;  // never destroyed: nothing is released during exit
     return *kept;
   }
   // One block of `bytes` from the caching allocator; throws naming the kernel, holding nothing.
   void *allocate(const char *kernel, aclrtStream stream, uint64_t bytes) {
-    for (bool retried = false;;) {
-      try {
-        return c10_npu::NPUCachingAllocator::raw_alloc_with_stream(bytes, stream);
-      } catch (const std::exception &e) {  // its retry synchronised the device: retired blocks go back, ask again
-        if (!std::exchange(retried, true) && give_back(stream, false) != 0) continue;
-        throw std::runtime_error("npu_launch_resources: kernel '" + std::string(kernel) +
-                                 "': " + std::to_string(bytes) + " bytes for its locks and workspace: " + e.what());
-      }
+    try {
+      return c10_npu::NPUCachingAllocator::raw_alloc_with_stream(bytes, stream);
+    } catch (const std::exception &e) {  // its retry synchronised the device: retired blocks go back, ask again
+      if (give_back(stream, false) != 0) return allocate(kernel, stream, bytes);
+      throw std::runtime_error("npu_launch_resources: kernel '" + std::string(kernel) + "': " + std::to_string(bytes) +
+                               " bytes for its locks and workspace: " + e.what());
     }
   }
   // This thread's block for `stream`, in use until set idle: the kept one if it fits, else a new one.
-  KeptBlock *take(const char *kernel, aclrtStream stream, uint64_t bytes, uint64_t &generation) {
-    if (retired_count_.load(std::memory_order_relaxed) != 0) give_back(stream, false);
+  KeptBlock *take(const char *kernel, aclrtStream stream, uint64_t bytes) {
+    if (retired_.load(std::memory_order_relaxed) != 0) give_back(stream, false);
     const aclrtStream current = c10_npu::getCurrentNPUStream().stream(false);
-    static thread_local ThreadBlocks thread;
-    std::vector<Mine> &mine = thread.blocks;
-    auto it = std::find_if(mine.begin(), mine.end(),
-                           [&](const Mine &m) { return m.stream == stream && m.current == current; });
-    if (it != mine.end()) {
-      uint64_t idle = it->generation << 2 | kIdle;  // else the callback gave it back
-      if (it->block->state.compare_exchange_strong(idle, idle + kInUse)) {
-        if (it->bytes >= bytes) return generation = it->generation, it->block;
-        retire({*it}, kInUse);  // too small: replaced
+    static thread_local Mine mine;
+    auto it = std::find_if(mine.blocks.begin(), mine.blocks.end(),
+                           [&](const auto &k) { return k->stream == stream && k->current == current; });
+    if (it != mine.blocks.end()) {
+      int idle = kIdle;  // else the allocator's callback took it
+      if ((*it)->state.compare_exchange_strong(idle, kInUse)) {
+        if ((*it)->bytes >= bytes) return it->get();
+        retire(**it, kInUse);  // too small: replaced
       }
-      mine.erase(it);
+      mine.blocks.erase(it);
     }
-    // The allocator's free-memory callback, once per instance (a c10 registry exits the process on a key seen twice).
-    static const bool registered = [this] {
+    static const bool registered = [this] {  // once per instance: a c10 registry exits on a key seen twice
       c10_npu::NPUCachingAllocator::FreeNPUMemoryCallbacksRegistry()->Register(
           "npu_launch_resources_" + std::to_string(reinterpret_cast<uintptr_t>(this)),
           [this] { return std::unique_ptr<c10_npu::NPUCachingAllocator::FreeMemoryCallback>(new Callback(this)); });
       return true;
     }();
-    void *raw = allocate(kernel, stream, bytes);
+    auto block = std::make_shared<KeptBlock>();
+    block->raw = allocate(kernel, stream, bytes), block->bytes = bytes, block->stream = stream;
+    block->current = current, (void)registered;
+    aclrtGetDevice(&block->device);
+    mine.blocks.push_back(block);
     std::lock_guard<std::mutex> lock(mutex_);
-    KeptBlock *k = spare_.empty() ? new KeptBlock : spare_.back();
-    if (!spare_.empty()) spare_.pop_back();
-    const int32_t device = k->device;
-    aclrtGetDevice(&k->device);
-    if (k->event != nullptr && k->device != device) aclrtDestroyEvent(std::exchange(k->event, nullptr));
-    generation = (k->state.load() >> 2) + registered;
-    k->raw = raw, k->stream = stream, k->recorded = false, k->queued = 0, k->ran = 0;
-    k->state = generation << 2 | kInUse;
-    kept_.push_back(k);
-    mine.push_back({k, generation, bytes, stream, current});
-    return k;
+    blocks_.push_back(block);
+    return block.get();
   }
-  // Frees this device's retired blocks behind their last kernel and (`idle`: the allocator's callback, at a cache
-  // miss) its finished idle ones; the allocator only outside the mutex, which the callback takes under its own.
+  // Frees this device's retired blocks whose kernels finished and (`idle`: at a cache miss, the allocator's
+  // callback) its idle ones whose kernels finished; the allocator only outside the mutex (the callback holds its).
   size_t give_back(aclrtStream stream, bool idle) {
     int32_t device = 0;
     if (captures_underway(stream) || aclrtGetDevice(&device) != ACL_SUCCESS) return 0;
     std::vector<void *> done;
     std::unique_lock<std::mutex> lock(mutex_);
-    for (KeptBlock *&k : retired_)
-      if (k->device == device && k->finished(!k->recorded))
-        done.push_back(k->raw), spare_.push_back(std::exchange(k, nullptr));
-    for (KeptBlock *&k : kept_) {
-      uint64_t s = k->state.load();
+    for (std::shared_ptr<KeptBlock> &k : blocks_) {
+      int s = k->state.load();
       const uint64_t queued = k->queued.load();
-      if (!idle || (s & 3) != kIdle || k->device != device || !k->finished(true) ||
-          !k->state.compare_exchange_strong(s, s - kIdle + kRetired))
-        continue;
-      k->recorded = false;  // if its thread launched on it meanwhile: retired, given back by a later call
-      if (k->queued.load() == queued) done.push_back(k->raw);
-      (k->queued.load() == queued ? spare_ : retired_).push_back(std::exchange(k, nullptr));
+      if (k->device != device || s == kInUse || (s == kIdle && !idle) || !k->finished(queued)) continue;
+      if (s == kIdle && !retire(*k, kIdle)) continue;  // its thread took it meanwhile
+      if (k->queued.load() != queued) continue;        // and launched on it: a later call gives it back
+      done.push_back(k->raw), retired_.fetch_sub(1), k.reset();
     }
-    kept_.erase(std::remove(kept_.begin(), kept_.end(), nullptr), kept_.end());
-    retired_.erase(std::remove(retired_.begin(), retired_.end(), nullptr), retired_.end());
-    retired_count_.store(retired_.size(), std::memory_order_relaxed);
+    blocks_.erase(std::remove(blocks_.begin(), blocks_.end(), nullptr), blocks_.end());
     lock.unlock();
     for (void *raw : done) c10_npu::NPUCachingAllocator::raw_delete(raw);
     return done.size();
   }
 
  private:
-  struct Mine {  // current: the stream that picked the task queue
-    KeptBlock *block;
-    uint64_t generation, bytes;
-    aclrtStream stream, current;
+  struct Callback final : c10_npu::NPUCachingAllocator::FreeMemoryCallback {  // at a cache miss
+    KeptBlocks *kept;
+    explicit Callback(KeptBlocks *k) : kept(k) {}
+    bool Execute() override { return kept->give_back(nullptr, true) != 0; }
   };
-  struct ThreadBlocks {  // as the thread ends, its blocks are retired (a later call records their events)
-    std::vector<Mine> blocks;
-    ~ThreadBlocks() { KeptBlocks::all().retire(blocks, kIdle); }
-  };
-  void retire(const std::vector<Mine> &blocks, uint64_t from) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (const Mine &m : blocks) {
-      uint64_t s = m.generation << 2 | from;  // else the callback's already
-      if (!m.block->state.compare_exchange_strong(s, s - from + kRetired)) continue;
-      kept_.erase(std::remove(kept_.begin(), kept_.end(), m.block), kept_.end());
-      retired_.push_back(m.block);
+  struct Mine {  // a thread's blocks, retired as it ends (a later call records their events)
+    std::vector<std::shared_ptr<KeptBlock>> blocks;
+    ~Mine() {
+      for (const auto &k : blocks) KeptBlocks::all().retire(*k, kIdle);
     }
-    retired_count_.store(retired_.size(), std::memory_order_relaxed);
+  };
+  bool retire(KeptBlock &block, int from) {
+    return block.state.compare_exchange_strong(from, kRetired) && (retired_.fetch_add(1), true);
   }
 
   std::mutex mutex_;
-  std::vector<KeptBlock *> kept_, retired_, spare_;
-  std::atomic<size_t> retired_count_{0};
+  std::vector<std::shared_ptr<KeptBlock>> blocks_;  // every block not yet given back
+  std::atomic<size_t> retired_{0};
 };
 
 TORCH_NPU_LAUNCH_RESOURCES_END_NAMESPACE

@@ -1,5 +1,6 @@
-// npu_launch_resources: what a launch needs, as numbers, and its lock content
-// as byte fills. Pure functions.
+// npu_launch_resources: what a launch needs, as numbers, and its lock content as byte fills. Pure functions, in
+// a namespace versioned by the helper's content hash (TORCH_NPU_LAUNCH_RESOURCES_ABI): no state shared across
+// versions.
 #pragma once
 
 #include <acl/acl.h>
@@ -8,7 +9,15 @@
 #include <stdexcept>
 #include <string>
 
-#include "abi.h"
+#ifndef TORCH_NPU_LAUNCH_RESOURCES_ABI
+#define TORCH_NPU_LAUNCH_RESOURCES_ABI unversioned
+#endif
+#define TORCH_NPU_LAUNCH_RESOURCES_BEGIN_NAMESPACE \
+  namespace torch_npu::inductor {                  \
+  inline namespace TORCH_NPU_LAUNCH_RESOURCES_ABI {
+#define TORCH_NPU_LAUNCH_RESOURCES_END_NAMESPACE \
+  }                                              \
+  }
 
 TORCH_NPU_LAUNCH_RESOURCES_BEGIN_NAMESPACE
 
@@ -30,33 +39,25 @@ struct LaunchSizes {
 
 constexpr uint64_t kRegionAlignment = 512;  // where regions start: a multiple of the 64-byte lock line
 
-// Sizes of one launch, each product and sum checked: std::invalid_argument naming the kernel if one overflows.
+// Sizes of one launch, every product and sum checked: std::invalid_argument naming the kernel if one overflows.
+// [aligned base | locks | pad to 512 | workspace] + 511 bytes of slack for the base's alignment.
 inline LaunchSizes launch_sizes(const char *kernel, uint32_t grid_x, uint32_t grid_y, uint32_t grid_z,
                                 uint32_t block_num, uint64_t workspace_per_block, const LockLayout &locks) {
   LaunchSizes s;
   if (grid_x == 0 || grid_y == 0 || grid_z == 0) return s;  // nothing is launched
-  bool overflow = __builtin_mul_overflow(workspace_per_block, uint64_t(grid_x) * grid_y, &s.workspace_bytes) ||
-                  __builtin_mul_overflow(s.workspace_bytes, uint64_t(grid_z), &s.workspace_bytes);
-  if (locks.ordered == 0 && locks.unordered == 0) {
-    overflow = overflow || __builtin_mul_overflow(locks.legacy_slots, uint64_t(8), &s.lock_bytes);
-  } else if (locks.unordered != 0) {
-    uint64_t line_count = 0, unordered_bytes = 0;
-    s.participants = uint64_t(block_num) * locks.participant_factor;  // two 32-bit factors: fits
-    overflow = overflow || __builtin_mul_overflow(s.participants, uint64_t(2), &line_count) ||
-               __builtin_add_overflow(line_count, uint64_t(1), &line_count) ||
-               __builtin_mul_overflow(line_count, uint64_t(64) * locks.unordered, &unordered_bytes) ||
-               __builtin_add_overflow(uint64_t(locks.ordered) * 64, unordered_bytes, &s.lock_bytes);
-  } else {
-    s.lock_bytes = uint64_t(locks.ordered) * 64;
-  }
-  // [aligned base | locks | pad to 512 | workspace] + 511 bytes of slack for the base's alignment.
-  uint64_t end = s.lock_bytes;
-  if (s.workspace_bytes != 0) {
-    overflow = overflow || __builtin_add_overflow(s.lock_bytes, kRegionAlignment - 1, &s.workspace_offset);
-    s.workspace_offset &= ~(kRegionAlignment - 1);
-    overflow = overflow || __builtin_add_overflow(s.workspace_offset, s.workspace_bytes, &end);
-  }
-  if (overflow || __builtin_add_overflow(end, kRegionAlignment - 1, &s.total_bytes)) {
+  bool overflow = false;
+  auto mul = [&](uint64_t a, uint64_t b) { return overflow |= __builtin_mul_overflow(a, b, &a), a; };
+  auto add = [&](uint64_t a, uint64_t b) { return overflow |= __builtin_add_overflow(a, b, &a), a; };
+  s.workspace_bytes = mul(mul(workspace_per_block, uint64_t(grid_x) * grid_y), grid_z);
+  if (locks.unordered != 0) s.participants = uint64_t(block_num) * locks.participant_factor;  // fits
+  s.lock_bytes =
+      locks.ordered == 0 && locks.unordered == 0
+          ? mul(locks.legacy_slots, 8)
+          : add(uint64_t(locks.ordered) * 64, mul(add(mul(s.participants, 2), 1), UINT64_C(64) * locks.unordered));
+  if (s.workspace_bytes != 0) s.workspace_offset = add(s.lock_bytes, kRegionAlignment - 1) & ~(kRegionAlignment - 1);
+  const uint64_t end = s.workspace_bytes != 0 ? add(s.workspace_offset, s.workspace_bytes) : s.lock_bytes;
+  s.total_bytes = add(end, kRegionAlignment - 1);
+  if (overflow) {
     auto n = [](uint64_t v) { return std::to_string(v); };
     throw std::invalid_argument("npu_launch_resources: kernel '" + std::string(kernel) +
                                 "': launch sizes overflow 64 bits: workspace " + n(workspace_per_block) + " B x grid " +
