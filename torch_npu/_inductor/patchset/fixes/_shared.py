@@ -1,6 +1,10 @@
 """Small pieces the launch fixes of both wrapper layouts share."""
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import dataclasses
+import inspect
 import re
 
 from .. import launch_codegen
@@ -15,6 +19,7 @@ def probe_of_shape(shape: str, detail: str, upstream_fix: str = "upstream-fix", 
     if shape == upstream_fix:
         return Probe.upstream_has_fix(detail)
     return Probe.needed(detail)
+
 
 def needs_applying(found: tuple[str, str], replaces: str) -> bool:
     """From the shape a fix read: False when it is the fix's own already, True when it is the shape the fix
@@ -55,6 +60,64 @@ def write_before_lambda(buffer, code) -> None:
     """``code.before`` into the launcher's buffer, where upstream is about to write the lambda."""
     for line in code.before:
         buffer.writeline(line)
+
+
+def wrapper_classes(modules, module: str):
+    """(the module, its ``CppWrapperNpu``, its ``DeferredNpuTritonCallWrapper``; None for a class it lacks)."""
+    mod = modules[module]
+    return mod, getattr(mod, "CppWrapperNpu", None), getattr(mod, "DeferredNpuTritonCallWrapper", None)
+
+
+def lacking_classes(modules, module: str) -> tuple[str, str] | None:
+    """The shape ``("unknown", what it lacks)`` where ``module`` lacks either wrapper class; None where it has both."""
+    _, wrapper_cls, deferred_cls = wrapper_classes(modules, module)
+    if wrapper_cls is None or deferred_cls is None:
+        return "unknown", f"{module} lacks CppWrapperNpu or DeferredNpuTritonCallWrapper"
+    return None
+
+
+def param_names(fn) -> list[str]:
+    try:
+        return list(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        return []
+
+
+@dataclasses.dataclass(frozen=True)
+class Launch:
+    """The kernel whose launch code ``generate_launch_kernel`` is writing (either layout), for the
+    ``generate_args_decl`` calls it makes."""
+    kernel: str
+    params: dict
+    block_clamp: int | None = None  # the newer layout's auto-blockify clamp (the older one never clamps)
+    afters: list = dataclasses.field(default_factory=list)  # per launch lambda written: its release lines
+
+    def splice(self, buffer, text: str, code) -> str:
+        """Upstream's lambda ``text`` with its NULL sync declarations replaced by ``code``'s lambda part;
+        ``code``'s calling-thread part written into the launcher's ``buffer`` (upstream writes the lambda
+        next) and its release kept for after the launch."""
+        text = splice_lambda_lines(text, code, self.kernel)
+        write_before_lambda(buffer, code)
+        self.afters.append(code.after)
+        return text
+
+
+_CURRENT: contextvars.ContextVar[Launch | None] = contextvars.ContextVar("npu_sync_launch", default=None)
+
+
+def current_launch() -> Launch | None:
+    return _CURRENT.get()
+
+
+@contextlib.contextmanager
+def generating(launch: Launch, prefix):
+    """``launch`` is the current one while upstream writes its launch code into ``prefix``; ``starts``
+    (yielded) are where each side of the buffer stood before it."""
+    token = _CURRENT.set(launch)
+    try:
+        yield [len(lines) for lines in buffer_sides(prefix)]
+    finally:
+        _CURRENT.reset(token)
 
 
 def buffer_sides(buffer) -> list:
@@ -111,6 +174,12 @@ def helper_include_lines(aot_mode: bool = False) -> list[str]:
     if aot_mode:
         return list(launch_codegen.helper_inline_lines())
     return list(launch_codegen.helper_include_lines())
+
+
+def header_include_lines() -> list[str]:
+    """:func:`helper_include_lines` for the graph being generated (read per header: JIT and AOT graphs are
+    written by one process)."""
+    return helper_include_lines(aot_mode=graph_in_aot_mode())
 
 
 def graph_in_aot_mode() -> bool:

@@ -33,8 +33,6 @@ that only shows when rendering raises rather than emit NULL sync pointers.
 """
 from __future__ import annotations
 
-import contextvars
-import dataclasses
 import functools
 import inspect
 import re
@@ -42,20 +40,8 @@ import re
 from .._patching import Probe, source_of
 from ..launch_codegen import LaunchSite, resource_code
 from ..launch_plan import plan_from_params
-from ._shared import (
-    LAUNCH_PARAMS,
-    NULL_LOCK,
-    NULL_WORKSPACE,
-    buffer_sides,
-    graph_in_aot_mode,
-    helper_include_lines,
-    needs_applying,
-    probe_of_shape,
-    release_after_launches,
-    splice_lambda_lines,
-    upstream_form,
-    write_before_lambda,
-)
+from . import _shared
+from ._shared import LAUNCH_PARAMS, NULL_LOCK, NULL_WORKSPACE
 
 MODULE = "torch_npu._inductor.codegen.cpp_wrapper"
 LAYOUT = "codegen/cpp_wrapper.py (rtKernelLaunch)"
@@ -69,33 +55,11 @@ _ANY_CLAMP = re.compile(r"std::min\(\s*block_num\b")
 _RT_LAUNCH = re.compile(r"\brtKernelLaunch\(")
 
 
-@dataclasses.dataclass(frozen=True)
-class _Launch:
-    kernel: str
-    params: dict
-    afters: list = dataclasses.field(default_factory=list)  # per launch lambda written: its release lines
-
-
-_current: contextvars.ContextVar[_Launch | None] = contextvars.ContextVar("npu_sync_rt_launch", default=None)
-
-
-def _param_names(fn) -> list[str]:
-    try:
-        return list(inspect.signature(fn).parameters)
-    except (TypeError, ValueError):
-        return []
-
-
-def _classes(modules):
-    mod = modules[MODULE]
-    return mod, getattr(mod, "CppWrapperNpu", None), getattr(mod, "DeferredNpuTritonCallWrapper", None)
-
-
 def shape(modules) -> tuple[str, str]:
     """(shape, detail): 'null-pointers', 'ours', 'upstream-fix' or 'unknown'."""
-    _, wrapper_cls, deferred_cls = _classes(modules)
-    if wrapper_cls is None or deferred_cls is None:
-        return "unknown", f"{MODULE} lacks CppWrapperNpu or DeferredNpuTritonCallWrapper"
+    if lacking := _shared.lacking_classes(modules, MODULE):
+        return lacking
+    _, wrapper_cls, deferred_cls = _shared.wrapper_classes(modules, MODULE)
     members = {
         "CppWrapperNpu.generate_args_decl": wrapper_cls.__dict__.get("generate_args_decl"),
         "CppWrapperNpu.write_header": wrapper_cls.__dict__.get("write_header"),
@@ -107,15 +71,15 @@ def shape(modules) -> tuple[str, str]:
     args_decl = members["CppWrapperNpu.generate_args_decl"]
     if getattr(args_decl, _MARK, False):
         return "ours", "already patched"
-    fixed = upstream_form(args_decl, members["DeferredNpuTritonCallWrapper.generate_launch_kernel"])
+    fixed = _shared.upstream_form(args_decl, members["DeferredNpuTritonCallWrapper.generate_launch_kernel"])
     if fixed:
         return "upstream-fix", f"{LAYOUT}: {fixed}"
-    if _param_names(args_decl) != _ARGS_DECL_PARAMS:
+    if _shared.param_names(args_decl) != _ARGS_DECL_PARAMS:
         return "unknown", (f"CppWrapperNpu.generate_args_decl{inspect.signature(args_decl)} is not (code, call_args, "
                            "arg_types, arg_signatures, kernel_name, kernel_id, is_triton_kernel)")
-    if _param_names(members["DeferredNpuTritonCallWrapper.generate_launch_kernel"]) != LAUNCH_PARAMS:
+    if _shared.param_names(members["DeferredNpuTritonCallWrapper.generate_launch_kernel"]) != LAUNCH_PARAMS:
         return "unknown", "DeferredNpuTritonCallWrapper.generate_launch_kernel is not (prefix, wrapper, kernel_var_name, params)"
-    if _param_names(members["CppWrapperNpu.write_header"]) != ["self"]:
+    if _shared.param_names(members["CppWrapperNpu.write_header"]) != ["self"]:
         return "unknown", "CppWrapperNpu.write_header is not (self)"
     src = source_of(args_decl)
     if not src:
@@ -134,12 +98,12 @@ def shape(modules) -> tuple[str, str]:
 
 
 def probe(modules) -> Probe:
-    return probe_of_shape(*shape(modules), prefix=f"{LAYOUT}: ")
+    return _shared.probe_of_shape(*shape(modules), prefix=f"{LAYOUT}: ")
 
 
-def splice(text: str, plan, kernel: str):
-    """(``text``, upstream's launch lambda, with its NULL sync pointers replaced; the
-    :class:`~..launch_codegen.ResourceCode`); raises on any other shape."""
+def checked_code(text: str, plan, kernel: str):
+    """The :class:`~..launch_codegen.ResourceCode` for ``text``, upstream's launch lambda, once it is checked to be
+    the known shape (one launch, an unclamped block count, no allocation of its own); raises on any other."""
     if len(_RT_LAUNCH.findall(text)) != 1 or len(_BLOCK_NUM.findall(text)) != 1 or _ANY_CLAMP.search(text):
         raise RuntimeError(
             f"torch_npu_patchset: launch code for {kernel} does not launch once with an unclamped "
@@ -148,14 +112,13 @@ def splice(text: str, plan, kernel: str):
     if "allocate_workspace" in text:
         raise RuntimeError(f"torch_npu_patchset: upstream launch code for {kernel} allocates a workspace itself")
     # The struct always has both sync fields here (no SIMT-only launch in this layout).
-    code = resource_code(plan, LaunchSite(block_clamp=None, simt_only=False))
-    return splice_lambda_lines(text, code, kernel), code
+    return resource_code(plan, LaunchSite(block_clamp=None, simt_only=False))
 
 
 def apply(modules, patcher) -> str:
-    if not needs_applying(shape(modules), "null-pointers"):
+    if not _shared.needs_applying(shape(modules), "null-pointers"):
         return "already applied"
-    _, wrapper_cls, deferred_cls = _classes(modules)
+    _, wrapper_cls, deferred_cls = _shared.wrapper_classes(modules, MODULE)
     orig_args_decl = wrapper_cls.__dict__["generate_args_decl"]
     orig_launch = deferred_cls.__dict__["generate_launch_kernel"]
     orig_header = wrapper_cls.__dict__["write_header"]
@@ -163,14 +126,10 @@ def apply(modules, patcher) -> str:
 
     @functools.wraps(orig_launch)
     def generate_launch_kernel(self, prefix, wrapper, kernel_var_name, params):
-        launch = _Launch(str(getattr(self, "kernel_name", kernel_var_name)), params)
-        token = _current.set(launch)
-        starts = [len(lines) for lines in buffer_sides(prefix)]
-        try:
+        launch = _shared.Launch(str(getattr(self, "kernel_name", kernel_var_name)), params)
+        with _shared.generating(launch, prefix) as starts:
             result = orig_launch(self, prefix, wrapper, kernel_var_name, params)
-        finally:
-            _current.reset(token)
-        release_after_launches(prefix, starts, launch.afters, launch.kernel)
+        _shared.release_after_launches(prefix, starts, launch.afters, launch.kernel)
         return result
 
     @functools.wraps(orig_args_decl)
@@ -180,7 +139,7 @@ def apply(modules, patcher) -> str:
         result = orig_args_decl(*bound.args, **bound.kwargs)
         if not bound.arguments["is_triton_kernel"]:
             return result
-        launch = _current.get()
+        launch = _shared.current_launch()
         if launch is None:
             raise RuntimeError(
                 f"torch_npu_patchset: CppWrapperNpu.generate_args_decl was called for {bound.arguments['kernel_name']} "
@@ -189,17 +148,14 @@ def apply(modules, patcher) -> str:
             )
         plan = plan_from_params(launch.params, launch.kernel)
         call, text = result
-        text, code = splice(text, plan, launch.kernel)
-        write_before_lambda(bound.arguments["code"], code)  # upstream writes the lambda next
-        launch.afters.append(code.after)
-        return call, text
+        return call, launch.splice(bound.arguments["code"], text, checked_code(text, plan, launch.kernel))
 
     @functools.wraps(orig_header)
     def write_header(self):
         before = len(self.header.getvalue())
         result = orig_header(self)
         if len(self.header.getvalue()) > before:  # upstream wrote a header (not a constant graph)
-            self.header.splice("\n".join(helper_include_lines(aot_mode=graph_in_aot_mode())))
+            self.header.splice("\n".join(_shared.header_include_lines()))
         return result
 
     for fn in (generate_args_decl, generate_launch_kernel, write_header):

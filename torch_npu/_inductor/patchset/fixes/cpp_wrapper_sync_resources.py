@@ -35,8 +35,6 @@ emit a launcher with NULL or aliasing sync pointers.
 """
 from __future__ import annotations
 
-import contextvars
-import dataclasses
 import functools
 import inspect
 import re
@@ -44,21 +42,8 @@ import re
 from .._patching import Probe, source_of
 from ..launch_codegen import LaunchSite, resource_code
 from ..launch_plan import RAW_SYNC_FIELDS, SIMT_FLAGS, plan_from_params
-from . import cpp_wrapper_rt_launch
-from ._shared import (  # noqa: F401  (HEADER_PATH: kept importable here)
-    HEADER_PATH,
-    LAUNCH_PARAMS,
-    NULL_LOCK,
-    NULL_WORKSPACE,
-    buffer_sides,
-    graph_in_aot_mode,
-    helper_include_lines,
-    probe_of_shape,
-    release_after_launches,
-    splice_lambda_lines,
-    upstream_form,
-    write_before_lambda,
-)
+from . import _shared, cpp_wrapper_rt_launch
+from ._shared import HEADER_PATH, LAUNCH_PARAMS, NULL_LOCK, NULL_WORKSPACE  # noqa: F401  (HEADER_PATH: kept importable)
 
 MODULE = "torch_npu._inductor.codegen.cpp_wrapper_npu"
 _MARK = "__torch_npu_patchset_sync_resources__"
@@ -70,34 +55,11 @@ _UPSTREAM_CLAMP = re.compile(r"\bblock_num\s*=\s*std::min\(\s*block_num\s*,\s*\(
 _OUR_CLAMP = re.compile(r"npu_sync_block_num = std::min\(npu_sync_block_num, static_cast<uint32_t>\((\d+)\)\)")
 
 
-@dataclasses.dataclass(frozen=True)
-class _Launch:
-    kernel: str
-    params: dict
-    block_clamp: int | None
-    afters: list = dataclasses.field(default_factory=list)  # per launch lambda written: its release lines
-
-
-_current: contextvars.ContextVar[_Launch | None] = contextvars.ContextVar("npu_sync_launch", default=None)
-
-
-def _classes(modules):
-    mod = modules[MODULE]
-    return mod, getattr(mod, "CppWrapperNpu", None), getattr(mod, "DeferredNpuTritonCallWrapper", None)
-
-
-def _param_names(fn) -> list[str]:
-    try:
-        return list(inspect.signature(fn).parameters)
-    except (TypeError, ValueError):
-        return []
-
-
 def _shape(modules) -> tuple[str, str]:
     """(shape, detail): shape is 'null-pointers', 'double-allocate', 'ours', 'upstream-fix' or 'unknown'."""
-    mod, wrapper_cls, deferred_cls = _classes(modules)
-    if wrapper_cls is None or deferred_cls is None:
-        return "unknown", f"{MODULE} lacks CppWrapperNpu or DeferredNpuTritonCallWrapper"
+    if lacking := _shared.lacking_classes(modules, MODULE):
+        return lacking
+    mod, wrapper_cls, deferred_cls = _shared.wrapper_classes(modules, MODULE)
     args_decl = wrapper_cls.__dict__.get("generate_args_decl")
     launch = deferred_cls.__dict__.get("generate_launch_kernel")
     include = _include_hook(wrapper_cls)
@@ -108,20 +70,20 @@ def _shape(modules) -> tuple[str, str]:
         return "unknown", f"{', '.join(missing)} not defined there"
     if getattr(args_decl, _MARK, False):
         return "ours", "already patched"
-    fixed = upstream_form(args_decl, launch, deferred_cls.__dict__.get("_generate_single_kernel_launch"))
+    fixed = _shared.upstream_form(args_decl, launch, deferred_cls.__dict__.get("_generate_single_kernel_launch"))
     if fixed:
         return "upstream-fix", fixed
-    names = _param_names(args_decl)
+    names = _shared.param_names(args_decl)
     n = len(_ARGS_DECL_PARAMS)
     if (names[:n] != _ARGS_DECL_PARAMS or len(names) <= n or names[n] not in SIMT_FLAGS
             or not set(names[n + 1:]) <= {"kernel_params"}):
         return "unknown", f"CppWrapperNpu.generate_args_decl{inspect.signature(args_decl)} is not (code, call_args, arg_types, arg_signatures, is_triton_kernel, force_simt_only | is_pure_simt[, kernel_params])"
-    if _param_names(launch) != LAUNCH_PARAMS:
+    if _shared.param_names(launch) != LAUNCH_PARAMS:
         return "unknown", f"DeferredNpuTritonCallWrapper.generate_launch_kernel{inspect.signature(launch)} is not (prefix, wrapper, kernel_var_name, params)"
     if include == "get_device_include_path" and not isinstance(
             inspect.getattr_static(wrapper_cls, "get_device_include_path"), staticmethod):
         return "unknown", "CppWrapperNpu.get_device_include_path is not a staticmethod"
-    if include == "add_device_include" and _param_names(wrapper_cls.__dict__[include]) != ["self", "device"]:
+    if include == "add_device_include" and _shared.param_names(wrapper_cls.__dict__[include]) != ["self", "device"]:
         return "unknown", f"CppWrapperNpu.add_device_include{inspect.signature(wrapper_cls.__dict__[include])} is not (device)"
     src = source_of(args_decl)
     if not src:
@@ -149,7 +111,7 @@ def _include_hook(wrapper_cls) -> str | None:
 def probe(modules) -> Probe:
     if cpp_wrapper_rt_launch.MODULE in modules:  # the older layout (codegen/cpp_wrapper.py)
         return cpp_wrapper_rt_launch.probe(modules)
-    return probe_of_shape(*_shape(modules))
+    return _shared.probe_of_shape(*_shape(modules))
 
 
 def _block_clamp(mod, params: dict, kernel_params: dict | None) -> int | None:
@@ -166,23 +128,20 @@ def apply(modules, patcher) -> str:
     shape, detail = _shape(modules)
     if shape == "ours":
         return "already applied"
-    mod, wrapper_cls, deferred_cls = _classes(modules)
+    mod, wrapper_cls, deferred_cls = _shared.wrapper_classes(modules, MODULE)
     orig_args_decl = wrapper_cls.__dict__["generate_args_decl"]
     orig_launch = deferred_cls.__dict__["generate_launch_kernel"]
     include_hook = _include_hook(wrapper_cls)
     args_sig = inspect.signature(orig_args_decl)
-    simt_param = _param_names(orig_args_decl)[len(_ARGS_DECL_PARAMS)]
+    simt_param = _shared.param_names(orig_args_decl)[len(_ARGS_DECL_PARAMS)]
 
     @functools.wraps(orig_launch)
     def generate_launch_kernel(self, prefix, wrapper, kernel_var_name, params):
         clamp = _block_clamp(mod, params, None)
-        launch = _Launch(self.kernel_name, params, clamp)
-        token = _current.set(launch)
-        starts, before = [len(lines) for lines in buffer_sides(prefix)], len(prefix.getvalue())
-        try:
+        launch = _shared.Launch(self.kernel_name, params, clamp)
+        before = len(prefix.getvalue())
+        with _shared.generating(launch, prefix) as starts:
             result = orig_launch(self, prefix, wrapper, kernel_var_name, params)
-        finally:
-            _current.reset(token)
         written = prefix.getvalue()[before:]
         # One launch per kernel, or one per variant of a grouped launch (newer torch_npu): every
         # launch whose resources we sized must clamp its block count the way we assumed.
@@ -194,14 +153,14 @@ def apply(modules, patcher) -> str:
                     f"(torch_npu: {upstream_clamp and upstream_clamp.group(0)!r}, ours: {ours and ours.group(0)!r}); "
                     f"the unordered locks' participant count would be wrong"
                 )
-        release_after_launches(prefix, starts, launch.afters, self.kernel_name)
+        _shared.release_after_launches(prefix, starts, launch.afters, self.kernel_name)
         return result
 
     @functools.wraps(orig_args_decl)
     def generate_args_decl(self, *args, **kwargs):
         bound = args_sig.bind(self, *args, **kwargs)
         bound.apply_defaults()
-        launch = _current.get()
+        launch = _shared.current_launch()
         kernel_params = bound.arguments.get("kernel_params")
         if not bound.arguments["is_triton_kernel"] or (launch is None and kernel_params is None):
             return orig_args_decl(*bound.args, **bound.kwargs)  # not a launch lambda of torch_npu's
@@ -229,19 +188,13 @@ def apply(modules, patcher) -> str:
             launch.afters.append([])
             return text
         code = resource_code(plan, LaunchSite(block_clamp=clamp, simt_only=False))
-        text = splice_lambda_lines(text, code, launch.kernel)
-        write_before_lambda(bound.arguments["code"], code)  # upstream writes the lambda next
-        launch.afters.append(code.after)
-        return text
-
-    def include_lines() -> list[str]:  # read per header: JIT and AOT graphs are written by one process
-        return helper_include_lines(aot_mode=graph_in_aot_mode())
+        return launch.splice(bound.arguments["code"], text, code)
 
     if include_hook == "get_device_include_path":
         orig_include = inspect.getattr_static(wrapper_cls, include_hook).__func__
 
         def include_fn(device: str) -> str:
-            return orig_include(device) + "".join(f"\n        {ln}" for ln in include_lines()) + "\n"
+            return orig_include(device) + "".join(f"\n        {ln}" for ln in _shared.header_include_lines()) + "\n"
 
         new_include = staticmethod(functools.update_wrapper(include_fn, orig_include))
     else:
@@ -251,7 +204,7 @@ def apply(modules, patcher) -> str:
         def include_fn(self, device):
             result = orig_add(self, device)
             if not getattr(self, "_npu_sync_resources_included", False):  # once per wrapper, like torch's own
-                self.header.splice("\n".join(include_lines()))
+                self.header.splice("\n".join(_shared.header_include_lines()))
                 self._npu_sync_resources_included = True
             return result
 
