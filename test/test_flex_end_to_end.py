@@ -55,6 +55,10 @@ def test_with_the_patch_set_forward_and_backward_run_at_every_length_from_one_co
     assert all(x.get("forward") == "ok" and x.get("backward") == "ok" for x in r["runs"]), tier.summary(r)
     assert r["unique_graphs"] == 1, f"recompiled: {r['unique_graphs']} graphs for {tier.SEQ_LENS}"
     assert r["host"]["errors"] == [], r["host"]["errors"][:3]
+    # the job is the upstream patch's own test function, gradients and all (compared on an NPU only)
+    assert r["job"] == "upstream_launch_resources_test.flex_attention_steps", r.get("job")
+    shape = [tier.BATCH, tier.HEADS, tier.SEQ_LENS[-1], tier.DIM]
+    assert r["runs"][-1]["grad_shapes"] == [[shape] * 3] * 2, r["runs"][-1]
 
 
 def test_the_backward_wrapper_has_the_symbolic_grid_and_the_launch_memory_lines():

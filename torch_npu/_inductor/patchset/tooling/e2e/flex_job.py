@@ -1,7 +1,8 @@
 """The user's job (run as a script by tier.py, over the host ACL library): a dynamic Flex Attention
 forward and backward compiled with ``cpp_wrapper=True`` on ``npu`` tensors, at several sequence lengths.
 
-argv[1]: a JSON spec {"out", "batch", "heads", "dim", "seq_lens", "one_pass", "divisible", "stand_ins"}.
+argv[1]: a JSON spec {"out", "batch", "heads", "dim", "seq_lens", "one_pass", "divisible", "stand_ins",
+"upstream_test"}: the job itself is the upstream patch's test function ``flex_attention_steps``.
 Writes the verdict to spec["out"] as it goes: the stand-ins installed, each length's forward and
 backward ("ok" or the error's one line), the frames Dynamo compiled, and the host ACL library's report.
 """
@@ -46,39 +47,36 @@ def main() -> None:
     import torch._inductor.config as inductor_config
     import triton
     from torch._dynamo.utils import counters
-    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
     RESULT["triton"] = triton.__version__
     if SPEC["one_pass"] is not None:  # None: torch's default (one pass where triton is there, as here)
         inductor_config.triton.autotune_at_compile_time = SPEC["one_pass"]
-    compiled = torch.compile(flex_attention, dynamic=True, options={"cpp_wrapper": True})
-    b, h, d = SPEC["batch"], SPEC["heads"], SPEC["dim"]
-
-    def causal(batch, head, q_idx, kv_idx):
-        return q_idx >= kv_idx
-
+    # The upstream patch's own test body (test/_inductor/test_npu_launch_resources.py), rendered by tier.py.
+    spec = importlib.util.spec_from_file_location("upstream_launch_resources_test", SPEC["upstream_test"])
+    upstream_test = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(upstream_test)
+    RESULT["job"] = f"{upstream_test.__name__}.flex_attention_steps"
+    # post10's backward template does not compile when IS_DIVISIBLE is False (docs/facts.md): with lengths that
+    # are multiples of 128, saying it is true keeps the kernels exact.
+    options = {"IS_DIVISIBLE": True} if SPEC["divisible"] else None
     save()
-    for s in SPEC["seq_lens"]:
-        run = {"seq_len": s}
-        RESULT["runs"].append(run)
-        q, k, v = (torch.randn(b, h, s, d).to("npu").requires_grad_() for _ in range(3))
-        mask = create_block_mask(causal, b, h, s, s, device="cpu").to("npu")
-        try:
-            # post10's backward template does not compile when IS_DIVISIBLE is False (docs/facts.md): with
-            # lengths that are multiples of 128, saying it is true keeps the kernels exact.
-            options = {"IS_DIVISIBLE": True} if SPEC["divisible"] else None
-            out = compiled(q, k, v, block_mask=mask, kernel_options=options)
-            run["forward"] = "ok"
+    steps = upstream_test.flex_attention_steps(SPEC["seq_lens"], options, SPEC["batch"], SPEC["heads"], SPEC["dim"])
+    run: dict = {}
+    try:
+        for s, step, grads in steps:
+            if run.get("seq_len") != s:
+                run = {"seq_len": s}
+                RESULT["runs"].append(run)
+            run[step] = "ok"  # no gradient is compared: the host ACL library's kernels do not compute
+            if grads:  # their shapes, compiled and eager (never copied back: nothing computed them here)
+                run["grad_shapes"] = [[list(g.shape) for g in side] for side in grads]
             save()
-            out.backward(torch.ones(b, h, s, d).to("npu"))
-            torch.npu.synchronize()
-            run["backward"] = "ok"
-        except Exception as exc:  # the verdict records it; the next length would say the same
-            run["error"] = one_line(exc)
-            run["traceback_tail"] = traceback.format_exc()[-3000:]
-            save()
-            break
-        save()
+    except Exception as exc:  # the verdict records it; the next length would say the same
+        if not run:
+            RESULT["runs"].append(run := {"seq_len": SPEC["seq_lens"][0]})
+        run["error"] = one_line(exc)
+        run["traceback_tail"] = traceback.format_exc()[-3000:]
+    save()
     RESULT["frames"] = dict(counters["frames"])
     RESULT["unique_graphs"] = counters["stats"]["unique_graphs"]
     lib = ctypes.CDLL(os.environ["ACL_HOST_LIBRARY"])

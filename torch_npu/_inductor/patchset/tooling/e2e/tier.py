@@ -21,6 +21,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from ..releases import host_runtime, real_artifacts
+from ..upstream import test_text
 from . import compiler_stand_in, stand_ins
 
 JOB = Path(__file__).with_name("flex_job.py")
@@ -28,13 +29,16 @@ RUNTIME_STAND_INS = Path(__file__).with_name("runtime_stand_ins.py")
 #: Multiples of 128 (see flex_job.py), several, to show one compile serves them; their mask block counts
 #: (5, 6, 8) differ from the batch and head counts, which Dynamo would otherwise guard equal ("duck sizing").
 SEQ_LENS = (640, 768, 1024)
+#: Batch, heads and head size: B and H above 1, so that Dynamo keeps them symbolic (with 1 it specialises).
+BATCH, HEADS, DIM = 2, 4, 64
 
 
 def _key(*parts) -> str:
     """What decides a run: the patch set's runtime files, this tier's, the host ACL library's build, torch."""
     patchset = real_artifacts.PATCHSET_DIR
     files = sorted(p for p in patchset.rglob("*") if p.is_file() and p.suffix in (".py", ".h")
-                   and ("tooling" not in p.relative_to(patchset).parts or p.parent == JOB.parent))
+                   and ("tooling" not in p.relative_to(patchset).parts or p.parent == JOB.parent
+                        or p == Path(test_text.__file__)))  # the job's body is the upstream test's
     h = hashlib.sha256(repr(parts).encode())
     for p in files:
         h.update(str(p.relative_to(patchset)).encode() + p.read_bytes())
@@ -46,7 +50,8 @@ def _key(*parts) -> str:
 
 @lru_cache(maxsize=None)
 def run_job(release: str, *, patched: bool, one_pass: bool | None, seq_lens: tuple[int, ...] = SEQ_LENS,
-            batch: int = 2, heads: int = 4, dim: int = 64, divisible: bool = True, timeout: float = 1200) -> dict:
+            batch: int = BATCH, heads: int = HEADS, dim: int = DIM, divisible: bool = True,
+            timeout: float = 1200) -> dict:
     """``one_pass``: ``triton.autotune_at_compile_time`` (None: torch's default, which is one pass when triton is
     there); ``divisible``: the job says ``IS_DIVISIBLE`` (its lengths must then be multiples of 128)."""
     cached = real_artifacts.CACHE_ROOT / "e2e" / "results" / (
@@ -68,7 +73,9 @@ def _run(release: str, patched: bool, one_pass: bool | None, seq_lens: tuple[int
         work = Path(tmp)
         out, log = work / "result.json", work / "compiled.jsonl"
         spec = {"out": str(out), "batch": batch, "heads": heads, "dim": dim, "seq_lens": list(seq_lens),
-                "one_pass": one_pass, "divisible": divisible, "stand_ins": str(RUNTIME_STAND_INS)}
+                "one_pass": one_pass, "divisible": divisible, "stand_ins": str(RUNTIME_STAND_INS),
+                "upstream_test": str(work / "upstream_test.py")}
+        (work / "upstream_test.py").write_text(test_text.text("", ""))  # its test body; no branch file is read
         (work / "spec.json").write_text(json.dumps(spec))
         env = stand_ins.child_env(release, patched=patched, work=work)
         env[compiler_stand_in.KERNELS_ENV] = json.dumps(stand_ins.KERNEL_NEEDS)

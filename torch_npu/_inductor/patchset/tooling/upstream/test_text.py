@@ -2,9 +2,10 @@
 
 Upstream's style (unittest, as ``test/_inductor/test_flex_attention_dynamic_mask_out.py`` on
 v2.7.1): without an NPU it checks the generated C++ (memory taken before the launch lambda, kept
-for the thread's next launch on the stream), the sizes and bad metadata; on an NPU it runs a
-``cpp_wrapper`` compile on one when present. ``@WRAPPER@`` and ``@HEURISTICS@`` are the branch's
-launcher and autotuner files.
+for the thread's next launch on the stream), the sizes and bad metadata; on an NPU it compiles with
+``cpp_wrapper`` a small kernel and the seed's reproduction, the dynamic Flex Attention backward
+(``flex_attention_steps``: the end-to-end tier runs that same function without an NPU).
+``@WRAPPER@`` and ``@HEURISTICS@`` are the branch's launcher and autotuner files.
 """
 
 PATH = "test/_inductor/test_npu_launch_resources.py"
@@ -28,6 +29,32 @@ def _module():  # standard library only: loaded by path, without torch_npu (data
     module = sys.modules[spec.name] = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def flex_attention_steps(seq_lens, kernel_options=None, batch=2, heads=4, dim=64):
+    """The dynamic Flex Attention forward and backward with a causal mask, compiled once with cpp_wrapper, on NPU
+    tensors: per length, yields (length, "forward", None) once the compiled forward ran, then (length, "backward",
+    (compiled, eager)): the gradients of q, k and v on the NPU, and from eager causal SDPA on the CPU."""
+    import torch
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+    def causal(b, h, q_idx, kv_idx):
+        return q_idx >= kv_idx
+
+    compiled = torch.compile(flex_attention, dynamic=True, options={"cpp_wrapper": True})
+    for s in seq_lens:
+        inputs, grads = [torch.randn(batch, heads, s, dim) for _ in range(3)], []
+        for device in ("npu", "cpu"):
+            q, k, v = (t.to(device).requires_grad_() for t in inputs)
+            if device == "npu":
+                mask = create_block_mask(causal, batch, heads, s, s, device="cpu").to(device)
+                out = compiled(q, k, v, block_mask=mask, kernel_options=kernel_options)
+                yield s, "forward", None
+            else:
+                out = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+            out.backward(torch.ones(batch, heads, s, dim).to(device))
+            grads.append([q.grad, k.grad, v.grad])
+        yield s, "backward", grads
 
 
 class TestNpuLaunchResources(unittest.TestCase):
@@ -73,22 +100,35 @@ class TestNpuLaunchResources(unittest.TestCase):
         self.assertTrue((REPO_ROOT / "torch_npu/csrc/inductor/npu_launch_resources/kept.h").is_file())
         self.assertIn('"torch_npu/csrc/*/*/*.h"', (REPO_ROOT / "setup.py").read_text(encoding="utf-8"))
 
-    def test_cpp_wrapper_kernel_on_an_npu(self):
+    def _torch_on_an_npu(self):
         try:
             import torch
-            import torch._inductor.config as inductor_config
             import torch_npu  # noqa: F401
         except ImportError:
             self.skipTest("needs torch_npu")
         if not torch.npu.is_available():
             self.skipTest("needs an Ascend NPU")
+        return torch
+
+    def test_cpp_wrapper_kernel_on_an_npu(self):
+        torch = self._torch_on_an_npu()
 
         def fn(x, y):
             return torch.mm(x, y).relu().sum(dim=0)
 
         x, y = torch.randn(256, 128, device="npu"), torch.randn(128, 64, device="npu")
-        with inductor_config.patch(cpp_wrapper=True):
-            torch.testing.assert_close(torch.compile(fn, dynamic=True)(x, y), fn(x, y), rtol=1e-3, atol=1e-3)
+        torch.testing.assert_close(torch.compile(fn, dynamic=True, options={"cpp_wrapper": True})(x, y), fn(x, y),
+                                   rtol=1e-3, atol=1e-3)
+
+    def test_dynamic_flex_attention_backward_with_cpp_wrapper(self):
+        torch = self._torch_on_an_npu()
+        from torch._dynamo.utils import counters
+
+        counters.clear()  # lengths that are multiples of 128: the templates need IS_DIVISIBLE with symbolic lengths
+        for _, step, grads in flex_attention_steps((640, 768, 1024), {"IS_DIVISIBLE": True}):
+            if step == "backward":  # the gradients of q, k and v: compiled, eager
+                torch.testing.assert_close([g.cpu() for g in grads[0]], grads[1], rtol=2e-2, atol=2e-2)
+        self.assertEqual(counters["stats"]["unique_graphs"], 1)  # one compile serves every length
 
 
 if __name__ == "__main__":
