@@ -21,7 +21,9 @@ own task queue and its memory comes from torch_npu's own caching allocator (``to
   replay; the threads x empty_cache scenario and its out-of-memory retry variant; two graphs captured on
   torch.npu.graph's default capture stream replayed at once on two streams; eager launches on another stream
   during a global-mode capture; a device full of another stream's cached blocks (the out-of-memory retry on the
-  calling thread), and b45157f's memory-in-lambda mutant there.
+  calling thread), and b45157f's memory-in-lambda mutant there; two threads on one stream with the task queue off
+  whose launches the host ACL library interleaves by construction (a pause at one thread's launch call), with
+  legacy and packed lock layouts, and the shared-by-threads mutant there.
 
 Builds are shared through the build cache; each release's runs are made once per module (``runs``).
 """
@@ -330,6 +332,22 @@ def test_graphs_replayed_at_once_must_not_share_memory():
     assert graph_problems([rec(10, 1 << 20), rec(20, 2 << 20)], res) == []
     assert graph_problems([rec(10, 1 << 20), rec(20, (1 << 20) + 2048)], res) == [
         "1 pairs of regions of two graphs replayed at the same time overlap (the graphs share memory)"]
+
+
+@pytest.mark.parametrize("release", SCENARIO_RELEASES)
+@pytest.mark.parametrize("name", ["threads-interleaved-locks", "threads-interleaved-packed"])
+def test_one_block_per_stream_for_every_thread_gives_a_kernel_the_other_threads_used_locks(release, name):
+    """shared-by-threads (one kept block per stream, for every thread), TASK_QUEUE_ENABLE=0: the host ACL library
+    pauses thread 0's launch at its ACL launch call, its lock fills made, while thread 1 makes a whole launch on the
+    same block; each kernel leaves its lock slots used, so thread 0's kernel finds thread 1's used locks instead of
+    the content its own fills wrote: every round, by construction (run once). Both lock layouts: legacy slots with
+    a non-zero init value, and the packed ordered + unordered layout."""
+    out = scenario(name, "shared-by-threads")
+    run = out["runs"]["0"]
+    assert not out["ok"] and not out["timed_out"] and out["not_exercised"] == [], _summary(out)
+    rounds = rr.SCENARIO_SETUPS[name].rounds
+    assert run["reached_kernel"] == 2 * rounds and run["clean_kernels"] == rounds, _summary(out)  # thread 0's, each
+    assert any(f"{rounds} kernels got wrong memory: lock content at start" in p for p in out["problems"]), out["problems"]
 
 
 @pytest.mark.parametrize("release", SCENARIO_RELEASES)

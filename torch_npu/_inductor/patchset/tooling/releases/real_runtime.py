@@ -103,6 +103,7 @@ class Scenario:
     pace_s: float = 0  # a launching thread's pause after each launch
     exercises: tuple[str, ...] = ("threads",)
     sample: str = "threads"  # the launcher it calls (a key of RUNTIME_SAMPLES)
+    rounds: int = 0  # interleave: rounds, each a window made by construction (the host ACL library's pauses)
 
 
 #: The scenarios this tier runs (issues 30 and 31), named as the simulation's (``launcher --scenario list``) where
@@ -161,6 +162,15 @@ SCENARIO_SETUPS = {
         "device synchronised, the cached blocks freed), which must run on the calling thread, never on torch_npu's "
         "queue thread; 3 rounds", mode="oom-fill", threads=1, per_thread=0, oom=True,
         exercises=("caller-retry",)),
+    "threads-interleaved-locks": Scenario(
+        "TASK_QUEUE_ENABLE=0: 2 Python threads on the default stream, a kernel with 16 legacy lock slots (init 7); "
+        "4 rounds in which thread 0's launch is paused by the host ACL library at its ACL launch call, its lock "
+        "fills made, while thread 1 makes a whole launch (on the stream: 0's fills, 1's fills and kernel, 0's "
+        "kernel; each kernel leaves its lock slots used)", queues=("0",), mode="interleave", threads=2, per_thread=0,
+        sample="locks", rounds=4, exercises=("threads", "windows")),
+    "threads-interleaved-packed": Scenario(
+        "the same with the packed lock layout (2 ordered + 1 unordered lock, init 5, a mix kernel)", queues=("0",),
+        mode="interleave", threads=2, per_thread=0, sample="packed-mix", rounds=4, exercises=("threads", "windows")),
 }
 SCENARIOS = {name: sc.what for name, sc in SCENARIO_SETUPS.items()}
 #: capture-then-empty-cache-grow: launches captured, replays, the eager launches ``run_capture`` makes (a warm-up,
@@ -227,7 +237,7 @@ def with_mutants(harness: dict) -> dict:
     out = dict(harness)
     for name, edit in MUTANTS.items():
         out[name] = {}
-        for key in MUTANT_SAMPLES:
+        for key in (*MUTANT_SAMPLES, *MUTANT_EXTRA_SAMPLES.get(name, ())):
             kernel = RUNTIME_SAMPLE_BY_KEY[key].kernel
             cpp = edit(harness["patched"][key]["cpp"]).replace(f"{kernel}_patched", f"{kernel}_{_ident(name)}")
             out[name][key] = dict(harness["patched"][key], cpp=cpp)
@@ -324,13 +334,17 @@ MUTANTS = {"never-done": _never_done, "release-at-end": _release_at_end,
            "quarter-workspace": _quarter_workspace, "aliasing": _aliasing, "wrong-lock-content": _wrong_lock_content,
            "memory-in-lambda": _memory_in_lambda, **{n: _helper_mutant(n) for n in mutant_helpers.NAMES}}
 MUTANT_SAMPLES = ("both", "threads")
+#: Samples a mutant is also built for: the lock layouts of the interleaved scenarios, for the rule they catch.
+MUTANT_EXTRA_SAMPLES = {"shared-by-threads": ("locks", "packed-mix")}
 
 
 # ---- 2. run ---------------------------------------------------------------------------------------
-def probe_binary(built: Built, sim_time_us: int = 0, samples: dict | None = None) -> str:
+def probe_binary(built: Built, sim_time_us: int = 0, samples: dict | None = None, locks_used: bool = False) -> str:
     """The kernel binary every launcher's loadKernel reads (the harness renders one file name for all): the
     host ACL library's probe, told per kernel what it must find (the same for as shipped and patched) and how
-    long it runs. ``samples``: the samples ``built`` rendered, by key (default this tier's)."""
+    long it runs. ``samples``: the samples ``built`` rendered, by key (default this tier's). ``locks_used``: each
+    kernel leaves its lock slots used, as a real kernel's sync counters (the scenarios: a lock region must be
+    written again before every kernel, by that kernel's own launch)."""
     samples = RUNTIME_SAMPLE_BY_KEY if samples is None else samples
     lines = ["ACL_HOST_PROBE_BINARY 1"]
     seen = set()
@@ -343,7 +357,8 @@ def probe_binary(built: Built, sim_time_us: int = 0, samples: dict | None = None
         exp = sim_harness.expected(plan, site, grid)
         lines.append(f"kernel {name} has_ffts={int(site.has_ffts)} simt_only={int(site.simt(plan))} "
                      f"lock_bytes={exp['lock_bytes']} workspace_bytes={exp['workspace_bytes']} "
-                     f"own_args_bytes={lc.own_args_bytes(args)} sim_time_us={sim_time_us}")
+                     f"own_args_bytes={lc.own_args_bytes(args)} sim_time_us={sim_time_us}"
+                     + (" locks_used=1" if locks_used else ""))
     return "\n".join(lines) + "\n"
 
 
@@ -442,10 +457,12 @@ def scenario_spec(built: Built, name: str, tag: str, per_thread: int | None = No
             "threads": sc.threads, "per_thread": per_thread, "empty_cache_every": sc.empty_cache_every,
             "empty_cache_thread": sc.empty_cache_thread, "operators": sc.operators, "devices": list(sc.devices),
             "pace_s": sc.pace_s,
-            "binary": probe_binary(built, sim_time_us=SCENARIO_KERNEL_US), "kernels": sc.threads * per_thread}
+            "binary": probe_binary(built, sim_time_us=SCENARIO_KERNEL_US, locks_used=True), "kernels": sc.threads * per_thread}
     if sc.oom:  # the host ACL library's device memory limited (batches)
         spec["oom_bytes"] = OOM_BYTES
-    if sc.mode == "capture":
+    if sc.mode == "interleave":
+        spec.update(rounds=sc.rounds, kernels=sc.rounds * 2)
+    elif sc.mode == "capture":
         spec.update(captured=CAPTURED, replays=REPLAYS, grow_bytes=GROW_BYTES,
                     kernels=CAPTURE_EAGER + CAPTURED * REPLAYS)
     elif sc.mode == "graphs":

@@ -793,8 +793,85 @@ def run_oom_fill(torch, so: Launchers, sp: dict, out: dict) -> None:
     step("scenario done", out)
 
 
+def _pause_arm(functions: bytes, after: bool) -> int:
+    HOST.lib.acl_host_pause_arm.restype = ctypes.c_uint64
+    HOST.lib.acl_host_pause_arm.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_uint32]
+    return HOST.lib.acl_host_pause_arm(functions, int(after), int(WAIT_S * 1000))
+
+
+def _pause_reached(pid: int) -> bool:
+    HOST.lib.acl_host_pause_reached.argtypes = [ctypes.c_uint64, ctypes.c_uint32]
+    return HOST.lib.acl_host_pause_reached(pid, int(WAIT_S * 1000)) == 1
+
+
+def _pause_release(pid: int) -> int:
+    HOST.lib.acl_host_pause_release.argtypes = [ctypes.c_uint64]
+    return HOST.lib.acl_host_pause_release(pid)
+
+
+
+def run_interleave(torch, so: Launchers, sp: dict, out: dict) -> None:
+    """sp["rounds"] rounds of two threads on the default stream (TASK_QUEUE_ENABLE=0: each lambda runs on its
+    caller), their launches interleaved by construction: thread 0's launch stops at its ACL launch call, its lock
+    fills made (a pause of the host ACL library); thread 1 makes a whole launch; then thread 0's launch goes on. On
+    the stream: thread 0's fills, thread 1's fills and kernel, thread 0's kernel, which finds its locks as its own
+    fills left them only if thread 1's fills and kernel were on memory of their own."""
+    launcher = sp["launchers"][0]
+    torch.npu.set_device(0)
+    stream = torch.npu.current_stream().npu_stream
+    torch.npu.synchronize()
+    so.give_back()
+    HOST.reset()
+    before = _settled(torch)
+    errors, rows, windows = [], [], []
+    tids: dict = {}
+    go = [threading.Event() for _ in range(sp["rounds"])]
+    paused = [threading.Event() for _ in range(sp["rounds"])]
+    pauses: dict = {}
+
+    def launching(t: int) -> None:
+        try:
+            torch.npu.set_device(0)
+            tids[t] = threading.get_native_id()
+            bufs = [torch.empty(launcher["xnumel"], device="npu", dtype=torch.float32) for _ in range(2)]
+            for r in range(sp["rounds"]):
+                if t == 0:
+                    pauses[r] = _pause_arm(b"aclrtLaunchKernelWithHostArgs", after=False)
+                    paused[r].set()
+                elif not go[r].wait(WAIT_S):
+                    errors.append(f"thread 1: never told to launch in round {r + 1}")
+                    return
+                threw, err = so.call(launcher, bufs, stream)
+                rows.append({"thread": t, "device": 0, "launch": len(rows) + 1, "round": r + 1,
+                             "call_threw": threw, "call_error": err[:300]})
+                if t == 1:
+                    _pause_release(pauses[r])
+            del bufs
+        except Exception as exc:
+            errors.append(f"thread {t}: {_failure(exc, 300)}")
+        finally:
+            for e in (*go, *paused):
+                e.set()
+
+    threads = [threading.Thread(target=launching, args=(t,)) for t in range(2)]
+    for th in threads:
+        th.start()
+    for r in range(sp["rounds"]):
+        paused[r].wait(WAIT_S)
+        reached = r in pauses and _pause_reached(pauses[r])
+        windows.append({"round": r + 1, "paused": reached})
+        go[r].set()
+    for th in threads:
+        th.join()
+    sync_error = _synchronize_all(torch, [0])
+    so.give_back()
+    out.update(calls=rows, thread_errors=errors, sync_error=sync_error, memory_before=before,
+               memory_after=_settled(torch, before), host=HOST.report(), thread_tids=tids, windows=windows)
+    step("scenario done", out)
+
+
 RUNNERS = {"scenario": run_scenario, "capture": run_capture, "graphs": run_graphs,
-           "global-capture": run_global_capture, "oom-fill": run_oom_fill}
+           "global-capture": run_global_capture, "oom-fill": run_oom_fill, "interleave": run_interleave}
 
 
 if __name__ == "__main__":

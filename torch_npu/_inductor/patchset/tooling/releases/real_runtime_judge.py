@@ -230,7 +230,8 @@ def judge_scenario(expect: tuple, spec: dict, res: dict, *, queue: str, exercise
     "frees": memory really went back with aclrtFree; "refused": device allocations were refused; "devices":
     kernels ran on every device of the spec; "threads": the launches came from the launching threads, or,
     with the task queue on, from torch_npu's queue threads; "operators": torch_npu's operators ran, on the
-    queue thread with TASK_QUEUE_ENABLE=2; "replays": the captured launches ran at every replay)."""
+    queue thread with TASK_QUEUE_ENABLE=2; "replays": the captured launches ran at every replay; "windows": each
+    round's window, made by the host ACL library's pauses, opened)."""
     exp, want_locks, grid = expect
     ln = spec["launchers"][0]
     host = res.get("host") or {}
@@ -392,6 +393,12 @@ def not_exercised(exercises: Sequence[str], res: dict, spec: dict, queue: str, r
     if "during-capture" in exercises and (res.get("eager_during_capture") or 0) < spec["eager_during"]:
         out.append(f"{res.get('eager_during_capture')} of {spec['eager_during']} eager kernels ran while the other "
                    f"stream captured")
+    if "windows" in exercises:
+        windows = res.get("windows") or []
+        shut = [w["round"] for w in windows if not w["paused"]]
+        if len(windows) != spec["rounds"] or shut:
+            out.append(f"{len(windows)} of {spec['rounds']} rounds ran; the window did not open (the paused thread "
+                       f"never reached its pause) in rounds {shut}")
     if "caller-retry" in exercises:
         phases = res.get("launch_phases") or []
         if len(phases) != spec["rounds"] or any(p["refused"] == 0 or p["retries"] == 0 for p in phases):

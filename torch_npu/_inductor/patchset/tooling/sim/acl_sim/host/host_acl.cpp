@@ -222,6 +222,8 @@ Binary *parse_binary(const std::string &text, const std::string &origin, std::st
       if (ok) { k->cfg.own_args_bytes = v4; continue; }
       const uint64_t v5 = field(tok, "sim_time_us", &ok);
       if (ok) { k->cfg.sim_time_us = static_cast<uint32_t>(v5); continue; }
+      const uint64_t v7 = field(tok, "locks_used", &ok);
+      if (ok) { k->cfg.locks_used = v7 != 0; continue; }
       *why = "unknown kernel field '" + tok + "'";
       delete k;
       delete bin;
@@ -504,6 +506,17 @@ __attribute__((visibility("default"))) int acl_host_stream_release(uint64_t id) 
   return released;
 }
 
+__attribute__((visibility("default"))) uint64_t acl_host_pause_arm(const char *functions, int after,
+                                                                   uint32_t limit_ms) {
+  return acl_sim::arm_pause(functions, after != 0, limit_ms);
+}
+
+__attribute__((visibility("default"))) int acl_host_pause_reached(uint64_t id, uint32_t wait_ms) {
+  return acl_sim::pause_reached(id, wait_ms) ? 1 : 0;
+}
+
+__attribute__((visibility("default"))) int acl_host_pause_release(uint64_t id) { return acl_sim::release_pause(id); }
+
 __attribute__((visibility("default"))) int acl_host_error_count(void) {
   return static_cast<int>(acl_sim::errors().size());
 }
@@ -571,6 +584,7 @@ __attribute__((visibility("default"))) int acl_host_missing_count(void) {
 }
 
 void acl_host_note_call(int index, long long rc) {
+  acl_sim::pause_point(fn_name(index), true);
   const long tid = gettid_now();
   if (rc != 0) {
     t_last_error = static_cast<aclError>(rc);

@@ -39,6 +39,7 @@
 //   ACL_HOST_PROBE_BINARY 1
 //   kernel <name> has_ffts=0|1 simt_only=0|1 lock_bytes=N workspace_bytes=N own_args_bytes=N sim_time_us=N
 //          [workspace_per_program=N]   (then the workspace promised is workspace_bytes + N x the grid it got)
+//          [locks_used=0|1]   (1: the kernel leaves its lock slots used, as real sync counters are left)
 //
 // Each kernel is acl_sim's probe (src/probe.cpp) with that configuration: aclrtBinaryGetFunction
 // (binary, name) and rtFunctionRegister(binary, stub, stubName, devFunc = name, mode) find it;
@@ -98,6 +99,16 @@ void acl_host_set_device_memory(int device, uint64_t bytes);
 uint64_t acl_host_stream_hold(void *stream, uint32_t limit_ms);
 // Lets hold `id` go (0: every hold); 1 (for 0: how many) if it was still held, 0 if it had let go by its limit.
 int acl_host_stream_release(uint64_t id);
+
+// Pause points (acl_sim/control.h): the calling thread's next call of one of `functions` (comma-separated ACL
+// names) stops before it does anything (`after` 0; the ACL core's functions) or as it returns, its work done
+// (`after` 1; any function of this library), until acl_host_pause_release(id); `limit_ms` only bounds a hang.
+// For a window between two threads' calls made by construction, not by chance.
+uint64_t acl_host_pause_arm(const char *functions, int after, uint32_t limit_ms);
+// 1 once pause `id`'s thread stopped there (waits up to `wait_ms`), else 0.
+int acl_host_pause_reached(uint64_t id, uint32_t wait_ms);
+// Lets pause `id` go (0: every one); how many were armed or stopped. Released by acl_host_reset too.
+int acl_host_pause_release(uint64_t id);
 
 // Used by the generated entry points (not for tests): account one call of function `index` of the
 // build's table (acl_host_function_names) by this thread, with its return code (0: success).

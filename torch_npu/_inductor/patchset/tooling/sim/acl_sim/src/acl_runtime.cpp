@@ -21,6 +21,7 @@
 #include <new>
 #include <set>
 #include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -96,12 +97,69 @@ std::atomic<bool> g_faults_armed{false};
 std::vector<Fault> g_faults[kApiCount];
 std::vector<Hook> g_hooks[kApiCount];
 
+// Pause points (control.h): armed by a thread for itself; state 0 armed, 1 stopped, 2 released, 3 let go.
+struct Pause {
+  std::string functions;  // ",a,b,"
+  bool after;
+  std::thread::id thread;
+  uint32_t limit_ms;
+  int state;
+};
+std::mutex g_pause_mu;
+std::condition_variable g_pause_cv;
+std::map<uint64_t, Pause> g_pauses;
+uint64_t g_pause_next = 0;
+thread_local int t_pauses_armed = 0;
+
 }  // namespace
+uint64_t arm_pause(const char *functions, bool after, uint32_t limit_ms) {
+  std::lock_guard<std::mutex> g(g_pause_mu);
+  const uint64_t id = ++g_pause_next;
+  g_pauses[id] = Pause{"," + std::string(functions ? functions : "") + ",", after, std::this_thread::get_id(),
+                       limit_ms, 0};
+  ++t_pauses_armed;
+  return id;
+}
+bool pause_reached(uint64_t id, uint32_t wait_ms) {
+  std::unique_lock<std::mutex> lk(g_pause_mu);
+  return g_pause_cv.wait_for(lk, std::chrono::milliseconds(wait_ms), [&] {
+    auto it = g_pauses.find(id);
+    return it != g_pauses.end() && it->second.state != 0;
+  });
+}
+int release_pause(uint64_t id) {
+  int n = 0;
+  {
+    std::lock_guard<std::mutex> g(g_pause_mu);
+    for (auto &kv : g_pauses)
+      if ((id == 0 || kv.first == id) && kv.second.state <= 1) kv.second.state = 2, ++n;
+  }
+  g_pause_cv.notify_all();
+  return n;
+}
+void pause_point(const char *function, bool after) {
+  if (t_pauses_armed == 0) return;
+  const std::string name = "," + std::string(function) + ",";
+  std::unique_lock<std::mutex> lk(g_pause_mu);
+  for (auto &kv : g_pauses) {
+    Pause &p = kv.second;
+    if (p.state != 0 || p.thread != std::this_thread::get_id() || p.after != after ||
+        p.functions.find(name) == std::string::npos)
+      continue;
+    --t_pauses_armed;
+    p.state = 1;
+    g_pause_cv.notify_all();
+    if (!g_pause_cv.wait_for(lk, std::chrono::milliseconds(p.limit_ms), [&] { return p.state != 1; })) p.state = 3;
+    g_pause_cv.notify_all();
+    return;
+  }
+}
 // The injected code of this call (0: none). A hook armed for it runs first,
 // on this thread, outside the fault mutex; or is handed to the caller
 // (`deferred`), who runs it where the call's documentation says.
 namespace internal {
 aclError fault(Api a, std::function<void()> *deferred) {
+  if (t_pauses_armed != 0) pause_point(kApiNames[a], false);
   if (!g_faults_armed.load(std::memory_order_acquire)) return ACL_SUCCESS;
   aclError code = ACL_SUCCESS;
   std::function<void()> hook;
@@ -1182,6 +1240,7 @@ void reset() {
   reset_counters();
   clear_errors();
   clear_faults();
+  release_pause(0);
   internal::probe_reset();
   set_memcpy_model(MemcpyModel::kWaits);
   set_device_base_offset(0);

@@ -165,6 +165,12 @@ void probe_end(const ProbeConfig &cfg, ProbeRecord &r) {
       std::snprintf(buf, sizeof buf, "kernel '%s' (launch %lu): its lock slots changed while it ran", r.name.c_str(),
                     static_cast<unsigned long>(r.launch_id));
       internal::report(ErrorKind::kLocksChangedWhileRunning, buf);
+    } else if (cfg.locks_used) {
+      // Used, as a kernel leaves its sync counters: every slot's bits inverted, so the next kernel on the region
+      // finds the content it needs only if its own launch wrote it again after this kernel ran.
+      for (int64_t &v : now) v = ~v;
+      if (!device_write(reinterpret_cast<void *>(r.lock_ptr), now.data(), now.size() * 8, "probe kernel (locks used)"))
+        r.access_errors++;
     }
   }
   if (r.workspace_ptr && r.workspace_bytes && r.workspace_written) {

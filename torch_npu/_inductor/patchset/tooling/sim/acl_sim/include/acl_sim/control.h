@@ -178,6 +178,18 @@ void inject_fault(const char *api, uint64_t nth, aclError code);
 // the call does anything (allocate_workspace: once inside the pointer map).
 void on_call(const char *api, uint64_t nth, std::function<void()> fn);
 void clear_faults();  // and hooks
+// Pause points (tests): the calling thread's next call of one of `functions` (ACL function names, comma-
+// separated) stops until release_pause(id): before it does anything (`after` false: the names fault() counts),
+// or once it has done its work, as it returns (`after` true: the host ACL library's entry points). Any thread
+// can be preempted anywhere; a pause only chooses where, to open a window by construction instead of by chance.
+// `limit_ms` only bounds a hang: past it the thread goes on by itself. Returns the pause's id (> 0).
+uint64_t arm_pause(const char *functions, bool after, uint32_t limit_ms);
+// True once pause `id`'s thread has stopped there (still stopped, or released since), waiting up to `wait_ms`.
+bool pause_reached(uint64_t id, uint32_t wait_ms);
+// Lets pause `id` go (0: every pause, also those armed and not reached); how many were armed or stopped.
+int release_pause(uint64_t id);
+// Where a pause stops: called by the ACL functions with their own name (cheap when the thread armed none).
+void pause_point(const char *function, bool after);
 struct OutOfMemoryError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
@@ -338,6 +350,7 @@ struct ProbeConfig {
   bool has_ffts = false;
   bool simt_only = false;
   uint64_t lock_bytes = 0;        // expected lock bytes: read at start, checked at end
+  bool locks_used = false;        // then left used (every slot's bits inverted), as a kernel leaves its sync counters
   uint64_t workspace_bytes = 0;   // expected workspace bytes: written with a pattern
   uint64_t workspace_per_program = 0;  // and this many more per program of the launch's grid (its args)
   uint32_t sim_time_us = 0;       // simulated run time
