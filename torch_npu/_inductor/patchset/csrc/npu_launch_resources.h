@@ -51,10 +51,14 @@ class LaunchMemory {
     regions_.sizes = launch_sizes(kernel, grid_x, grid_y, grid_z, block_num, workspace_per_block, locks);
     const LaunchSizes &s = regions_.sizes;
     if (s.total_bytes == 0) return;  // a launch that needs nothing asks for nothing
-    void *raw = captured_ =
-        stream_captures(stream) ? KeptBlocks::all().allocate(kernel, stream, s.total_bytes) : nullptr;
-    if (raw == nullptr) {  // not captured (else the graph's pool holds it for every replay): the thread's kept one
-      kept_ = regions_.kept = KeptBlocks::all().take(kernel, stream, s.total_bytes);
+    // Captured: asked of CANN only where the allocator, which knows when its device captures (on some lines: its
+    // current stream), cannot rule it out; the graph's pool then holds the block for every replay.
+    const aclrtStream current = c10_npu::getCurrentNPUStream().stream(false);
+    void *raw = captured_ = (stream != current || captures_underway(stream)) && stream_captures(stream)
+                                ? KeptBlocks::all().allocate(kernel, stream, s.total_bytes)
+                                : nullptr;
+    if (raw == nullptr) {  // the thread's kept one
+      kept_ = regions_.kept = KeptBlocks::all().take(kernel, stream, current, s.total_bytes);
       regions_.launch = kept_->queued.fetch_add(1) + 1;
       raw = kept_->raw;
     }

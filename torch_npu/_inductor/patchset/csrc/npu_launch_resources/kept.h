@@ -7,6 +7,7 @@
 #include <acl/acl.h>
 #include <dlfcn.h>
 #include <torch_npu/csrc/core/npu/NPUCachingAllocator.h>
+#include <torch_npu/csrc/core/npu/NPUFunctions.h>
 #include <torch_npu/csrc/core/npu/NPUStream.h>
 
 #include <algorithm>
@@ -29,12 +30,11 @@ inline bool stream_captures(aclrtStream stream) {  // its launches then take the
   aclmdlRI graph = nullptr;
   return info && (info(stream, &status, &graph) != ACL_SUCCESS || status != ACL_MODEL_RI_CAPTURE_STATUS_NONE);
 }
-// No event query while the device captures (it ends a global-mode capture), as torch_npu's allocator; 2.7.1
-// and post2's cannot say: then `stream`'s own status.
+// Whether the device may capture: then no event is recorded or queried (a query ends a global-mode capture), as
+// torch_npu's allocator, which knows it without asking CANN; 2.7.1's and post2's cannot say: `stream`'s status.
 template <class A>
 auto capturing(A *a, aclrtStream, int) -> decltype(a->hasCapturesUnderway(0)) {
-  int32_t device = 0;
-  return aclrtGetDevice(&device) != ACL_SUCCESS || a->hasCapturesUnderway(static_cast<c10::DeviceIndex>(device));
+  return a->hasCapturesUnderway(c10_npu::current_device());
 }
 template <class A>
 bool capturing(A *, aclrtStream stream, long) {
@@ -82,10 +82,9 @@ class KeptBlocks {
                                " bytes for its locks and workspace: " + e.what());
     }
   }
-  // This thread's block for `stream`, in use until set idle: the kept one if it fits, else a new one.
-  KeptBlock *take(const char *kernel, aclrtStream stream, uint64_t bytes) {
+  // This thread's block for (`stream`, `current`), in use until set idle: the kept one if it fits, else a new one.
+  KeptBlock *take(const char *kernel, aclrtStream stream, aclrtStream current, uint64_t bytes) {
     if (retired_.load(std::memory_order_relaxed) != 0) give_back(stream, false);
-    const aclrtStream current = c10_npu::getCurrentNPUStream().stream(false);
     static thread_local Mine mine;
     auto it = std::find_if(mine.blocks.begin(), mine.blocks.end(),
                            [&](const auto &k) { return k->stream == stream && k->current == current; });
