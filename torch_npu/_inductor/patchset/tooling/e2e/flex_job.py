@@ -4,7 +4,8 @@ forward and backward compiled with ``cpp_wrapper=True`` on ``npu`` tensors, at s
 argv[1]: a JSON spec {"out", "batch", "heads", "dim", "seq_lens", "one_pass", "divisible", "stand_ins",
 "upstream_test"}: the job itself is the upstream patch's test function ``flex_attention_steps``.
 Writes the verdict to spec["out"] as it goes: the stand-ins installed, each length's forward and
-backward ("ok" or the error's one line), the frames Dynamo compiled, and the host ACL library's report.
+backward ("ok" or the error's one line), the template choices whose compile failed (with the compiler's
+error lines), the frames Dynamo compiled, and the host ACL library's report.
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import ctypes
 import importlib.util
 import json
 import os
+import re
 import sys
 import traceback
 
@@ -34,6 +36,28 @@ def one_line(exc: BaseException) -> str:
     return text.strip().splitlines()[0][:600]
 
 
+def record_choice_failures() -> None:
+    """Observation only: a template choice whose compile fails is recorded (its name, the error's one line,
+    each ``error:`` line of the compiler's message with the source line after it), then raised as before.
+    Inductor logs these only at debug level; they say why a lowering found no compilable choice."""
+    from torch._inductor import select_algorithm
+
+    original = select_algorithm.TritonTemplateCaller.precompile
+
+    def precompile(self):
+        try:
+            return original(self)
+        except Exception as exc:
+            lines = str(exc).splitlines()
+            errors = dict.fromkeys(re.sub(r"/\S*/", "", " | ".join(x.strip() for x in lines[i:i + 2]))
+                                   for i, x in enumerate(lines) if " error: " in x)  # once each, file names only
+            RESULT.setdefault("choice_errors", []).append(
+                {"choice": str(getattr(self, "name", self)), "error": one_line(exc), "compiler_errors": [*errors][:3]})
+            raise
+
+    select_algorithm.TritonTemplateCaller.precompile = precompile
+
+
 def main() -> None:
     import torch
 
@@ -49,6 +73,7 @@ def main() -> None:
     from torch._dynamo.utils import counters
 
     RESULT["triton"] = triton.__version__
+    record_choice_failures()
     if SPEC["one_pass"] is not None:  # None: torch's default (one pass where triton is there, as here)
         inductor_config.triton.autotune_at_compile_time = SPEC["one_pass"]
     # The upstream patch's own test body (test/_inductor/test_npu_launch_resources.py), rendered by tier.py.
