@@ -110,8 +110,8 @@ class Wheel:
         self.acl_functions = acl_function_names(self.acl_root / "acl")
 
     def _extract(self) -> Path:
-        # emptied with the wheel cache; "-2": NPUStream.h joined the headers kept (issue 39)
-        final = wheel_cache() / "sim-surface-2" / self.version
+        # emptied with the wheel cache; "-3": NPUStream.h (issue 39), then NPUFunctions.h joined the headers kept
+        final = wheel_cache() / "sim-surface-3" / self.version
         if (final / ".complete").exists():
             return final
         whl = wheel_file(self.version)
@@ -122,7 +122,8 @@ class Wheel:
                 for name in z.namelist():
                     if name.startswith("torch_npu/include/") and not name.endswith("/"):
                         if "/acl/" in name or name.endswith(("NPUWorkspaceAllocator.h", "OpCommand.h",
-                                                             "OpParamMaker.h", "NPUMacros.h", "NPUStream.h")):
+                                                             "OpParamMaker.h", "NPUMacros.h", "NPUStream.h",
+                                                             "NPUFunctions.h")):
                             dest = tmp / "include" / name[len("torch_npu/include/"):]
                             dest.parent.mkdir(parents=True, exist_ok=True)
                             dest.write_bytes(z.read(name))
@@ -364,6 +365,9 @@ def test_sim_torch_npu_prototypes_match(version):
     stream_h = _norm(_text(w.include / "torch_npu/csrc/core/npu/NPUStream.h"))
     assert _norm("aclrtStream stream(const bool need_empty) const;") in stream_h, version
     assert _norm("NPUStream getCurrentNPUStream(c10::DeviceIndex device_index = -1);") in stream_h, version
+    # the device the allocator's hasCapturesUnderway is asked about (the NPUFunctions.h stand-in, inline)
+    functions_h = _norm(_text(w.include / "torch_npu/csrc/core/npu/NPUFunctions.h"))
+    assert _norm("C10_NPU_API c10::DeviceIndex current_device();") in functions_h, version
     assert re.search(r"class\s+TORCH_NPU_API\s+OpCommand\b", _text(w.include / "torch_npu/csrc/framework/OpCommand.h"))
 
 
