@@ -23,7 +23,11 @@ own task queue and its memory comes from torch_npu's own caching allocator (``to
   during a global-mode capture; a device full of another stream's cached blocks (the out-of-memory retry on the
   calling thread), and b45157f's memory-in-lambda mutant there; two threads on one stream with the task queue off
   whose launches the host ACL library interleaves by construction (a pause at one thread's launch call), with
-  legacy and packed lock layouts, and the shared-by-threads mutant there.
+  legacy and packed lock layouts, and the shared-by-threads mutant there; eager, then capture, then a larger eager
+  launch and empty_cache on one stream before the replays (the kept-while-captured mutant); a failed lambda after
+  which torch_npu's queue drops every later task (one kept block stays, not one per dropped launch: release-once-ran);
+  a launch needing a larger block while the old one's kernel is pending, with another thread's empty_cache paused
+  inside the window (retire-at-once, release-once-ran and release-once-queued, each caught in one run).
 
 Builds are shared through the build cache; each release's runs are made once per module (``runs``).
 """
@@ -301,9 +305,10 @@ def test_scenario_opens_the_window_it_is_for(name):
 @pytest.mark.parametrize("release", SCENARIO_RELEASES)
 def test_the_launcher_before_issue_31_writes_memory_torch_npu_freed(release):
     """The block given back once the queue call returned (release-once-queued, the launcher before 578384d):
-    torch_npu's empty_cache drains its queue with its mutex released, then frees the block's segment with
-    aclrtFree while another thread's launch on it still waits in the queue; that launch writes freed memory."""
-    out = _caught_writing_freed_memory("release-once-queued")
+    torch_npu's empty_cache synchronises with its mutex released, then frees the block's segment with aclrtFree
+    while the launch's kernel (with the task queue on, maybe its lambda) is still pending; it writes freed memory.
+    Both launches of every round, with the task queue off and on."""
+    out = _caught_writing_freed_memory("release-once-queued", every_launch=True)
     assert any("use after free" in e for e in out["host_errors"])
 
 
@@ -351,33 +356,70 @@ def test_one_block_per_stream_for_every_thread_gives_a_kernel_the_other_threads_
 
 
 @pytest.mark.parametrize("release", SCENARIO_RELEASES)
+def test_a_kept_block_used_inside_a_capture_is_freed_under_the_graphs_replay(release):
+    """kept-while-captured (the thread's kept block used while its stream captures), eager-capture-eager: the
+    captured kernels get the eager block, which the graph does not hold; a larger eager launch replaces it (given
+    back once its kernels finished), empty_cache frees its segment, and every replayed kernel writes freed memory,
+    with the task queue on and off, by construction (run once). The eager kernels stay clean."""
+    out = scenario("eager-capture-eager", "kept-while-captured")
+    assert not out["ok"] and not out["timed_out"] and out["not_exercised"] == [], _summary(out)
+    replayed = rr.EC_CAPTURED * rr.EC_REPLAYS
+    for q, run in out["runs"].items():
+        assert run["reached_kernel"] == 2 + replayed and run["clean_kernels"] == 2, (q, _summary(out))
+        assert run["host_error_kinds"].get("use-after-free", 0) >= replayed, (q, run["host_error_kinds"])
+        assert any(f"{replayed} kernels got wrong memory" in p and "not in a live allocation" in p
+                   for p in run["problems"]), (q, run["problems"])
+
+
+@pytest.mark.parametrize("release", SCENARIO_RELEASES)
+def test_after_a_failed_lambda_stops_the_queue_one_kept_block_stays_not_one_per_dropped_launch(release):
+    """queue-stops-after-failed-lambda: torch_npu's queue drops every task after the failed one, so no later lambda
+    runs. The patched launcher's kept block stays allocated, never freed while it might be written, and the later
+    launches reuse it: one block, however many were dropped (test_scenario_is_clean_with_the_patched_launcher).
+    release-once-ran gives a block back only once its lambda has run: every dropped launch leaves one more."""
+    out = scenario("queue-stops-after-failed-lambda", "release-once-ran")
+    assert not out["ok"] and not out["timed_out"] and out["not_exercised"] == [], _summary(out)
+    assert out["reached_kernel"] == rr.FAULT_BEFORE and out["host_error_kinds"] == {}, _summary(out)
+    assert any("more than one launch's block" in p for p in out["problems"]), out["problems"]
+    left = out["memory_allocated"]["after"] - out["memory_allocated"]["before"]
+    clean = scenario("queue-stops-after-failed-lambda")
+    kept = clean["memory_allocated"]["after"] - clean["memory_allocated"]["before"]
+    assert kept > 0 and left > (rr.FAULT_AFTER - 1) * kept, (left, kept)  # a block per dropped launch, against one
+
+
+@pytest.mark.parametrize("release", SCENARIO_RELEASES)
 def test_a_block_given_back_once_its_lambda_ran_is_freed_under_its_kernel(release):
     """The block given back once its lambda ran (release-once-ran, the launcher of 578384d): the lambda has only
     queued its kernel on the device stream; another thread's empty_cache, whose device synchronisation came
-    before that kernel was queued, frees the block with aclrtFree (which does not wait for device work) while
-    the kernel is still pending, and the kernel writes freed memory. That needs another thread's empty_cache to
-    land while a kernel is pending: a race, which a loaded machine can miss (CI's second leg missed it once on
-    2026-12-02; run alone right after, it was caught 2 times of 2): :func:`_caught_writing_freed_memory`. Since
-    issue 39 the patched launchers keep their blocks, so empty_cache frees less while launches run: the other
-    thread's out-of-memory retry opens the window more often (4 use-after-free writes in one run, where
-    threads-empty-cache missed it in 6)."""
-    _caught_writing_freed_memory("release-once-ran", "threads-oom-retry")
+    before that kernel was queued, frees the block with aclrtFree (which does not wait for device work) while the
+    kernel is still pending, and the kernel writes freed memory: the first launch of every round, task queue off
+    and on (:func:`_caught_writing_freed_memory`)."""
+    _caught_writing_freed_memory("release-once-ran")
 
 
-def _caught_writing_freed_memory(mutant: str, name: str = "threads-empty-cache") -> dict:
-    """Scenario ``name`` (``threads-empty-cache``) with ``mutant`` until a kernel writes memory torch_npu freed (a use-after-free the
-    host ACL library reports); that run's result. Another thread's empty_cache must land inside the mutant's window,
-    a race a loaded machine can miss (both mutants have been missed in CI: release-once-queued on 2.13.0 in 3 runs
-    of 3 once; on a quiet machine it was caught in 5 of 6, 2-5 kernels of 180 each), so a miss is run again: the
-    window must open and be caught in one of six runs (about 4 s each)."""
-    misses = []
-    for attempt in range(6):
-        out = scenario(name, mutant) if attempt == 0 else rr.run_scenario(
-            _fetched(REFERENCE), name, mutant=mutant, timeout=120)
-        if not out["ok"] and out["host_error_kinds"].get("use-after-free", 0) > 0:
-            return out
-        misses.append(_summary(out))
-    pytest.fail(f"{mutant} was not caught in 6 runs: {misses}")
+@pytest.mark.parametrize("release", SCENARIO_RELEASES)
+def test_a_block_replaced_by_a_larger_one_goes_back_only_behind_its_kernel(release):
+    """retire-at-once (kept per thread and stream, but a replaced block back to the cache at once): the first
+    launch's kernel is pending when the larger launch replaces its block, and the other thread's empty_cache frees
+    it under that kernel, every round; the patched launcher retires it and frees it only once an event behind its
+    kernel completed (test_scenario_is_clean_with_the_patched_launcher[larger-block-empty-cache])."""
+    _caught_writing_freed_memory("retire-at-once")
+
+
+def _caught_writing_freed_memory(mutant: str, every_launch: bool = False) -> dict:
+    """Scenario ``larger-block-empty-cache`` with ``mutant``, run once: in every round, with each TASK_QUEUE_ENABLE
+    value, another thread's empty_cache frees what torch_npu caches between its device synchronisation and the
+    held stream's kernels, by construction (a pause of the host ACL library and a stream hold; no race, no retry):
+    the first launch's kernel (``every_launch``: also the larger one's) writes memory torch_npu freed, a
+    use-after-free the host ACL library reports. That run's result."""
+    out = scenario("larger-block-empty-cache", mutant)
+    rounds = rr.SCENARIO_SETUPS["larger-block-empty-cache"].rounds
+    assert not out["ok"] and not out["timed_out"] and out["not_exercised"] == [], _summary(out)
+    for q, run in out["runs"].items():
+        caught = 2 * rounds if every_launch else rounds
+        assert run["reached_kernel"] == 2 * rounds and run["clean_kernels"] == 2 * rounds - caught, (q, _summary(out))
+        assert run["host_error_kinds"].get("use-after-free", 0) >= caught, (q, run["host_error_kinds"])
+    return out
 
 
 @pytest.mark.parametrize("name", _scenario_params())

@@ -10,7 +10,10 @@ the block goes back"):
 * ``shared-by-threads``: one kept block per stream for every thread: with the task queue off, two threads' fills
   and kernels interleave on the stream;
 * ``retire-at-once``: kept per (thread, stream), but a block replaced by a larger one goes back to the cache at
-  once, while its last kernel may still run.
+  once, while its last kernel may still run;
+* ``kept-while-captured``: kept per (thread, stream), a replaced block back once its stream has run its kernels,
+  but the kept block also used while the stream captures: the graph's kernel then writes an eager block, which the
+  graph does not hold and which a later, larger launch replaces and ``empty_cache`` frees before the replay.
 """
 from __future__ import annotations
 
@@ -112,6 +115,30 @@ class LaunchMemory {{
 {_COMMON}}};
 inline void release_all() {{  // (tests: what this rule keeps, given back once the device is idle)
   std::lock_guard<std::mutex> g(kept_mu);
+  for (auto &kv : kept) c10_npu::NPUCachingAllocator::raw_delete(kv.second.first);
+  kept.clear();
+}}
+""",
+    "kept-while-captured": f"""
+inline std::mutex captured_mu;
+inline std::map<std::pair<std::thread::id, aclrtStream>, std::pair<void *, uint64_t>> kept;  // (thread, stream)
+class LaunchMemory {{
+ public:
+  {_CTOR} {{
+    if (!sized(kernel, gx, gy, gz, bn, ws, locks)) return;
+    std::lock_guard<std::mutex> g(captured_mu);
+    auto &b = kept[{{std::this_thread::get_id(), stream}}];  // whether the stream captures or not
+    if (b.second < r_.sizes.total_bytes) {{
+      if (b.first != nullptr && aclrtSynchronizeStream(stream) == ACL_SUCCESS)  // its kernels have run
+        c10_npu::NPUCachingAllocator::raw_delete(b.first);
+      b = {{c10_npu::NPUCachingAllocator::raw_alloc_with_stream(r_.sizes.total_bytes, stream), r_.sizes.total_bytes}};
+    }}
+    carve(b.first);
+  }}
+  void handed() {{}}
+{_COMMON}}};
+inline void release_all() {{  // (tests: what this rule keeps, given back once the device is idle)
+  std::lock_guard<std::mutex> g(captured_mu);
   for (auto &kv : kept) c10_npu::NPUCachingAllocator::raw_delete(kv.second.first);
   kept.clear();
 }}

@@ -104,6 +104,8 @@ class Scenario:
     exercises: tuple[str, ...] = ("threads",)
     sample: str = "threads"  # the launcher it calls (a key of RUNTIME_SAMPLES)
     rounds: int = 0  # interleave: rounds, each a window made by construction (the host ACL library's pauses)
+    grow: int = 0  # a launch needing a block this many times larger than the first one's (its grid x grow)
+    alone: bool = False  # in a child of its own (it stops torch_npu's queue, or holds streams, for the rest)
 
 
 #: The scenarios this tier runs (issues 30 and 31), named as the simulation's (``launcher --scenario list``) where
@@ -171,6 +173,27 @@ SCENARIO_SETUPS = {
     "threads-interleaved-packed": Scenario(
         "the same with the packed lock layout (2 ordered + 1 unordered lock, init 5, a mix kernel)", queues=("0",),
         mode="interleave", threads=2, per_thread=0, sample="packed-mix", rounds=4, exercises=("threads", "windows")),
+    "eager-capture-eager": Scenario(
+        "one stream of its own, current throughout: an eager launch (8 MiB; its block kept), 2 launches captured "
+        "with torch.npu.graph on that stream, an eager launch needing a block 4 x larger (32 MiB: it replaces the "
+        "kept one, which goes back once its kernels finished), torch.npu.empty_cache(), then 2 replays: the "
+        "captured kernels run on the graph's own memory; TASK_QUEUE_ENABLE 1, 0", queues=("1", "0"),
+        mode="eager-capture", threads=1, per_thread=0, grow=4, exercises=("replays",)),
+    "queue-stops-after-failed-lambda": Scenario(
+        "TASK_QUEUE_ENABLE=1: 3 launches, then one whose ACL launch fails in its lambda on torch_npu's queue thread "
+        "(a fault the host ACL library injects), reported by the next synchronisation; torch_npu's queue then "
+        "drops every later task: 8 launches more return and never run, no hang. The kept block stays allocated "
+        "(its lambdas never all ran, so it is never freed while it might be written): at most one launch's block "
+        "stays, however many launches were dropped", mode="queue-stops", threads=1, per_thread=0, alone=True,
+        exercises=("queue-stops",)),
+    "larger-block-empty-cache": Scenario(
+        "2 rounds, each on a stream of its own: another thread's emptyCache stops as its device synchronisation "
+        "returns (a pause of the host ACL library), the stream held (its kernels stay pending), a new thread "
+        "launches (8 MiB) and then needs a block 4 x larger, which replaces the first (with the queue on, the "
+        "first lambda has run: reading the stream empties torch_npu's queue); the other thread's emptyCache then "
+        "frees what torch_npu caches, and only then does the stream run; TASK_QUEUE_ENABLE 0, 1",
+        queues=("0", "1"), mode="empty-cache-window", threads=1, per_thread=0, grow=4, rounds=2, alone=True,
+        exercises=("windows", "frees")),
 }
 SCENARIOS = {name: sc.what for name, sc in SCENARIO_SETUPS.items()}
 #: capture-then-empty-cache-grow: launches captured, replays, the eager launches ``run_capture`` makes (a warm-up,
@@ -185,6 +208,10 @@ GRAPHS, EAGER_BEFORE, EAGER_DURING, EAGER_AFTER = 2, 2, 4, 1
 #: that less than 2 MiB is left: neither the caching allocator's segment nor the workspace allocator's block (10 MiB,
 #: the memory-in-lambda mutant's) fits.
 OOM_ROUNDS, OOM_LAUNCHES, FILL_BYTES = 3, 4, (64 << 20, 8 << 20, 512 << 10)
+#: queue-stops-after-failed-lambda: launches before the faulted one, launches after it (each dropped by torch_npu's
+#: queue), and the code the host ACL library's ACL launch returns. eager-capture-eager: launches captured, replays.
+FAULT_BEFORE, FAULT_AFTER, FAULT_CODE = 3, 8, sim_harness.FAULT_CODE
+EC_CAPTURED, EC_REPLAYS = 2, 2
 #: What this tier renders for every release: the samples and the scenarios' kernel, in one rendering and build.
 RUNTIME_SAMPLES = (*SAMPLES, SCENARIO_SAMPLE)
 RUNTIME_SAMPLE_BY_KEY = {s.key: s for s in RUNTIME_SAMPLES}
@@ -462,6 +489,14 @@ def scenario_spec(built: Built, name: str, tag: str, per_thread: int | None = No
         spec["oom_bytes"] = OOM_BYTES
     if sc.mode == "interleave":
         spec.update(rounds=sc.rounds, kernels=sc.rounds * 2)
+    elif sc.mode == "empty-cache-window":
+        spec.update(rounds=sc.rounds, grow=sc.grow, kernels=sc.rounds * 2)
+    elif sc.mode == "queue-stops":
+        spec.update(before_fault=FAULT_BEFORE, after_fault=FAULT_AFTER, kernels=FAULT_BEFORE,
+                    launch_api=built.harness.get("launch_api") or "aclrtLaunchKernelWithHostArgs",
+                    fault_code=FAULT_CODE)
+    elif sc.mode == "eager-capture":
+        spec.update(captured=EC_CAPTURED, replays=EC_REPLAYS, grow=sc.grow, kernels=2 + EC_CAPTURED * EC_REPLAYS)
     elif sc.mode == "capture":
         spec.update(captured=CAPTURED, replays=REPLAYS, grow_bytes=GROW_BYTES,
                     kernels=CAPTURE_EAGER + CAPTURED * REPLAYS)
@@ -494,6 +529,8 @@ def batches(names: Sequence[str]) -> list[tuple[str, dict, list[str]]]:
         env = {"ACL_HOST_DEVICES": str(max(2, len(sc.devices)))}
         if sc.oom:
             env["ACL_HOST_DEVICE_GIB"] = str(OOM_DEVICE_GIB)
+        if sc.alone:  # a child of its own
+            env["NPU_PATCHSET_SCENARIO_ALONE"] = name
         for q in sc.queues:
             out.setdefault((q, tuple(sorted(env.items()))), []).append(name)
     return [(q, dict(env), group) for (q, env), group in out.items()]
@@ -525,6 +562,8 @@ def run_scenarios(release: str, names: Sequence[str], *, as_shipped: bool = Fals
     tag = tag_of(as_shipped, mutant)
     specs = {n: dict(scenario_spec(built, n, tag, per_thread), name=n) for n in names}
     expect = {n: expect_of(built, specs[n]["launchers"][0]) for n in names}
+    larger = {n: expect_of(built, specs[n]["launchers"][0], SCENARIO_SETUPS[n].grow) for n in names
+              if SCENARIO_SETUPS[n].grow}
     runs: dict[str, dict] = {n: {} for n in names}
     for q, env, group in batches(names):
         launchers = list({ln["key"]: ln for n in group for ln in specs[n]["launchers"]}.values())  # their cubins
@@ -532,12 +571,14 @@ def run_scenarios(release: str, names: Sequence[str], *, as_shipped: bool = Fals
                 "launchers": launchers, "binary": specs[group[0]]["binary"], "scenarios": [specs[n] for n in group]}
         res = run_child(release, spec, queue=q, timeout=timeout, env_extra=env)
         for n, part in zip(group, scenario_results(res, group)):
-            runs[n][q] = judge_scenario(expect[n], specs[n], part, queue=q, exercises=SCENARIO_SETUPS[n].exercises)
+            runs[n][q] = judge_scenario(expect[n], specs[n], part, queue=q, exercises=SCENARIO_SETUPS[n].exercises,
+                                        larger=larger.get(n))
     return {n: combine_runs({q: runs[n][q] for q in SCENARIO_SETUPS[n].queues}, scenario=n, release=release,
                             as_shipped=as_shipped, mutant=mutant, what=SCENARIOS[n]) for n in names}
 
 
-def expect_of(built: Built, ln: dict) -> tuple:
-    """What launcher ``ln`` of ``built`` needs (``real_runtime_judge.expectations``)."""
+def expect_of(built: Built, ln: dict, grow: int = 1) -> tuple:
+    """What launcher ``ln`` of ``built`` needs (``real_runtime_judge.expectations``); ``grow``: called with a grid that
+    many times larger (its numel x ``grow``)."""
     plan, site, _args, grid = rendered.sample_setup(built.harness, RUNTIME_SAMPLE_BY_KEY[ln["sample"]], ln["tag"])
-    return expectations(plan, site, grid)
+    return expectations(plan, site, (grid[0] * grow, *grid[1:]))

@@ -127,6 +127,17 @@ class Launchers:
     def give_back(self) -> int:
         return self.lib.npu_patchset_real_runtime_give_back()
 
+    def empty_cache(self) -> str:
+        """torch_npu's caching allocator's emptyCache, called through ctypes (the GIL released: torch_npu's own
+        binding keeps it during the device synchronisation, where a pause would stop every Python thread); what
+        it threw, else ""."""
+        err = ctypes.create_string_buffer(4096)
+        fn = self.lib.npu_patchset_real_runtime_empty_cache
+        fn.restype, fn.argtypes = ctypes.c_int, [ctypes.c_char_p, ctypes.c_size_t]
+        if fn(err, len(err)) == 0:
+            return ""
+        return err.value.decode(errors="replace") or "a non-standard exception"
+
     def wrapper_end(self) -> int:
         return self.lib.npu_patchset_real_runtime_wrapper_end()
 
@@ -870,8 +881,198 @@ def run_interleave(torch, so: Launchers, sp: dict, out: dict) -> None:
     step("scenario done", out)
 
 
+def _stream_hold(stream: int) -> int:
+    HOST.lib.acl_host_stream_hold.restype = ctypes.c_uint64
+    HOST.lib.acl_host_stream_hold.argtypes = [ctypes.c_void_p, ctypes.c_uint32]
+    return HOST.lib.acl_host_stream_hold(stream, int(WAIT_S * 1000))
+
+
+def _stream_release(hold: int) -> int:
+    HOST.lib.acl_host_stream_release.argtypes = [ctypes.c_uint64]
+    return HOST.lib.acl_host_stream_release(hold)
+
+
+def _fresh(torch, so: Launchers) -> dict:
+    """The device idle, the kept blocks and torch_npu's cache given back, the host ACL library's records reset:
+    what the scenario's memory is measured against."""
+    torch.npu.synchronize()
+    so.give_back()
+    torch.npu.empty_cache()
+    HOST.reset()
+    return _settled(torch)
+
+
+#: What torch_npu's device synchronisation calls (2.7.1 and 2.13.0: the one with a timeout).
+SYNCHRONIZE_DEVICE = b"aclrtSynchronizeDevice,aclrtSynchronizeDeviceWithTimeout"
+
+
+def run_empty_cache_window(torch, so: Launchers, sp: dict, out: dict) -> None:
+    """sp["rounds"] rounds, each on a stream of its own: another thread's torch_npu emptyCache (a
+    ctypes call) stops as its device synchronisation returns (a pause of the host ACL library), before it frees
+    what the allocator caches; the stream held (a kernel of the host ACL library's own waits on it), so that
+    what is launched now stays pending; a launching thread (a new one each round) makes a launch (8 MiB: a segment
+    of its own, nothing being cached at the round's start) and one needing a block sp["grow"] times larger, which
+    replaces the first one's; then the other thread's emptyCache goes on and frees what is cached (a dropped
+    tensor's segment at least), and only then does the stream run: the first kernel finds its memory live
+    only if its block never went back to the cache while it was pending."""
+    launcher = sp["launchers"][0]
+    larger = dict(launcher, xnumel=launcher["xnumel"] * sp["grow"])
+    torch.npu.set_device(0)
+    before = _fresh(torch, so)
+    bufs = [torch.empty(launcher["xnumel"] * sp["grow"], device="npu", dtype=torch.float32) for _ in range(2)]
+    rows, errors, windows, tids = [], [], [], {}
+    for r in range(sp["rounds"]):
+        box: dict = {}
+        armed = threading.Event()
+
+        def emptying(box: dict = box, armed: threading.Event = armed) -> None:
+            try:
+                torch.npu.set_device(0)
+                box["pause"] = _pause_arm(SYNCHRONIZE_DEVICE, after=True)
+                armed.set()
+                box["error"] = so.empty_cache()
+            except Exception as exc:
+                box["error"] = _failure(exc, 300)
+            finally:
+                armed.set()
+
+        def launching(t: int, side) -> None:
+            try:
+                torch.npu.set_device(0)
+                tids[t] = threading.get_native_id()
+                with torch.npu.stream(side):
+                    for what, ln in (("8 MiB", launcher), (f"x{sp['grow']}: its block replaces the first", larger)):
+                        # side.npu_stream: torch_npu's NPUStream::stream() empties the task queue first, so with the
+                        # queue on the first launch's lambda has run (its kernel pending) before the second launch
+                        threw, err = so.call(ln, bufs, side.npu_stream)
+                        rows.append({"thread": t, "device": 0, "launch": len(rows) + 1, "round": t + 1, "what": what,
+                                     "call_threw": threw, "call_error": err[:300]})
+            except Exception as exc:
+                errors.append(f"launching thread {t}: {_failure(exc, 300)}")
+
+        torch.npu.synchronize()  # nothing cached: the first launch's block is a segment of its own
+        so.give_back()
+        torch.npu.empty_cache()
+        other = threading.Thread(target=emptying)
+        other.start()
+        armed.wait(WAIT_S)
+        reached = "pause" in box and _pause_reached(box["pause"])
+        side = torch.npu.Stream()  # a stream of the round's own: nothing kept for it (thread ids may be reused)
+        hold = _stream_hold(side.npu_stream)
+        th = threading.Thread(target=launching, args=(r, side))
+        th.start()
+        th.join()
+        scratch = torch.empty(24 << 20, device="npu", dtype=torch.uint8)  # a segment the emptyCache frees in any case
+        del scratch
+        if "pause" in box:
+            _pause_release(box["pause"])
+        other.join()
+        held = _stream_release(hold) == 1 if hold else False  # the kernels were still pending until here
+        if box.get("error"):
+            errors.append(f"round {r + 1}: the other thread's emptyCache threw: {box['error']}")
+        torch.npu.synchronize()
+        windows.append({"round": r + 1, "paused": bool(reached), "held": held, "hold": hold})
+        step(f"round {r + 1} done", out)
+    sync_error = _synchronize_all(torch, [0])
+    bufs.clear()
+    so.give_back()
+    out.update(calls=rows, thread_errors=errors, sync_error=sync_error, memory_before=before,
+               memory_after=_settled(torch, before), host=HOST.report(), thread_tids=tids, windows=windows)
+    step("scenario done", out)
+
+
+def run_queue_stops(torch, so: Launchers, sp: dict, out: dict) -> None:
+    """TASK_QUEUE_ENABLE=1, the default stream: sp["before_fault"] launches; then one whose ACL launch the host
+    ACL library fails (an injected fault: its lambda returns the code on torch_npu's queue thread), reported by
+    the synchronisation that follows (torch_npu's queue: ERROR_EXIT, then CAN_EXIT, where it drops every later
+    task); then sp["after_fault"] launches more, whose lambdas never run; then a synchronisation. No hang, and
+    memory stays bounded: what is still allocated at the end is compared with one launch's block."""
+    launcher = sp["launchers"][0]
+    torch.npu.set_device(0)
+    stream = torch.npu.current_stream().npu_stream
+    before = _fresh(torch, so)
+    bufs = [torch.empty(launcher["xnumel"], device="npu", dtype=torch.float32) for _ in range(2)]
+    rows: list = []
+
+    def launch(what: str) -> None:
+        threw, err = so.call(launcher, bufs, stream)
+        rows.append({"thread": 0, "device": 0, "launch": len(rows) + 1, "what": what, "call_threw": threw,
+                     "call_error": err[:300]})
+
+    for _ in range(sp["before_fault"]):
+        launch("before the fault")
+    torch.npu.synchronize()
+    block = _stats(torch)["allocated"] - before["allocated"]  # one launch's block, still held by the rule
+    HOST.lib.acl_host_inject_fault.argtypes = [ctypes.c_char_p, ctypes.c_uint64, ctypes.c_int]
+    injected = HOST.lib.acl_host_inject_fault(sp["launch_api"].encode(), 1, sp["fault_code"])
+    launch("its ACL launch fails in the lambda")
+    try:
+        torch.npu.synchronize()
+        report = ""
+    except Exception as exc:
+        report = _failure(exc, 300)
+    step("the failure reported", out)
+    for _ in range(sp["after_fault"]):
+        launch("after torch_npu's queue stopped")
+    step("launched after the failure", out)
+    sync_error = _synchronize_all(torch, [0])
+    so.give_back()
+    out.update(calls=rows, thread_errors=[], sync_error=sync_error, memory_before=before,
+               memory_after=_settled(torch, before), host=HOST.report(), thread_tids={0: threading.get_native_id()},
+               fault_injected=injected == 0, fault_report=report, block_bytes=block)
+    step("scenario done", out)
+
+
+def run_eager_capture(torch, so: Launchers, sp: dict, out: dict) -> None:
+    """One stream of its own, current throughout: an eager launch (its block kept), sp["captured"] launches
+    captured with torch.npu.graph on it, an eager launch needing a block sp["grow"] times larger (which replaces
+    the kept one), torch.npu.empty_cache(), then sp["replays"] replays: the captured kernels must run on memory
+    the graph holds, never on the eager block the larger launch replaced and empty_cache freed."""
+    launcher = sp["launchers"][0]
+    larger = dict(launcher, xnumel=launcher["xnumel"] * sp["grow"])
+    torch.npu.set_device(0)
+    side = torch.npu.Stream()
+    stream = side.npu_stream
+    _warm_graph(torch, side)
+    before = _fresh(torch, so)
+    bufs = [torch.empty(launcher["xnumel"] * sp["grow"], device="npu", dtype=torch.float32) for _ in range(2)]
+    errors, rows = [], []
+
+    def launch(ln: dict, what: str) -> None:
+        threw, err = so.call(ln, bufs, stream)
+        rows.append({"thread": 0, "device": 0, "launch": len(rows) + 1, "what": what, "call_threw": threw,
+                     "call_error": err[:300]})
+
+    with torch.npu.stream(side):
+        launch(launcher, "eager")
+    graph = torch.npu.NPUGraph()
+    with torch.npu.graph(graph, stream=side):
+        for _ in range(sp["captured"]):
+            launch(launcher, "captured")
+    step("captured", out)
+    captured_tasks = HOST.report()["counters"]["captured_tasks"]
+    with torch.npu.stream(side):
+        launch(larger, f"eager, x{sp['grow']}")
+    side.synchronize()
+    so.give_back()  # what a cache miss's callback would do: blocks whose kernels finished go back
+    torch.npu.empty_cache()
+    step("eager launches and empty_cache done", out)
+    replays = _replay(graph, side, sp["replays"], errors)
+    step("replayed", out)
+    sync_error = _synchronize_all(torch, [0])
+    del graph
+    bufs.clear()
+    so.give_back()
+    out.update(calls=rows, thread_errors=errors, sync_error=sync_error, memory_before=before,
+               memory_after=_settled(torch, before), host=HOST.report(), replays=replays, captured_tasks=captured_tasks,
+               thread_tids={0: threading.get_native_id()})
+    step("scenario done", out)
+
+
 RUNNERS = {"scenario": run_scenario, "capture": run_capture, "graphs": run_graphs,
-           "global-capture": run_global_capture, "oom-fill": run_oom_fill, "interleave": run_interleave}
+           "global-capture": run_global_capture, "oom-fill": run_oom_fill, "interleave": run_interleave,
+           "empty-cache-window": run_empty_cache_window, "queue-stops": run_queue_stops,
+           "eager-capture": run_eager_capture}
 
 
 if __name__ == "__main__":

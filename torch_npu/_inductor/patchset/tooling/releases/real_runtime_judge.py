@@ -222,7 +222,8 @@ def child_failure(res: dict) -> str | None:
 
 
 
-def judge_scenario(expect: tuple, spec: dict, res: dict, *, queue: str, exercises: Sequence[str] = ()) -> dict:
+def judge_scenario(expect: tuple, spec: dict, res: dict, *, queue: str, exercises: Sequence[str] = (),
+                   larger: tuple | None = None) -> dict:
     """One child's verdict on a scenario: every launch made, reached its kernel and got what it needs (replays
     included); no error report of the host ACL library (a write into memory torch_npu had freed is one); the
     run finished in time; nothing left allocated once the device was synchronised and the calling threads gave
@@ -231,7 +232,9 @@ def judge_scenario(expect: tuple, spec: dict, res: dict, *, queue: str, exercise
     kernels ran on every device of the spec; "threads": the launches came from the launching threads, or,
     with the task queue on, from torch_npu's queue threads; "operators": torch_npu's operators ran, on the
     queue thread with TASK_QUEUE_ENABLE=2; "replays": the captured launches ran at every replay; "windows": each
-    round's window, made by the host ACL library's pauses, opened)."""
+    round's window, made by the host ACL library's pauses, opened, with the stream held until it shut;
+    "queue-stops": a lambda failed, torch_npu reported it, and the launches after it were made and never ran).
+    ``larger``: what a launch with a larger grid needs (its records are judged by it)."""
     exp, want_locks, grid = expect
     ln = spec["launchers"][0]
     host = res.get("host") or {}
@@ -243,7 +246,11 @@ def judge_scenario(expect: tuple, spec: dict, res: dict, *, queue: str, exercise
     kernel_issues: dict[str, int] = {}
     clean = 0
     for r in records:
-        found = sim_harness.kernel_problems(probe_view(r), exp, want_locks, grid)
+        view = probe_view(r)
+        if larger is not None and list(view["grid"]) == list(larger[2]):
+            found = sim_harness.kernel_problems(view, *larger)
+        else:
+            found = sim_harness.kernel_problems(view, exp, want_locks, grid)
         clean += not found
         for p in found:
             kernel_issues[p] = kernel_issues.get(p, 0) + 1
@@ -276,7 +283,11 @@ def judge_scenario(expect: tuple, spec: dict, res: dict, *, queue: str, exercise
         problems.append(f"torch_npu called ACL functions the host ACL library does not implement: "
                         f"{sorted(host['missing_calls'])}")
     left = (after.get("allocated") or 0) - (before.get("allocated") or 0)
-    if res.get("done") and left != 0:
+    if "queue-stops" in exercises:  # the kept block stays (never freed while it might be written): one, no more
+        if res.get("done") and left > (res.get("block_bytes") or 0):
+            problems.append(f"{left} bytes stay allocated after torch_npu's queue stopped, more than one launch's "
+                            f"block ({res.get('block_bytes')} bytes): the dropped launches' blocks stay, one each")
+    elif res.get("done") and left != 0:
         problems.append(f"{left} bytes more allocated at the end than before, once the device was synchronised and "
                         f"the calling threads gave done blocks back (a leak)")
     operators = host.get("operators") or []
@@ -399,6 +410,19 @@ def not_exercised(exercises: Sequence[str], res: dict, spec: dict, queue: str, r
         if len(windows) != spec["rounds"] or shut:
             out.append(f"{len(windows)} of {spec['rounds']} rounds ran; the window did not open (the paused thread "
                        f"never reached its pause) in rounds {shut}")
+        early = [w["round"] for w in windows if not w.get("held", True)]
+        if early:
+            out.append(f"the stream's hold let go by its limit before the window shut in rounds {early}")
+    if "queue-stops" in exercises:
+        failed = sum((c or {}).get("failed", 0) for f, c in ((res.get("host") or {}).get("calls") or {}).items()
+                     if f == spec.get("launch_api"))
+        after = [r for r in res.get("calls", []) if r.get("what", "").startswith("after")]
+        if not res.get("fault_injected") or failed != 1 or not res.get("fault_report"):
+            out.append(f"the lambda's ACL launch did not fail once and get reported (injected "
+                       f"{res.get('fault_injected')}, {failed} failed calls, report {res.get('fault_report')!r})")
+        if len(after) != spec["after_fault"] or len(records) != spec["before_fault"]:
+            out.append(f"{len(after)} of {spec['after_fault']} launches made after the failure; {len(records)} "
+                       f"kernels ran, {spec['before_fault']} (those before it) expected")
     if "caller-retry" in exercises:
         phases = res.get("launch_phases") or []
         if len(phases) != spec["rounds"] or any(p["refused"] == 0 or p["retries"] == 0 for p in phases):

@@ -127,6 +127,18 @@ extern "C" __attribute__((visibility("default"))) long long npu_patchset_real_ru
 extern "C" __attribute__((visibility("default"))) int npu_patchset_real_runtime_give_back() {
   return static_cast<int>(torch_npu::inductor::KeptBlocks::all().give_back(nullptr, true));
 }
+// torch_npu's caching allocator's emptyCache (what torch.npu.empty_cache() calls), from a ctypes call, which
+// releases the GIL: torch_npu's own Python binding keeps it during the device synchronisation, so a pause of the
+// host ACL library inside it would stop every Python thread. 0, or 1 with the exception's text in `error`.
+extern "C" __attribute__((visibility("default"))) int npu_patchset_real_runtime_empty_cache(char* error, size_t n) {
+  try {
+    c10_npu::NPUCachingAllocator::emptyCache(true);
+    return 0;
+  } catch (const std::exception& e) {
+    std::snprintf(error, n, "%s", e.what());
+  }
+  return 1;
+}
 // The end of the wrapper function; how many blocks a launcher had kept until then.
 extern "C" __attribute__((visibility("default"))) int npu_patchset_real_runtime_wrapper_end() {
   std::lock_guard<std::mutex> g(nprt::held_mu);
