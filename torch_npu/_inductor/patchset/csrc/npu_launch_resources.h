@@ -1,12 +1,11 @@
 // npu_launch_resources: workspace and sync-lock memory for the Triton-Ascend kernels Inductor's C++ wrapper
 // launches. Before the launch is queued, on the thread that runs the graph, LaunchMemory takes ONE block of
 // torch_npu's caching allocator for the stream (kept.h) and carves disjoint 512-byte-aligned lock and workspace
-// regions; the lambda gets only LaunchRegions. Failures: on the calling thread, an exception naming the kernel,
-// nothing queued; in the lambda, the ACL code and one aclAppLog line.
+// regions; the lambda gets only LaunchRegions. Failures: an exception naming the kernel, nothing queued; in the
+// lambda, the ACL code and one aclAppLog line.
 #pragma once
 
-#include "npu_launch_resources/kept.h"
-#include "npu_launch_resources/sizes.h"
+#include "npu_launch_resources/kept.h"  // and sizes.h
 
 TORCH_NPU_LAUNCH_RESOURCES_BEGIN_NAMESPACE
 
@@ -51,8 +50,7 @@ class LaunchMemory {
     regions_.sizes = launch_sizes(kernel, grid_x, grid_y, grid_z, block_num, workspace_per_block, locks);
     const LaunchSizes &s = regions_.sizes;
     if (s.total_bytes == 0) return;  // a launch that needs nothing asks for nothing
-    // Captured: asked of CANN only where the allocator, which knows when its device captures (on some lines: its
-    // current stream), cannot rule it out; the graph's pool then holds the block for every replay.
+    // Captured (CANN asked only where the allocator cannot rule it out): the graph's pool holds it for replays.
     const aclrtStream current = c10_npu::getCurrentNPUStream().stream(false);
     void *raw = captured_ = (stream != current || captures_underway(stream)) && stream_captures(stream)
                                 ? KeptBlocks::all().allocate(kernel, stream, s.total_bytes)

@@ -4,7 +4,6 @@
 // behind an event on their last kernel (docs/design.md of torch-npu-inductor-patches). Nothing waits.
 #pragma once
 
-#include <acl/acl.h>
 #include <dlfcn.h>
 #include <torch_npu/csrc/core/npu/NPUCachingAllocator.h>
 #include <torch_npu/csrc/core/npu/NPUFunctions.h>
@@ -14,12 +13,10 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
-#include <stdexcept>
-#include <string>
 #include <utility>
 #include <vector>
 
-#include "sizes.h"
+#include "sizes.h"  // and <acl/acl.h>, <stdexcept>, <string>
 
 TORCH_NPU_LAUNCH_RESOURCES_BEGIN_NAMESPACE
 
@@ -103,9 +100,8 @@ class KeptBlocks {
       return true;
     }();
     auto block = std::make_shared<KeptBlock>();
-    block->raw = allocate(kernel, stream, bytes), block->bytes = bytes, block->stream = stream;
-    block->current = current, (void)registered;
-    aclrtGetDevice(&block->device);
+    block->raw = allocate(kernel, stream, bytes), block->bytes = bytes, block->stream = stream, (void)registered;
+    block->current = current, aclrtGetDevice(&block->device);
     mine.blocks.push_back(block);
     std::lock_guard<std::mutex> lock(mutex_);
     blocks_.push_back(block);

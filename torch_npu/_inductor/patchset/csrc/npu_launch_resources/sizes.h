@@ -1,6 +1,5 @@
-// npu_launch_resources: what a launch needs, as numbers, and its lock content as byte fills. Pure functions, in
-// a namespace versioned by the helper's content hash (TORCH_NPU_LAUNCH_RESOURCES_ABI): no state shared across
-// versions.
+// npu_launch_resources: what a launch needs, as numbers, and its lock content as byte fills. Pure functions, in a
+// namespace versioned by the helper's content hash (TORCH_NPU_LAUNCH_RESOURCES_ABI): no state shared across them.
 #pragma once
 
 #include <acl/acl.h>
