@@ -127,6 +127,8 @@ TEST_CASE_QUEUES(devices_and_threads_queue_on_and_off, "10") {
     set_device(d);
     for (int j = 0; j < 2; ++j) CHECK_EQ(aclrtCreateStream(&s[d][j]), ACL_SUCCESS);
   }
+  int64_t live_before[2] = {};
+  for (int d = 0; d < 2; ++d) c10_npu::NPUCachingAllocator::resetPeakStats(d), live_before[d] = blocks(d).live;
   set_device(0);
   aclrtFuncHandle h = probe("dev", 8 * 4, 4 * 1024, 20);
   std::vector<std::vector<Launch>> ls(4);
@@ -160,7 +162,11 @@ TEST_CASE_QUEUES(devices_and_threads_queue_on_and_off, "10") {
       CHECK(r.lock_slots_at_start == std::vector<int64_t>(4, 10 * (t_ % 2) + t_));
     }
   }
-  CHECK_EQ(blocks(0).requests + blocks(1).requests, 4);  // one per (thread, stream)
+  // One block per (thread, stream) at a time. Not one request each: a thread's first request that misses the cache
+  // runs the allocator's callback, which gives back another thread's idle block whose kernels finished (load decides
+  // whether one has), and that thread then takes a new one.
+  for (int d = 0; d < 2; ++d) CHECK_MSG(blocks(d).peak - live_before[d] <= 2, "device " + std::to_string(d));
+  CHECK(blocks(0).requests + blocks(1).requests >= 4);
   CHECK_NO_SIM_ERRORS();
 }
 
