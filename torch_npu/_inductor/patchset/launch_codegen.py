@@ -164,7 +164,7 @@ def helper_include_lines(absolute: bool = True) -> list[str]:
     ]
 
 
-_QUOTED_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"([^"]+)"[ \t]*$', re.M)
+_QUOTED_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"([^"]+)"[ \t]*(?://[^\n]*)?$', re.M)  # a comment may follow
 _PRAGMA_ONCE = re.compile(r"^[ \t]*#[ \t]*pragma[ \t]+once[ \t]*\n?", re.M)
 #: Around the inlined helper in an AOT wrapper, so that tools can find (and swap) it.
 INLINE_BEGIN = f"// >>> {HELPER_HEADER}, inlined"

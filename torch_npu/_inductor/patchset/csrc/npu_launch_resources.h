@@ -5,7 +5,7 @@
 // lambda, the ACL code and one aclAppLog line.
 #pragma once
 
-#include "npu_launch_resources/kept.h"  // and sizes.h
+#include "npu_launch_resources/kept.h"
 
 TORCH_NPU_LAUNCH_RESOURCES_BEGIN_NAMESPACE
 

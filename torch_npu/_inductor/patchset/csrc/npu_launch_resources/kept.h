@@ -16,7 +16,7 @@
 #include <utility>
 #include <vector>
 
-#include "sizes.h"  // and <acl/acl.h>, <stdexcept>, <string>
+#include "sizes.h"
 
 TORCH_NPU_LAUNCH_RESOURCES_BEGIN_NAMESPACE
 
