@@ -1006,20 +1006,28 @@ def run_queue_stops(torch, so: Launchers, sp: dict, out: dict) -> None:
     HOST.lib.acl_host_inject_fault.argtypes = [ctypes.c_char_p, ctypes.c_uint64, ctypes.c_int]
     injected = HOST.lib.acl_host_inject_fault(sp["launch_api"].encode(), 1, sp["fault_code"])
     launch("its ACL launch fails in the lambda")
+    # torch_npu's queue thread empties the queue before it sets the failed status: a synchronisation that comes
+    # between the two returns clean, and the first call to reach the queue after it gets the report (facts.md).
+    report, reported_by = "", ""
     try:
         torch.npu.synchronize()
-        report = ""
     except Exception as exc:
-        report = _failure(exc, 300)
+        report, reported_by = _failure(exc, 300), "the synchronisation after it"
     step("the failure reported", out)
     for _ in range(sp["after_fault"]):
         launch("after torch_npu's queue stopped")
+        if not report and rows[-1]["call_threw"]:
+            report, reported_by = rows[-1]["call_error"], f"launch {rows[-1]['launch']}"
+            rows[-1]["reports_the_failure"] = True
     step("launched after the failure", out)
     sync_error = _synchronize_all(torch, [0])
+    if not report and sync_error:
+        report, reported_by, sync_error = sync_error, "the last synchronisation", ""
     so.give_back()
     out.update(calls=rows, thread_errors=[], sync_error=sync_error, memory_before=before,
                memory_after=_settled(torch, before), host=HOST.report(), thread_tids={0: threading.get_native_id()},
-               fault_injected=injected == 0, fault_report=report, block_bytes=block)
+               fault_injected=injected == 0, fault_report=report, fault_reported_by=reported_by,
+               block_bytes=block)
     step("scenario done", out)
 
 

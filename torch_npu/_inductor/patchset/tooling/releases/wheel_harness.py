@@ -35,10 +35,12 @@ whether it is this patch set's grid after ``apply()``.
 """
 from __future__ import annotations
 
+import atexit
 import collections
 import dataclasses
 import json
 import os
+import shutil
 import sys
 import tempfile
 import types
@@ -54,7 +56,9 @@ AOT = "--aot" in sys.argv[3:]
 #: (no ``patchset.apply()``; ``["upstream"]`` only, plus the kernel driver code for a build).
 SOURCE = sys.argv[sys.argv.index("--source") + 1] if "--source" in sys.argv[3:-1] else None
 PATCHSET_OFF = "--patchset-off" in sys.argv[3:]
-os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="upstream-harness-inductor-"))
+if "TORCHINDUCTOR_CACHE_DIR" not in os.environ:  # a cache of its own, gone when the harness ends
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="upstream-harness-inductor-")
+    atexit.register(shutil.rmtree, os.environ["TORCHINDUCTOR_CACHE_DIR"], True)
 
 from torch_npu._inductor.patchset.tooling.releases import wheels as uw  # noqa: E402
 
