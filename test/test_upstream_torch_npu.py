@@ -28,6 +28,7 @@ from pathlib import Path
 
 import pytest
 
+from torch_npu._inductor.patchset.launch_codegen import LAUNCH_MEMORY
 from torch_npu._inductor.patchset.launch_plan import plan_from_metadata, plan_from_params
 from torch_npu._inductor.patchset.tooling.releases import real_artifacts, rendered
 from torch_npu._inductor.patchset.tooling.sim import build as sim_build
@@ -112,6 +113,7 @@ def test_post10_status_applied(tmp_path_factory):
     assert r["kernel-sync-metadata"]["state"] == "applied", r
     assert r["cpp-wrapper-sync-resources"]["state"] == "applied", r
     assert "NULL" in r["cpp-wrapper-sync-resources"]["note"]
+    assert LAUNCH_MEMORY in r["cpp-wrapper-sync-resources"]["note"]  # the status says today's launch rule
 
 
 def test_post10_unpatched_passes_null(tmp_path_factory):
@@ -196,6 +198,7 @@ def test_status_says_it_replaced_upstream_allocation(version, tmp_path_factory):
     assert "records the raw sync fields workspace_size, lock_num" in r["kernel-sync-metadata"]["reason"]
     assert r["cpp-wrapper-sync-resources"]["state"] == "applied"
     assert "replaced upstream's allocation" in r["cpp-wrapper-sync-resources"]["note"]
+    assert LAUNCH_MEMORY in r["cpp-wrapper-sync-resources"]["note"]
     # 2.13.0 and later add includes through the instance method: the alternative hook set was used.
     include_hook = "add_device_include" if version == NEWEST else "get_device_include_path"
     assert any(t.endswith(f"CppWrapperNpu.{include_hook}") for t in r["cpp-wrapper-sync-resources"]["targets"])
@@ -242,6 +245,7 @@ def test_post6_status_applied_through_the_older_layout(tmp_path_factory):
         "DeferredNpuTritonCallWrapper.generate_launch_kernel"}
     assert all(t.startswith("torch_npu._inductor.codegen.cpp_wrapper:") for t in r["cpp-wrapper-sync-resources"]["targets"])
     assert "rtKernelLaunch" in r["cpp-wrapper-sync-resources"]["note"]
+    assert LAUNCH_MEMORY in r["cpp-wrapper-sync-resources"]["note"]
 
 
 def test_post6_import_hooks_patch_the_older_layout():
@@ -303,6 +307,7 @@ def test_status_against_wheel_reports_versions():
     r = {p["id"]: p for p in data["patches"]}
     assert r["cpp-wrapper-sync-resources"]["state"] == "applied"
     assert "replaced upstream's allocation" in r["cpp-wrapper-sync-resources"]["note"]
+    assert LAUNCH_MEMORY in r["cpp-wrapper-sync-resources"]["note"]
     assert any("torch_npu (package object" in s for s in data["stand_ins"])
     missing = upstream_wheels.status_in_subprocess("2.7.1.post999", timeout=300)
     assert not missing["ok"] and "2.7.1.post999" in missing["error"]

@@ -35,6 +35,9 @@ HELPER_DIR = Path(__file__).resolve().parent / "csrc"
 HELPER_NAMESPACE = "torch_npu::inductor"
 #: Marker in the emitted comment; tests and the hook look for it.
 MARKER = "npu-sync-resources"
+#: The launch rule in a few words, for status lines and plans; the rule itself is stated once, in docs/design.md
+#: ("When the block goes back").
+LAUNCH_MEMORY = "one caching-allocator block kept per calling thread and stream, taken before the launch is queued"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -37,6 +37,7 @@ import functools
 import inspect
 import re
 
+from .. import launch_codegen
 from .._patching import Probe, source_of
 from ..launch_codegen import LaunchSite, resource_code
 from ..launch_plan import plan_from_params
@@ -164,4 +165,4 @@ def apply(modules, patcher) -> str:
     patcher.setattr(wrapper_cls, "generate_args_decl", generate_args_decl)
     patcher.setattr(wrapper_cls, "write_header", write_header)
     return (f"{LAYOUT}: replaced the NULL sync_block_lock / workspace_addr arguments of rtKernelLaunch "
-            "with one caching-allocator block per launch, taken before it is queued")
+            f"with {launch_codegen.LAUNCH_MEMORY}")

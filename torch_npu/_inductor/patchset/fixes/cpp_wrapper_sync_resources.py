@@ -39,6 +39,7 @@ import functools
 import inspect
 import re
 
+from .. import launch_codegen
 from .._patching import Probe, source_of
 from ..launch_codegen import LaunchSite, resource_code
 from ..launch_plan import RAW_SYNC_FIELDS, SIMT_FLAGS, plan_from_params
@@ -216,6 +217,5 @@ def apply(modules, patcher) -> str:
     patcher.setattr(wrapper_cls, include_hook, new_include)
     if shape == "double-allocate":
         return ("replaced upstream's allocation (two allocate_workspace requests per launch and a blocking "
-                "aclrtMemcpy of the locks) with one caching-allocator block per launch, taken before it is queued")
-    return ("replaced the NULL sync_block_lock / workspace_addr arguments with one caching-allocator block per "
-            "launch, taken before it is queued")
+                f"aclrtMemcpy of the locks) with {launch_codegen.LAUNCH_MEMORY}")
+    return f"replaced the NULL sync_block_lock / workspace_addr arguments with {launch_codegen.LAUNCH_MEMORY}"

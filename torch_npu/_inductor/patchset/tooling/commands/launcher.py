@@ -39,6 +39,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from ... import launch_codegen
 from ...launch_plan import LAYOUT_LEGACY, LAYOUT_PACKED, SIMT_FLAGS, SyncPlan, plan_from_metadata
 from ..releases.real_runtime_judge import first_line
 from ..sim import launcher_writer as lc
@@ -219,7 +220,7 @@ def _one(args) -> int:
     lines.append(f"  lock bytes        {p['lock_bytes']}")
     lines.append(f"  workspace bytes   {p['workspace_bytes']}")
     lines.append(f"  lock content      {content_text(content)}")
-    lines.append(f"  launch memory     {'one caching-allocator block per launch, on the calling thread' if plan.needs_resources and not site.simt(plan) else 'none'}")
+    lines.append(f"  launch memory     {launch_codegen.LAUNCH_MEMORY if plan.needs_resources and not site.simt(plan) else 'none'}")
     if args.emit_cpp:
         lines += ["", out["cpp"].rstrip()]
     if args.simulate:
