@@ -161,13 +161,15 @@ def summarise(built: dict, results: list[dict]) -> list[dict]:
                     call = _median([x["call_ns_median"] for x in bs])
                     queue = _median([x["queue_cpu_ns"] / x["launches"] for x in bs])
                     wall = _median([x["queue_ns_per_launch"] for x in bs if "queue_ns_per_launch" in x])
+                    gated = [x["gated_call_ns_median"] for x in bs if x.get("gated_call_ns_median") is not None]
                     row.update(call_ns=call, call_ns_mean=_median([x["call_ns_mean"] for x in bs]), queue_ns=queue,
+                               gated_call_ns=_median(gated) if gated else None,
                                queue_wall_ns=wall, total_ns=call + queue,
                                total_wall_ns=call + wall if wall is not None else None,
                                launches_per_s=_median([x["launches"] / x["wall_s"] for x in bs]),
                                peak_live_blocks=max(x["peak_live_allocations"] for x in bs),
                                peak_live_bytes=max(x.get("peak_live_bytes", 0) for x in bs),
-                               runs={"call_ns": [x["call_ns_median"] for x in bs],
+                               runs={"call_ns": [x["call_ns_median"] for x in bs], "gated_call_ns": gated,
                                      "queue_ns": [round(x["queue_cpu_ns"] / x["launches"]) for x in bs],
                                      "queue_wall_ns": [x.get("queue_ns_per_launch") for x in bs],
                                      "launches_per_s": [round(x["launches"] / x["wall_s"]) for x in bs]})
@@ -259,12 +261,18 @@ def goals(rows: list[dict]) -> list[str]:
             extra = [a - m for a, m in q]
             out.append(f"queue-thread ACL calls per launch = the lock fills + 1 launch: +{min(extra):.2f} .. "
                        f"+{max(extra):.2f}: {verdict(max(extra) <= 1 + 1e-9)}")
-        floor = {(r["layout"], r["kernel_us"]): r.get("call_ns") for r in rows if r["cell"] == "floor"}
-        calls = [r["call_ns"] / floor[(r["layout"], r["kernel_us"])] for r in patch
-                 if r.get("call_ns") and floor.get((r["layout"], r["kernel_us"]))]
+        # The calling thread's own cost is read with the queue thread held (gated): free-running, the queue thread and
+        # the device's thread share the machine's cores with it, and its median then measures the scheduler (on the
+        # 2-core VM the floor's own free-running median moved between ~330 and ~690 ns from round to round).
+        def ratios(key):
+            floor = {(r["layout"], r["kernel_us"]): r.get(key) for r in rows if r["cell"] == "floor"}
+            return [r[key] / floor[(r["layout"], r["kernel_us"])] for r in patch
+                    if r.get(key) and floor.get((r["layout"], r["kernel_us"]))]
+        calls, free = ratios("gated_call_ns"), ratios("call_ns")
         if calls:
-            out.append(f"calling-thread ns per launch <= 1.5x the floor's: {min(calls):.2f}x .. {max(calls):.2f}x: "
-                       f"{verdict(max(calls) <= 1.5)}")
+            out.append(f"calling-thread ns per launch <= 1.5x the floor's (queue thread held): {min(calls):.2f}x .. "
+                       f"{max(calls):.2f}x: {verdict(max(calls) <= 1.5)}" +
+                       (f" (free-running: {min(free):.2f}x .. {max(free):.2f}x)" if free else ""))
         own = {(r["layout"], r["kernel_us"]): r for r in rows if r["cell"] == "own-fix"}
         # a new block costs its record beside its allocator request (one per batch here); none once warm
         heap = [(r.get("heap_in_launchers"), own[(r["layout"], r["kernel_us"])].get("heap_in_launchers"),
@@ -288,14 +296,15 @@ def _ctr(x) -> str:
     return "-" if x is None else (f"{x:g}" if abs(x - round(x)) < 1e-9 else f"{x:.2f}")
 
 
-HEAD = ["layout", "k_us", "cell", "call", "queue", "total", "q wall", "launch/s", "l/s/own", "total/own",
+HEAD = ["layout", "k_us", "cell", "call", "call g", "queue", "total", "q wall", "launch/s", "l/s/own", "total/own",
         "queue/floor", "acl/q", "alloc", "dsync", "block", "pinned", "heap|own", "peak", "peak B", "verdict"]
 
 
 def table(rows: list[dict]) -> str:
     out = []
     for r in rows:
-        out.append([r["layout"], str(r["kernel_us"]), r["cell"], _num(r.get("call_ns")), _num(r.get("queue_ns")),
+        out.append([r["layout"], str(r["kernel_us"]), r["cell"], _num(r.get("call_ns")), _num(r.get("gated_call_ns")),
+                    _num(r.get("queue_ns")),
                     _num(r.get("total_ns")), _num(r.get("queue_wall_ns")), _num(r.get("launches_per_s")),
                     _num(r.get("launches_per_s_vs_own_fix"), "{:.2f}"), _num(r.get("total_vs_own_fix"), "{:.2f}"),
                     _num(r.get("queue_vs_floor"), "{:.2f}"), _ctr(r.get("queue_acl_calls")), _ctr(r.get("allocator_calls")),
@@ -313,7 +322,8 @@ def table(rows: list[dict]) -> str:
 
 
 LEGEND = ("call: host ns per launch on the calling thread (median over a batch's calls of call_<kernel>: the launch "
-          "memory, the queue call, the hand-over); queue: CPU ns per launch of torch_npu's queue thread over a "
+          "memory, the queue call, the hand-over); call g: the same with torch_npu's queue thread held at a gate (no "
+          "other thread of the child running: the calling thread's own cost, which the goal compares); queue: CPU ns per launch of torch_npu's queue thread over a "
           "free-running batch (what it computes; a lambda blocked in a copy is not running); total = call + queue; "
           "q wall: ns per launch the queue thread took through a batch queued behind a held gate, back to back "
           "(its waits and its preemption included); launch/s: launches per second of a free run, first call to the "
