@@ -16,11 +16,18 @@ triton-ascend lowers each kernel itself (its own ``triton-adapter-opt`` writes t
   own arguments, then six i32 launch dimensions) and checks the memory it received against what it
   told triton-ascend it needs (``workspace_size`` per program of the grid it got, ``lock_num`` slots).
 
+When the child runs kernels (the tier's executor, ``executor.py``), ``kernel.o``'s line also says
+``execute=<token>`` and the stand-in appends to the manifest (``TORCH_NPU_PATCHSET_E2E_MANIFEST``) what the
+executor needs to run the kernel: the Triton source the compile was asked for (set by the child around
+``triton.compile``, ``TORCH_NPU_PATCHSET_E2E_SOURCE``) and the types of the kernel's own arguments in the
+adapter MLIR. The token names that pair; it decides no value.
+
 ``bisheng`` answers only ``-print-targets`` (triton-ascend's driver asks it whether an NPU compiler is
 installed). Anything else fails loudly.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -31,6 +38,8 @@ from pathlib import Path
 
 KERNELS_ENV = "TORCH_NPU_PATCHSET_E2E_KERNELS"
 LOG_ENV = "TORCH_NPU_PATCHSET_E2E_COMPILE_LOG"
+SOURCE_ENV = "TORCH_NPU_PATCHSET_E2E_SOURCE"
+MANIFEST_ENV = "TORCH_NPU_PATCHSET_E2E_MANIFEST"
 #: What a real bishengir-compile's --help shows that triton-ascend 3.2.0 looks for: the newer option
 #: (the compiler writes ``kernel.o``, not ``kernel_reloc.o``); no ``reg-based`` (a mem-based target).
 HELP = "  --limit-auto-multi-buffer-buffer=<uint> - (stand-in for CANN's bishengir-compile)\n"
@@ -39,18 +48,28 @@ _SIZES = {"i1": 1, "i8": 1, "i16": 2, "f16": 2, "bf16": 2, "i32": 4, "f32": 4, "
 LAUNCH_DIMS = 6  # trailing i32 arguments the runtime supplies (grid and program ids), not in the host struct
 
 
-def own_args_bytes(mlir: str, name: str) -> int:
-    """Bytes of the kernel's own arguments in the launch struct (pointers 8, scalars their size, each
-    aligned to its size, as the C++ wrapper packs them), from the adapter MLIR's signature."""
+def own_arg_types(mlir: str, name: str) -> list[str]:
+    """The MLIR types of the kernel's own arguments, in order (the adapter's signature without its lock and
+    workspace pointers and the trailing launch dimensions)."""
     head = mlir[mlir.index(f"@{name}("):]
     head = head[: head.index(") attributes")]
     types = [t.strip() for _, t in _ARG.findall(head)]
     attrs = re.search(r"attributes \{([^}]*)\}", mlir[mlir.index(f"@{name}("):]).group(1)
     special = {int(v) for v in re.findall(r"(?:SyncBlockLockArgIdx|WorkspaceArgIdx) = (\d+)", attrs)}
-    own = [t for i, t in enumerate(types[: len(types) - LAUNCH_DIMS]) if i not in special]
+    return [t for i, t in enumerate(types[: len(types) - LAUNCH_DIMS]) if i not in special]
+
+
+def arg_size(mlir_type: str) -> int:
+    """Bytes of one argument in the launch struct: a pointer 8, a scalar its size (and aligned to it)."""
+    return 8 if mlir_type.startswith("memref") else _SIZES[mlir_type]
+
+
+def own_args_bytes(mlir: str, name: str) -> int:
+    """Bytes of the kernel's own arguments in the launch struct (pointers 8, scalars their size, each
+    aligned to its size, as the C++ wrapper packs them), from the adapter MLIR's signature."""
     off = 0
-    for t in own:
-        size = 8 if t.startswith("memref") else _SIZES[t]
+    for t in own_arg_types(mlir, name):
+        size = arg_size(t)
         off = -(-off // size) * size + size
     return -(-off // 4) * 4  # the grid's three int32 follow
 
@@ -64,10 +83,18 @@ def compile_kernel(src: Path, out_stem: Path) -> dict:
     chosen = json.loads(os.environ.get(KERNELS_ENV, "{}")).get(mode, {})
     ws, locks, init = (int(chosen.get(k, 0)) for k in ("workspace_size", "lock_num", "lock_init_val"))
     own = own_args_bytes(mlir, name)
+    execute = ""
+    if os.environ.get(MANIFEST_ENV) and os.environ.get(SOURCE_ENV):
+        source = json.loads(os.environ[SOURCE_ENV])
+        token = hashlib.sha256((os.environ[SOURCE_ENV] + mlir).encode()).hexdigest()[:16]
+        execute = f" execute={token}"
+        with open(os.environ[MANIFEST_ENV], "a") as f:
+            f.write(json.dumps({"token": token, "name": name, "own_arg_types": own_arg_types(mlir, name),
+                                "source": source}) + "\n")
     Path(f"{out_stem}.o").write_text(
         "ACL_HOST_PROBE_BINARY 1\n"
         f"kernel {name} has_ffts=1 simt_only=0 lock_bytes={locks * 8} workspace_bytes=0 "
-        f"workspace_per_program={ws} own_args_bytes={own} sim_time_us=0\n")
+        f"workspace_per_program={ws} own_args_bytes={own} sim_time_us=0{execute}\n")
     lib = out_stem.parent / "libkernel.so"
     with tempfile.TemporaryDirectory() as tmp:
         c = Path(tmp, "infer.c")

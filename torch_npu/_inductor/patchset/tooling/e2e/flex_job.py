@@ -2,10 +2,12 @@
 forward and backward compiled with ``cpp_wrapper=True`` on ``npu`` tensors, at several sequence lengths.
 
 argv[1]: a JSON spec {"out", "batch", "heads", "dim", "seq_lens", "one_pass", "divisible", "stand_ins",
-"upstream_test"}: the job itself is the upstream patch's test function ``flex_attention_steps``.
+"upstream_test", "executor", "manifest"}: the job itself is the upstream patch's test function
+``flex_attention_steps``. With "executor" (executor.py) the compiled kernels run (the executor stand-in) and each
+length's gradients of q, k and v from the compiled NPU path are compared with the CPU eager reference.
 Writes the verdict to spec["out"] as it goes: the stand-ins installed, each length's forward and
-backward ("ok" or the error's one line), the template choices whose compile failed (with the compiler's
-error lines), the frames Dynamo compiled, and the host ACL library's report.
+backward ("ok" or the error's one line) and gradient errors, the template choices whose compile failed (with
+the compiler's error lines), the frames Dynamo compiled, and the host ACL library's report.
 """
 from __future__ import annotations
 
@@ -58,6 +60,22 @@ def record_choice_failures() -> None:
     select_algorithm.TritonTemplateCaller.precompile = precompile
 
 
+def compare(compiled: list, eager: list) -> dict:
+    """Each gradient's largest absolute error against eager, its largest relative error where the reference is at
+    least 1e-3, and whether it is within the upstream test's tolerance (torch.allclose, rtol = atol = 2e-2)."""
+    import torch
+
+    out = {}
+    for name, got, want in zip(("dq", "dk", "dv"), compiled, eager):
+        got = got.cpu()
+        diff = (got - want).abs()
+        scale = want.abs() >= 1e-3  # relative error where the reference is not next to zero
+        out[name] = {"max_abs": diff.max().item(), "max_rel": (diff[scale] / want.abs()[scale]).max().item(),
+                     "max_ref": want.abs().max().item(), "finite": bool(torch.isfinite(got).all()),
+                     "close": bool(torch.allclose(got, want, rtol=2e-2, atol=2e-2))}
+    return out
+
+
 def main() -> None:
     import torch
 
@@ -66,7 +84,8 @@ def main() -> None:
     spec = importlib.util.spec_from_file_location("e2e_runtime_stand_ins", SPEC["stand_ins"])
     stand_ins = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(stand_ins)
-    RESULT.update(torch=torch.__version__, torch_npu=torch_npu.__version__, stand_ins=stand_ins.install(),
+    executing = bool(SPEC.get("executor"))
+    RESULT.update(torch=torch.__version__, torch_npu=torch_npu.__version__, stand_ins=stand_ins.install(executing),
                   patchset_applied=any(m.startswith("torch_npu._inductor.patchset") for m in sys.modules))
     import torch._inductor.config as inductor_config
     import triton
@@ -84,6 +103,12 @@ def main() -> None:
     # post10's backward template does not compile when IS_DIVISIBLE is False (docs/facts.md): with lengths that
     # are multiples of 128, saying it is true keeps the kernels exact.
     options = {"IS_DIVISIBLE": True} if SPEC["divisible"] else None
+    lib = ctypes.CDLL(os.environ["ACL_HOST_LIBRARY"])
+    if executing:  # the kernels run in a process of its own (executor.py says why)
+        spec = importlib.util.spec_from_file_location("e2e_executor", SPEC["executor"])
+        executor = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(executor)
+        executor.attach(lib, SPEC["manifest"])
     save()
     steps = upstream_test.flex_attention_steps(SPEC["seq_lens"], options, SPEC["batch"], SPEC["heads"], SPEC["dim"])
     run: dict = {}
@@ -92,9 +117,11 @@ def main() -> None:
             if run.get("seq_len") != s:
                 run = {"seq_len": s}
                 RESULT["runs"].append(run)
-            run[step] = "ok"  # no gradient is compared: the host ACL library's kernels do not compute
-            if grads:  # their shapes, compiled and eager (never copied back: nothing computed them here)
+            run[step] = "ok"
+            if grads:  # their shapes, compiled and eager; copied back and compared only where the kernels ran
                 run["grad_shapes"] = [[list(g.shape) for g in side] for side in grads]
+                if executing:
+                    run["grad_errors"] = compare(*grads)
             save()
     except Exception as exc:  # the verdict records it; the next length would say the same
         if not run:
@@ -104,7 +131,6 @@ def main() -> None:
     save()
     RESULT["frames"] = dict(counters["frames"])
     RESULT["unique_graphs"] = counters["stats"]["unique_graphs"]
-    lib = ctypes.CDLL(os.environ["ACL_HOST_LIBRARY"])
     lib.acl_host_report_json.restype = ctypes.c_char_p
     RESULT["host"] = json.loads(lib.acl_host_report_json().decode())
     RESULT["done"] = True

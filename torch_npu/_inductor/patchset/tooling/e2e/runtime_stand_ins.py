@@ -8,7 +8,12 @@ of the compiled wrapper reaches the host ACL library.
 """
 from __future__ import annotations
 
+import json
+import os
 import types
+
+#: Set around each ``triton.compile`` call for the compiler stand-in (compiler_stand_in.SOURCE_ENV).
+SOURCE_ENV = "TORCH_NPU_PATCHSET_E2E_SOURCE"
 
 
 class Missing(types.ModuleType):
@@ -55,13 +60,43 @@ def _rand_strided_on_cpu(original):
     return rand_strided
 
 
-def install() -> list[str]:
+def _recording_compile(original):
+    """``triton.compile`` as it is, telling the compiler stand-in (through the environment its process inherits)
+    which Triton function, constants and signature it compiles: the executor runs that source. Observation only."""
+    def compile(src, *args, **kwargs):
+        fn = getattr(getattr(src, "fn", None), "fn", None)
+        if fn is None:
+            return original(src, *args, **kwargs)
+        os.environ[SOURCE_ENV] = json.dumps({
+            "file": fn.__code__.co_filename, "function": fn.__name__, "signature": dict(src.signature),
+            "constants": {k: v for k, v in src.constants.items()}}, default=repr)
+        try:
+            return original(src, *args, **kwargs)
+        finally:
+            os.environ.pop(SOURCE_ENV, None)
+    return compile
+
+
+def install_version_shims() -> list[str]:
+    """The two names post10 imports that triton-ascend 3.2.0 lacks (also in the executor's process)."""
+    import torch_npu._inductor.runtime.triton_helpers as npu_triton_helpers
+    import triton._C.libtriton as libtriton
+
+    done = []
+    if not hasattr(npu_triton_helpers, "extension"):
+        npu_triton_helpers.extension = Missing("tl.extra.cann.extension")
+        done.append("tl.extra.cann.extension")
+    if not hasattr(libtriton.ascend, "ir"):
+        libtriton.ascend.ir = AscendIr("triton._C.libtriton.ascend.ir")
+        done.append("triton._C.libtriton.ascend.ir")
+    return done
+
+
+def install(execute: bool = False) -> list[str]:
     """Install every in-process stand-in; the names of those installed."""
     import torch._dynamo.testing as dynamo_testing
     import torch._inductor.select_algorithm as select_algorithm
-    import torch_npu._inductor.runtime.triton_helpers as npu_triton_helpers
     import triton
-    import triton._C.libtriton as libtriton
     import triton.backends
     import triton.backends.ascend.driver as driver_module
 
@@ -71,13 +106,11 @@ def install() -> list[str]:
         scope["NPUUtils"].__init__ = lambda self: setattr(self, "npu_utils_mod", NpuUtils())
         scope["NPULauncher"] = CompileTimeLauncher
     done += ["npu_utils", "compile-time launcher"]
-    if not hasattr(npu_triton_helpers, "extension"):
-        npu_triton_helpers.extension = Missing("tl.extra.cann.extension")
-        done.append("tl.extra.cann.extension")
-    if not hasattr(libtriton.ascend, "ir"):
-        libtriton.ascend.ir = AscendIr("triton._C.libtriton.ascend.ir")
-        done.append("triton._C.libtriton.ascend.ir")
+    done += install_version_shims()
     on_cpu = _rand_strided_on_cpu(dynamo_testing.rand_strided)
     dynamo_testing.rand_strided = select_algorithm.rand_strided = on_cpu
     done.append("rand_strided on the CPU")
+    if execute:
+        triton.compile = _recording_compile(triton.compile)
+        done.append("kernel executor")
     return done

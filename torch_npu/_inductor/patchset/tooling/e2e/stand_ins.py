@@ -5,7 +5,7 @@ backend (lowering, its Flex Attention templates, Triton codegen, ``CppWrapperNpu
 front end (``ast_to_ttir``, its own ``triton-adapter-opt`` writing the adapter MLIR, the metadata read
 from the compiler's library), Inductor's C++ build of the wrapper against the wheel's headers, and the
 wheel's ``libtorch_npu.so`` (task queue, caching allocator) over the host ACL library, which every
-launch reaches. What stands in is below; none of it decides a value the patch set computes or checks
+launch reaches, and the compiled kernels' own Triton source, run. What stands in is below; none of it decides a value the patch set computes or checks
 (a kernel's workspace and lock needs come from the compiler stand-in through triton-ascend's own code,
 the way the real compiler's arrive; sizes, the grid and the lock content are the patch set's).
 """
@@ -43,7 +43,7 @@ STAND_INS: tuple[tuple[str, str, str], ...] = (
      "CANN's compiler from the adapter MLIR to kernel.o and libkernel.so",
      "its libkernel.so reports the workspace and locks the tier chose for the kernel's mode: these are the "
      "compiler's values, read by triton-ascend's own code; kernel.o is a host ACL probe that checks, at each "
-     "launch, the memory the patch set gave it"),
+     "launch, the memory the patch set gave it, and asks the kernel executor to run the kernel's source"),
     ("npu_utils (runtime_stand_ins.NpuUtils)",
      "triton-ascend's driver utilities, built at run time against CANN's headers",
      "reports Ascend910B1 with 24 cube cores; its kernel handles are never launched"),
@@ -57,6 +57,23 @@ STAND_INS: tuple[tuple[str, str, str], ...] = (
     ("block mask made on the CPU (flex_job.py)", "create_block_mask on the device",
      "its eager operators are absent from the host ACL library; the mask's tensors are copied to the device, "
      "where the compiled graphs read them"),
+    ("kernel executor (executor.py, acl_host_set_executor)", "the NPU running kernel.o",
+     "a process of its own runs, at each launch of a kernel whose binary asks for it (execute=<token>), the Triton "
+     "source that kernel's compile was asked for, with triton-ascend 3.2.0's own interpreter, over every program of "
+     "the grid the launch got, on the device memory itself (the host ACL library's shared memory file, mapped there); "
+     "it decides no size, grid, address or lock value (all come from the launch's argument struct), has no access to "
+     "the lock or workspace region (a Triton kernel has no such argument; the probe's checks around it are unchanged "
+     "and would report a write there), and every device range it read or wrote is checked by the host ACL library "
+     "as its copies are (bounds, use after free, uninitialised bytes); what it cannot run (an atomic, an address "
+     "outside device memory, a signature it cannot match) fails the launch. It computes in IEEE float32 with NumPy: "
+     "not the NPU's cube unit"),
+    ("compile observer (runtime_stand_ins._recording_compile)", "nothing of CANN: the link from kernel.o to its source",
+     "around each triton.compile call it tells the compiler stand-in (through the environment) which Triton function, "
+     "constants and signature the compile was asked for; triton.compile runs unchanged"),
+    ("interpreter adaptations (executor.Executor)", "nothing: triton-ascend 3.2.0's interpreter as shipped",
+     "one-element arrays converted to int as NumPy 2 requires; triton-ascend's tl.max/tl.min combine functions "
+     "reduced by one NumPy max/min (the values the interpreter's element-by-element np.maximum/np.minimum give); "
+     "two pure functions cached"),
     ("ASCEND_HOME_PATH (prepare_ascend_home)", "a CANN install",
      "include/ holds only the stand-in runtime/runtime/rt.h (releases/real_artifacts.STAND_IN_HEADERS), lib64/ "
      "the host ACL library; runtime/, compiler/ and opp/ are empty folders torch_npu checks exist"),

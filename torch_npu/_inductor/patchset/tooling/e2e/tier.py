@@ -26,6 +26,7 @@ from . import compiler_stand_in, stand_ins
 
 JOB = Path(__file__).with_name("flex_job.py")
 RUNTIME_STAND_INS = Path(__file__).with_name("runtime_stand_ins.py")
+EXECUTOR = Path(__file__).with_name("executor.py")
 #: Multiples of 128 (see flex_job.py), several, to show one compile serves them; their mask block counts
 #: (5, 6, 8) differ from the batch and head counts, which Dynamo would otherwise guard equal ("duck sizing").
 SEQ_LENS = (640, 768, 1024)
@@ -50,15 +51,16 @@ def _key(*parts) -> str:
 
 @lru_cache(maxsize=None)
 def run_job(release: str, *, patched: bool, one_pass: bool | None, seq_lens: tuple[int, ...] = SEQ_LENS,
-            batch: int = BATCH, heads: int = HEADS, dim: int = DIM, divisible: bool = True,
+            batch: int = BATCH, heads: int = HEADS, dim: int = DIM, divisible: bool = True, execute: bool = True,
             timeout: float = 1200) -> dict:
     """``one_pass``: ``triton.autotune_at_compile_time`` (None: torch's default, which is one pass when triton is
-    there); ``divisible``: the job says ``IS_DIVISIBLE`` (its lengths must then be multiples of 128)."""
+    there); ``divisible``: the job says ``IS_DIVISIBLE`` (its lengths must then be multiples of 128); ``execute``:
+    the compiled kernels run (the executor stand-in, executor.py) and the gradients are compared."""
     cached = real_artifacts.CACHE_ROOT / "e2e" / "results" / (
-        _key(release, patched, one_pass, seq_lens, batch, heads, dim, divisible) + ".json")
+        _key(release, patched, one_pass, seq_lens, batch, heads, dim, divisible, execute) + ".json")
     if cached.exists():
         return {**json.loads(cached.read_text()), "cached": True}
-    result = _run(release, patched, one_pass, seq_lens, batch, heads, dim, divisible, timeout)
+    result = _run(release, patched, one_pass, seq_lens, batch, heads, dim, divisible, execute, timeout)
     if result.get("done") or result.get("runs"):  # a verdict; a child that died early is never kept
         cached.parent.mkdir(parents=True, exist_ok=True)
         tmp = cached.with_suffix(f".{os.getpid()}.tmp")
@@ -68,18 +70,20 @@ def run_job(release: str, *, patched: bool, one_pass: bool | None, seq_lens: tup
 
 
 def _run(release: str, patched: bool, one_pass: bool | None, seq_lens: tuple[int, ...], batch: int, heads: int,
-         dim: int, divisible: bool, timeout: float) -> dict:
+         dim: int, divisible: bool, execute: bool, timeout: float) -> dict:
     with tempfile.TemporaryDirectory(prefix="e2e-flex-") as tmp:
         work = Path(tmp)
         out, log = work / "result.json", work / "compiled.jsonl"
         spec = {"out": str(out), "batch": batch, "heads": heads, "dim": dim, "seq_lens": list(seq_lens),
                 "one_pass": one_pass, "divisible": divisible, "stand_ins": str(RUNTIME_STAND_INS),
-                "upstream_test": str(work / "upstream_test.py")}
+                "upstream_test": str(work / "upstream_test.py"), "executor": str(EXECUTOR) if execute else None,
+                "manifest": str(work / "kernels.jsonl")}
         (work / "upstream_test.py").write_text(test_text.text("", ""))  # its test body; no branch file is read
         (work / "spec.json").write_text(json.dumps(spec))
         env = stand_ins.child_env(release, patched=patched, work=work)
         env[compiler_stand_in.KERNELS_ENV] = json.dumps(stand_ins.KERNEL_NEEDS)
         env[compiler_stand_in.LOG_ENV] = str(log)
+        env[compiler_stand_in.MANIFEST_ENV] = spec["manifest"]
         (work / "cwd").mkdir()
         started = time.perf_counter()
         proc = subprocess.run([sys.executable, str(JOB), str(work / "spec.json")], cwd=work / "cwd", env=env,
@@ -94,9 +98,14 @@ def _run(release: str, patched: bool, one_pass: bool | None, seq_lens: tuple[int
 
 
 def summary(result: dict) -> str:
-    """One line per length, for messages."""
+    """One line per length, for messages: each step, and the gradients' comparison with eager where the kernels ran."""
+    def grads(r: dict) -> str:
+        errors = r.get("grad_errors")
+        return "" if not errors else ", " + " ".join(
+            f"{k} {'close' if e['close'] else 'DIFFERS'} (max abs {e['max_abs']:.1e}, rel {e['max_rel']:.1e})"
+            for k, e in errors.items())
     runs = "; ".join(f"S={r['seq_len']}: " + (r.get("error") or f"forward {r.get('forward')}, backward "
-                                               f"{r.get('backward')}") for r in result.get("runs", []))
+                                               f"{r.get('backward')}{grads(r)}") for r in result.get("runs", []))
     return (f"{result['release']} patched={result['patched']} one_pass={result['one_pass']} "
             f"rc={result['returncode']} done={result.get('done')} ({result['seconds']} s): {runs}")
 

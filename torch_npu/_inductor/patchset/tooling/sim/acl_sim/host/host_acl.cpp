@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -152,7 +153,157 @@ struct KernelSpec {
   std::string name, binary;
   acl_sim::ProbeConfig cfg;
   aclrtFuncHandle handle = nullptr;
+  std::string execute;  // the binary's execute=<token>: the kernel asks the executor to run it (below)
 };
+
+// ---------------------------------------------------------------- the kernel executor (acl_host_set_executor)
+// A kernel whose binary line says execute=<token> is also RUN: after the probe's start checks, on the stream's
+// thread, the library hands the executor (another process, attached with acl_host_set_executor) the token, the
+// kernel's name, its own argument bytes and the grid the launch got, and waits for its answer: which device bytes
+// the kernel read and which it wrote (with the bytes). The library then reads every range read (checked: bounds,
+// use after free, another device's memory, uninitialised bytes) and writes every range written (checked the same
+// way, and so initialised), as its copies do; a failure is reported like any access. The stream's thread waits
+// on a pipe only: it never runs interpreter code of the process that launched, so it takes no lock of that process.
+struct Execution {
+  uint64_t launch_id = 0;
+  std::string name, error;
+  bool ok = false;
+  uint64_t reads = 0, read_bytes = 0, writes = 0, written_bytes = 0, access_errors = 0;
+  double seconds = 0;
+};
+std::mutex g_exec_mu;  // one request at a time on the executor's pipes; guards the fds
+int g_exec_request_fd = -1, g_exec_reply_fd = -1;
+std::mutex g_exec_records_mu;
+std::vector<Execution> &executions() {
+  static auto *v = new std::vector<Execution>();
+  return *v;
+}
+
+bool write_all(int fd, const void *data, size_t n) {
+  const auto *p = static_cast<const char *>(data);
+  while (n != 0) {
+    const ssize_t w = ::write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+  return true;
+}
+
+bool read_all(int fd, void *data, size_t n) {
+  auto *p = static_cast<char *>(data);
+  while (n != 0) {
+    const ssize_t r = ::read(fd, p, n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    p += r;
+    n -= static_cast<size_t>(r);
+  }
+  return true;
+}
+
+// One exchange with the executor (g_exec_mu held). Request: u32 length + "token name launch_id g0 g1 g2", u32
+// length + the kernel's own argument bytes. Reply: u32 status (0: ran), u32 length + message, u32 count + that many
+// (u64 address, u64 bytes) read, u32 count + that many (u64 address, u64 bytes, the bytes) written.
+bool exchange(const std::string &head, const uint8_t *args, uint32_t args_size, Execution *e,
+              std::vector<std::pair<uint64_t, uint64_t>> *reads,
+              std::vector<std::pair<uint64_t, std::vector<uint8_t>>> *writes) {
+  const auto head_size = static_cast<uint32_t>(head.size());
+  if (!write_all(g_exec_request_fd, &head_size, 4) || !write_all(g_exec_request_fd, head.data(), head.size()) ||
+      !write_all(g_exec_request_fd, &args_size, 4) || !write_all(g_exec_request_fd, args, args_size)) {
+    e->error = "the executor's request pipe is closed";
+    return false;
+  }
+  uint32_t status = 0, n = 0;
+  if (!read_all(g_exec_reply_fd, &status, 4) || !read_all(g_exec_reply_fd, &n, 4)) {
+    e->error = "the executor ended without an answer";
+    return false;
+  }
+  std::string message(n, '\0');
+  if (!read_all(g_exec_reply_fd, message.data(), n) || !read_all(g_exec_reply_fd, &n, 4)) {
+    e->error = "the executor's answer is cut short";
+    return false;
+  }
+  for (uint32_t i = 0; i < n; ++i) {
+    uint64_t range[2];
+    if (!read_all(g_exec_reply_fd, range, 16)) {
+      e->error = "the executor's answer is cut short";
+      return false;
+    }
+    reads->emplace_back(range[0], range[1]);
+  }
+  if (!read_all(g_exec_reply_fd, &n, 4)) {
+    e->error = "the executor's answer is cut short";
+    return false;
+  }
+  for (uint32_t i = 0; i < n; ++i) {
+    uint64_t range[2];
+    if (!read_all(g_exec_reply_fd, range, 16)) {
+      e->error = "the executor's answer is cut short";
+      return false;
+    }
+    writes->emplace_back(range[0], std::vector<uint8_t>(range[1]));
+    if (!read_all(g_exec_reply_fd, writes->back().second.data(), range[1])) {
+      e->error = "the executor's answer is cut short";
+      return false;
+    }
+  }
+  if (status != 0) {
+    e->error = "the executor could not run the kernel: " + message;
+    return false;
+  }
+  return true;
+}
+
+void execute_kernel(const acl_sim::KernelCall &call, const acl_sim::ProbeRecord &record, void *ctx) {
+  const auto *k = static_cast<const KernelSpec *>(ctx);
+  const auto started = Clock::now();
+  Execution e;
+  e.launch_id = call.launch_id;
+  e.name = k->name;
+  std::vector<std::pair<uint64_t, uint64_t>> reads;
+  std::vector<std::pair<uint64_t, std::vector<uint8_t>>> writes;
+  {
+    std::lock_guard<std::mutex> g(g_exec_mu);
+    if (g_exec_request_fd < 0) {
+      e.error = "the kernel's binary asks to be executed and no executor is attached (acl_host_set_executor)";
+    } else {
+      std::ostringstream head;
+      head << k->execute << ' ' << k->name << ' ' << call.launch_id << ' ' << record.grid[0] << ' ' << record.grid[1]
+           << ' ' << record.grid[2];
+      const size_t off = (k->cfg.has_ffts ? 8 : 0) + (k->cfg.simt_only ? 0 : 16);  // the probe decoded the size
+      e.ok = exchange(head.str(), static_cast<const uint8_t *>(call.args) + off,
+                      static_cast<uint32_t>(k->cfg.own_args_bytes), &e, &reads, &writes);
+      if (!e.ok && e.error.rfind("the executor could not", 0) != 0) {  // the pipes are broken: never again
+        g_exec_request_fd = g_exec_reply_fd = -1;
+      }
+    }
+  }
+  // What the kernel read must have been readable, what it wrote writable: checked as every access is.
+  std::vector<uint8_t> scratch;
+  for (const auto &r : reads) {
+    scratch.resize(r.second);
+    e.reads++;
+    e.read_bytes += r.second;
+    if (!acl_sim::device_read(reinterpret_cast<const void *>(r.first), scratch.data(), r.second,
+                              "executed kernel (read)"))
+      e.access_errors++;
+  }
+  for (const auto &w : writes) {
+    e.writes++;
+    e.written_bytes += w.second.size();
+    if (!acl_sim::device_write(reinterpret_cast<void *>(w.first), w.second.data(), w.second.size(),
+                               "executed kernel (write)"))
+      e.access_errors++;
+  }
+  e.seconds = std::chrono::duration<double>(Clock::now() - started).count();
+  if (!e.ok)
+    std::fprintf(stderr, "acl_host: kernel '%s' (launch %lu) did not run: %s\n", e.name.c_str(),
+                 static_cast<unsigned long>(e.launch_id), e.error.c_str());
+  std::lock_guard<std::mutex> g(g_exec_records_mu);
+  executions().push_back(std::move(e));
+}
 struct Binary {
   std::string origin;
   std::map<std::string, KernelSpec *> kernels;
@@ -172,6 +323,14 @@ std::map<const void *, KernelSpec *> &rt_stubs() {  // rtFunctionRegister's stub
 }
 
 constexpr const char *kBinaryMagic = "ACL_HOST_PROBE_BINARY";
+
+// A text field `key=value` (the rest of the token); false when `tok` is not that field.
+bool text_field(const std::string &tok, const char *key, std::string *value) {
+  const std::string k = std::string(key) + "=";
+  if (tok.compare(0, k.size(), k) != 0) return false;
+  *value = tok.substr(k.size());
+  return true;
+}
 
 uint64_t field(const std::string &tok, const char *key, bool *ok) {
   const std::string k = std::string(key) + "=";
@@ -224,10 +383,15 @@ Binary *parse_binary(const std::string &text, const std::string &origin, std::st
       if (ok) { k->cfg.sim_time_us = static_cast<uint32_t>(v5); continue; }
       const uint64_t v7 = field(tok, "locks_used", &ok);
       if (ok) { k->cfg.locks_used = v7 != 0; continue; }
+      if (text_field(tok, "execute", &k->execute) && !k->execute.empty()) continue;
       *why = "unknown kernel field '" + tok + "'";
       delete k;
       delete bin;
       return nullptr;
+    }
+    if (!k->execute.empty()) {
+      k->cfg.execute = &execute_kernel;
+      k->cfg.execute_ctx = k;
     }
     k->handle = acl_sim::register_probe_kernel(k->cfg);
     bin->kernels[name] = k;
@@ -414,7 +578,24 @@ std::string report_json() {
         << ",\"simt_only\":" << (k->cfg.simt_only ? "true" : "false") << ",\"lock_bytes\":" << k->cfg.lock_bytes
         << ",\"workspace_bytes\":" << k->cfg.workspace_bytes
         << ",\"workspace_per_program\":" << k->cfg.workspace_per_program << ",\"own_args_bytes\":" << k->cfg.own_args_bytes
-        << ",\"sim_time_us\":" << k->cfg.sim_time_us << "}";
+        << ",\"sim_time_us\":" << k->cfg.sim_time_us << ",\"execute\":";
+      json_str(o, k->execute);
+      o << "}";
+    }
+  }
+  o << "],\"executions\":[";
+  {
+    std::lock_guard<std::mutex> ge(g_exec_records_mu);
+    first = true;
+    for (const Execution &e : executions()) {
+      o << (first ? "" : ",") << "{\"launch_id\":" << e.launch_id << ",\"name\":";
+      first = false;
+      json_str(o, e.name);
+      o << ",\"ok\":" << (e.ok ? "true" : "false") << ",\"error\":";
+      json_str(o, e.error);
+      o << ",\"reads\":" << e.reads << ",\"read_bytes\":" << e.read_bytes << ",\"writes\":" << e.writes
+        << ",\"written_bytes\":" << e.written_bytes << ",\"access_errors\":" << e.access_errors
+        << ",\"seconds\":" << e.seconds << "}";
     }
   }
   o << "]}";
@@ -472,6 +653,16 @@ __attribute__((visibility("default"))) void acl_host_reset(void) {
   stats().clear();
   logged_missing().clear();
   trace().clear();
+  std::lock_guard<std::mutex> ge(g_exec_records_mu);
+  executions().clear();
+}
+
+__attribute__((visibility("default"))) int acl_host_set_executor(int request_fd, int reply_fd) {
+  if ((request_fd < 0) != (reply_fd < 0)) return -1;
+  std::lock_guard<std::mutex> g(g_exec_mu);
+  g_exec_request_fd = request_fd;
+  g_exec_reply_fd = reply_fd;
+  return 0;
 }
 
 __attribute__((visibility("default"))) uint64_t acl_host_stream_hold(void *stream, uint32_t limit_ms) {

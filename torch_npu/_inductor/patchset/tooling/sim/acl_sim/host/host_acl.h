@@ -31,7 +31,9 @@
 //                       access_errors, overlaps_with_running}]   one per op-api operator run on a
 //                     stream (opapi.cpp; a replayed one names its captured launch),
 //    "kernels":       [{"name", "binary", "has_ffts", "simt_only", "lock_bytes", "workspace_bytes",
-//                       "own_args_bytes", "sim_time_us"}]}
+//                       "own_args_bytes", "sim_time_us", "execute"}],
+//    "executions":    [{launch_id, name, ok, error, reads, read_bytes, writes, written_bytes, access_errors,
+//                       seconds}]   one per launch of a kernel whose binary says execute=<token> (below)}
 //
 // Kernel binaries. aclrtBinaryLoadFromFile / aclrtBinaryLoadFromData and rtDevBinaryRegister accept
 // a text "binary" (anything else fails with ACL_ERROR_INVALID_FILE / an rt error), one kernel a line:
@@ -40,6 +42,7 @@
 //   kernel <name> has_ffts=0|1 simt_only=0|1 lock_bytes=N workspace_bytes=N own_args_bytes=N sim_time_us=N
 //          [workspace_per_program=N]   (then the workspace promised is workspace_bytes + N x the grid it got)
 //          [locks_used=0|1]   (1: the kernel leaves its lock slots used, as real sync counters are left)
+//          [execute=<token>]  (the kernel is also run, by the executor acl_host_set_executor attached; see there)
 //
 // Each kernel is acl_sim's probe (src/probe.cpp) with that configuration: aclrtBinaryGetFunction
 // (binary, name) and rtFunctionRegister(binary, stub, stubName, devFunc = name, mode) find it;
@@ -109,6 +112,17 @@ uint64_t acl_host_pause_arm(const char *functions, int after, uint32_t limit_ms)
 int acl_host_pause_reached(uint64_t id, uint32_t wait_ms);
 // Lets pause `id` go (0: every one); how many were armed or stopped. Released by acl_host_reset too.
 int acl_host_pause_release(uint64_t id);
+
+// The kernel executor (the end-to-end tier's stand-in for the NPU running kernel.o): a kernel whose binary line
+// says execute=<token> is run at each launch, on the stream's thread, after the probe's start checks (its
+// regions held) and before its end checks. The library writes to `request_fd`: u32 length + "token name
+// launch_id grid0 grid1 grid2", u32 length + the kernel's own argument bytes (after the lock and workspace
+// pointers), and reads from `reply_fd`: u32 status (0: ran), u32 length + message, u32 count + (u64 address,
+// u64 bytes) of each device range the kernel read, u32 count + (u64 address, u64 bytes, the bytes) of each range
+// it wrote. It then reads every range read and writes every range written, checked as copies are (a bad access is
+// an error report). A launch of such a kernel with no executor attached, or whose executor failed, is an
+// execution with ok false (and a line on stderr). -1, -1 detaches it. 0, or -1 for one fd without the other.
+int acl_host_set_executor(int request_fd, int reply_fd);
 
 // Used by the generated entry points (not for tests): account one call of function `index` of the
 // build's table (acl_host_function_names) by this thread, with its return code (0: success).

@@ -196,7 +196,10 @@ void probe_fn(const KernelCall &call) {
     std::lock_guard<std::mutex> g(g_probe_mu);
     r = &active_records()[call.launch_id];
   }
-  if (call.block_idx == 0) probe_start(cfg, call, *r);
+  if (call.block_idx == 0) {
+    probe_start(cfg, call, *r);
+    if (cfg.execute != nullptr && r->decoded) cfg.execute(call, *r, cfg.execute_ctx);
+  }
   if (call.block_idx + 1 == call.block_dim) {
     probe_end(cfg, *r);
     std::lock_guard<std::mutex> g(g_probe_mu);

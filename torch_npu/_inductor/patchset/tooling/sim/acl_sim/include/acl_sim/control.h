@@ -345,6 +345,7 @@ void *hardware_sync_addr();
 // Argument struct it decodes: [ffts_addr void*] (has_ffts), then (unless
 // simt_only) sync_block_lock void*, workspace_addr void*, then own_args_bytes
 // of the kernel's own arguments, then grid_0..2 as int32.
+struct ProbeRecord;
 struct ProbeConfig {
   std::string name = "probe";
   bool has_ffts = false;
@@ -355,6 +356,10 @@ struct ProbeConfig {
   uint64_t workspace_per_program = 0;  // and this many more per program of the launch's grid (its args)
   uint32_t sim_time_us = 0;       // simulated run time
   size_t own_args_bytes = 0;
+  // Optional: runs once per launch on the stream's thread, after the probe's start checks (its regions held,
+  // the workspace pattern written) and before its end checks: a host library's kernel executor.
+  void (*execute)(const KernelCall &call, const ProbeRecord &record, void *ctx) = nullptr;
+  void *execute_ctx = nullptr;
 };
 struct ProbeRecord {
   uint64_t launch_id = 0;
