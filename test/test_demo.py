@@ -75,6 +75,8 @@ def test_demo_shows_null_and_aliasing_as_shipped_and_clean_patched():
     e2e = out["end_to_end"]
     assert "cpp_wrapper requires SymbolicGridFn" in e2e["as_shipped"]["runs"][0]["error"]
     assert e2e["patched"]["ok"] and e2e["patched"]["graphs"] == 1 and len(e2e["patched"]["backward_launches"]) == 3
+    # its kernels executed: the gradients of q, k and v match CPU eager at every length
+    assert all(x["grad_errors"] and all(e["close"] for e in x["grad_errors"].values()) for x in e2e["patched"]["runs"])
     assert any("the user's job, end to end on 2.7.1.post10" in line for line in steps)
     states = {row["id"]: row["state"] for row in by["2.7.1.post10"]["status"]}
     assert states["cpp-wrapper-sync-resources"] == "applied"

@@ -20,7 +20,7 @@ says so on stderr, so that a first run is never silent):
 Then the user's own job (``tooling/e2e``): ``torch.compile(flex_attention, dynamic=True,
 options={"cpp_wrapper": True})``, forward and backward, through 2.7.1.post10's own Inductor backend, as
 shipped (the backward stops at the assertion) and patched (every length runs; what each backward launch
-received).
+received; the kernels executed, the gradients of q, k and v against CPU eager).
 
 Each release runs on its own torch line (2.7.1.* here).
 """
@@ -158,7 +158,7 @@ def show(version: str, sample_key: str, data: dict) -> dict:
 def job_view(r: dict) -> dict:
     """The user's job, as the demo shows it: each length's outcome, the compiles, what each backward launch got."""
     runs = [{"seq_len": x["seq_len"], "forward": x.get("forward"), "backward": x.get("backward"),
-             "error": x.get("error")} for x in r.get("runs", [])]
+             "error": x.get("error"), "grad_errors": x.get("grad_errors")} for x in r.get("runs", [])]
     needs = {c["name"]: c for c in r.get("compiled", [])}
     launches = [{"kernel": p["name"], "grid": p["grid"], "workspace_bytes": p["workspace_bytes"],
                  "workspace_size": needs[p["name"]]["workspace_size"], "lock_null": p["lock_ptr"] == 0,
@@ -178,6 +178,7 @@ def end_to_end() -> dict:
     s["ok"] = bool(s["runs"]) and "cpp_wrapper requires SymbolicGridFn" in (s["runs"][0]["error"] or "")
     p["ok"] = (len(p["runs"]) == len(e2e_tier.SEQ_LENS) and p["graphs"] == 1 and p["host_errors"] == 0
                and all(x["forward"] == x["backward"] == "ok" for x in p["runs"])
+               and all(x["grad_errors"] and all(e["close"] for e in x["grad_errors"].values()) for x in p["runs"])
                and len(p["backward_launches"]) == len(p["runs"])
                and all(not x["lock_null"] and not x["workspace_null"] and not x["overrun"] and not x["overlap"]
                        and x["workspace_bytes"] == x["workspace_size"] * x["grid"][0] * x["grid"][1] * x["grid"][2]
@@ -199,6 +200,12 @@ def format_job(e2e: dict) -> list[str]:
         if tag == "patched":
             out.append(f"  {'':<13}{v['graphs']} compile for {len(v['runs'])} lengths; host ACL library error "
                        f"reports {v['host_errors']}")
+            for x in v["runs"]:  # the kernels ran (the executor stand-in): the gradients against CPU eager
+                errs = x["grad_errors"] or {}
+                close = all(e["close"] for e in errs.values()) if errs else False
+                out.append(f"  {'':<13}S={x['seq_len']}: dq, dk, dv {'match' if close else 'DO NOT match'} eager "
+                           "(rtol = atol = 2e-2), largest abs error " +
+                           " / ".join(f"{errs[g]['max_abs']:.1e}" for g in ("dq", "dk", "dv") if g in errs))
             for x in v["backward_launches"]:
                 blocks = x["grid"][0] * x["grid"][1] * x["grid"][2]
                 out.append(f"  {'':<13}{x['kernel']} grid {'x'.join(map(str, x['grid']))}: workspace "
@@ -284,7 +291,7 @@ def main(argv=None) -> int:
         print(format_text(results))
         print("\n".join(format_job(e2e)))
         print("as shipped: wrong on both releases and the user's backward does not compile; patched: clean, and it "
-              "runs" if ok else "demo: UNEXPECTED result (see above)")
+              "runs, its gradients those of eager" if ok else "demo: UNEXPECTED result (see above)")
     return 0 if ok else 1
 
 
