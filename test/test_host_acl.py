@@ -373,7 +373,8 @@ acl.aclrtMemset(ctypes.c_void_p(lock.data_ptr()), ctypes.c_size_t(64), 0, ctypes
 ws = torch.empty(256, dtype=torch.uint8, device="npu")
 binary = (b"ACL_HOST_PROBE_BINARY 1\n"
           b"kernel k_acl has_ffts=0 lock_bytes=64 workspace_bytes=256 own_args_bytes=8\n"
-          b"kernel k_rt has_ffts=1 lock_bytes=64 workspace_bytes=256 own_args_bytes=8\n")
+          b"kernel k_rt has_ffts=1 lock_bytes=64 workspace_bytes=256 own_args_bytes=8\n"
+          b"kernel k_exec has_ffts=0 lock_bytes=64 workspace_bytes=256 own_args_bytes=8 execute=tok\n")
 stream = ctypes.c_void_p(torch.npu.current_stream().npu_stream)
 rc = {}
 if hasattr(acl, "aclrtBinaryLoadFromData"):  # the cpp_wrapper_npu.py layout's loading (2.7.1.post8 on)
@@ -385,6 +386,11 @@ if hasattr(acl, "aclrtBinaryLoadFromData"):  # the cpp_wrapper_npu.py layout's l
     args = ctypes.create_string_buffer(struct.pack("<QQQiii", lock.data_ptr(), ws.data_ptr(), 0, 4, 1, 1), 36)
     rc["launch"] = acl.aclrtLaunchKernelWithHostArgs(fh, ctypes.c_uint32(4), stream, None, args,
                                                      ctypes.c_size_t(36), None, ctypes.c_size_t(0))
+    # a kernel whose binary asks to be executed, with no executor attached: it does not run, and says so
+    xh = ctypes.c_void_p()
+    rc["get_exec"] = acl.aclrtBinaryGetFunction(bh, b"k_exec", ctypes.byref(xh))
+    rc["launch_exec"] = acl.aclrtLaunchKernelWithHostArgs(xh, ctypes.c_uint32(4), stream, None, args,
+                                                          ctypes.c_size_t(36), None, ctypes.c_size_t(0))
 class DevBinary(ctypes.Structure):
     _fields_ = [("magic", ctypes.c_uint32), ("version", ctypes.c_uint32), ("data", ctypes.c_char_p),
                 ("length", ctypes.c_uint64)]
@@ -402,6 +408,7 @@ rc["rt_launch"] = acl.rtKernelLaunch(ctypes.byref(stub), ctypes.c_uint32(2), rt_
 torch.npu.synchronize()
 facts["rc"] = rc
 facts["probes"] = acl_host_report()["probe_records"]
+facts["executions"] = acl_host_report()["executions"]
 
 # a freed range touched later: the segment goes back to the double with aclrtFree on empty_cache
 freed = t.data_ptr()
@@ -552,11 +559,16 @@ def test_the_launch_calls_run_the_probe_on_torch_npus_memory(release, inventory)
     expected = {"k_rt"}
     assert rc["rt_register"] == rc["rt_function"] == rc["rt_ffts"] == rc["rt_launch"] == 0
     if "aclrtLaunchKernelWithHostArgs" in inventory["launcher_calls"]:
-        expected.add("k_acl")
-        assert rc["load"] == rc["get"] == rc["launch"] == 0
+        expected |= {"k_acl", "k_exec"}
+        assert rc["load"] == rc["get"] == rc["launch"] == rc["get_exec"] == rc["launch_exec"] == 0
         assert rc["get_absent"] != 0 and rc["load_not_a_probe"] != 0
+        # the end-to-end tier's kernels ask to be executed: with no executor attached none runs, and the
+        # library's record says why (the tier's tests require every execution ok)
+        [run] = f["executions"]
+        assert run["name"] == "k_exec" and not run["ok"] and "no executor is attached" in run["error"], run
     else:
         assert "rtKernelLaunch" in inventory["launcher_calls"] and "load" not in rc
+        assert f["executions"] == []
     probes = {p["name"]: p for p in f["probes"]}
     assert set(probes) == expected
     for name, blocks in (("k_acl", 4), ("k_rt", 2)):
