@@ -79,11 +79,15 @@ def _recording_compile(original):
 
 def install_version_shims() -> list[str]:
     """The two names post10 imports that triton-ascend 3.2.0 lacks (also in the executor's process)."""
-    import torch_npu._inductor.runtime.triton_helpers as npu_triton_helpers
+    import importlib.util
+
     import triton._C.libtriton as libtriton
 
     done = []
-    if not hasattr(npu_triton_helpers, "extension"):
+    npu_triton_helpers = None
+    if importlib.util.find_spec("torch_npu._inductor.runtime.triton_helpers") is not None:
+        import torch_npu._inductor.runtime.triton_helpers as npu_triton_helpers
+    if npu_triton_helpers is not None and not hasattr(npu_triton_helpers, "extension"):
         npu_triton_helpers.extension = Missing("tl.extra.cann.extension")
         done.append("tl.extra.cann.extension")
     if not hasattr(libtriton.ascend, "ir"):
