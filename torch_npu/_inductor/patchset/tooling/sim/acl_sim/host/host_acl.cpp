@@ -179,29 +179,22 @@ std::vector<Execution> &executions() {
   return *v;
 }
 
+// The whole of n bytes through a pipe, as read(2) / write(2) may move part of them (EINTR retried).
+template <class Byte, class Call>
+bool transfer(int fd, Byte *p, size_t n, Call call) {
+  while (n != 0) {
+    const ssize_t done = call(fd, p, n);
+    if (done < 0 && errno == EINTR) continue;
+    if (done <= 0) return false;
+    p += done;
+    n -= static_cast<size_t>(done);
+  }
+  return true;
+}
 bool write_all(int fd, const void *data, size_t n) {
-  const auto *p = static_cast<const char *>(data);
-  while (n != 0) {
-    const ssize_t w = ::write(fd, p, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return false;
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
-  return true;
+  return transfer(fd, static_cast<const char *>(data), n, ::write);
 }
-
-bool read_all(int fd, void *data, size_t n) {
-  auto *p = static_cast<char *>(data);
-  while (n != 0) {
-    const ssize_t r = ::read(fd, p, n);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return false;
-    p += r;
-    n -= static_cast<size_t>(r);
-  }
-  return true;
-}
+bool read_all(int fd, void *data, size_t n) { return transfer(fd, static_cast<char *>(data), n, ::read); }
 
 // One exchange with the executor (g_exec_mu held). Request: u32 length + "token name launch_id g0 g1 g2", u32
 // length + the kernel's own argument bytes. Reply: u32 status (0: ran), u32 length + message, u32 count + that many
@@ -220,34 +213,23 @@ bool exchange(const std::string &head, const uint8_t *args, uint32_t args_size, 
     e->error = "the executor ended without an answer";
     return false;
   }
-  std::string message(n, '\0');
-  if (!read_all(g_exec_reply_fd, message.data(), n) || !read_all(g_exec_reply_fd, &n, 4)) {
+  auto cut_short = [&] {
     e->error = "the executor's answer is cut short";
     return false;
-  }
+  };
+  std::string message(n, '\0');
+  if (!read_all(g_exec_reply_fd, message.data(), n) || !read_all(g_exec_reply_fd, &n, 4)) return cut_short();
   for (uint32_t i = 0; i < n; ++i) {
     uint64_t range[2];
-    if (!read_all(g_exec_reply_fd, range, 16)) {
-      e->error = "the executor's answer is cut short";
-      return false;
-    }
+    if (!read_all(g_exec_reply_fd, range, 16)) return cut_short();
     reads->emplace_back(range[0], range[1]);
   }
-  if (!read_all(g_exec_reply_fd, &n, 4)) {
-    e->error = "the executor's answer is cut short";
-    return false;
-  }
+  if (!read_all(g_exec_reply_fd, &n, 4)) return cut_short();
   for (uint32_t i = 0; i < n; ++i) {
     uint64_t range[2];
-    if (!read_all(g_exec_reply_fd, range, 16)) {
-      e->error = "the executor's answer is cut short";
-      return false;
-    }
+    if (!read_all(g_exec_reply_fd, range, 16)) return cut_short();
     writes->emplace_back(range[0], std::vector<uint8_t>(range[1]));
-    if (!read_all(g_exec_reply_fd, writes->back().second.data(), range[1])) {
-      e->error = "the executor's answer is cut short";
-      return false;
-    }
+    if (!read_all(g_exec_reply_fd, writes->back().second.data(), range[1])) return cut_short();
   }
   if (status != 0) {
     e->error = "the executor could not run the kernel: " + message;
