@@ -68,12 +68,20 @@ def wrapper_classes(modules, module: str):
     return mod, getattr(mod, "CppWrapperNpu", None), getattr(mod, "DeferredNpuTritonCallWrapper", None)
 
 
-def lacking_classes(modules, module: str) -> tuple[str, str] | None:
-    """The shape ``("unknown", what it lacks)`` where ``module`` lacks either wrapper class; None where it has both."""
+def launch_members(modules, module: str, *extra: str):
+    """``(None, members)``: the functions both launch layouts replace, ``CppWrapperNpu.generate_args_decl`` and
+    ``DeferredNpuTritonCallWrapper.generate_launch_kernel``, then ``extra`` ("Class.member"), each defined on the
+    class itself; or ``(("unknown", what is missing), None)``."""
     _, wrapper_cls, deferred_cls = wrapper_classes(modules, module)
     if wrapper_cls is None or deferred_cls is None:
-        return "unknown", f"{module} lacks CppWrapperNpu or DeferredNpuTritonCallWrapper"
-    return None
+        return ("unknown", f"{module} lacks CppWrapperNpu or DeferredNpuTritonCallWrapper"), None
+    classes = {"CppWrapperNpu": wrapper_cls, "DeferredNpuTritonCallWrapper": deferred_cls}
+    names = ("CppWrapperNpu.generate_args_decl", "DeferredNpuTritonCallWrapper.generate_launch_kernel", *extra)
+    members = {name: classes[name.split(".")[0]].__dict__.get(name.split(".")[1]) for name in names}
+    missing = [name for name, fn in members.items() if not callable(fn)]
+    if missing:
+        return ("unknown", f"{', '.join(missing)} not defined in {module}"), None
+    return None, members
 
 
 def param_names(fn) -> list[str]:

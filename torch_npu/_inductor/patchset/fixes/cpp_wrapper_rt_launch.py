@@ -58,29 +58,21 @@ _RT_LAUNCH = re.compile(r"\brtKernelLaunch\(")
 
 def shape(modules) -> tuple[str, str]:
     """(shape, detail): 'null-pointers', 'ours', 'upstream-fix' or 'unknown'."""
-    if lacking := _shared.lacking_classes(modules, MODULE):
-        return lacking
-    _, wrapper_cls, deferred_cls = _shared.wrapper_classes(modules, MODULE)
-    members = {
-        "CppWrapperNpu.generate_args_decl": wrapper_cls.__dict__.get("generate_args_decl"),
-        "CppWrapperNpu.write_header": wrapper_cls.__dict__.get("write_header"),
-        "DeferredNpuTritonCallWrapper.generate_launch_kernel": deferred_cls.__dict__.get("generate_launch_kernel"),
-    }
-    missing = [name for name, fn in members.items() if not callable(fn)]
-    if missing:
-        return "unknown", f"{', '.join(missing)} not defined in {MODULE}"
-    args_decl = members["CppWrapperNpu.generate_args_decl"]
+    unknown, members = _shared.launch_members(modules, MODULE, "CppWrapperNpu.write_header")
+    if unknown:
+        return unknown
+    args_decl, launch, write_header = members.values()
     if getattr(args_decl, _MARK, False):
         return "ours", "already patched"
-    fixed = _shared.upstream_form(args_decl, members["DeferredNpuTritonCallWrapper.generate_launch_kernel"])
+    fixed = _shared.upstream_form(args_decl, launch)
     if fixed:
         return "upstream-fix", f"{LAYOUT}: {fixed}"
     if _shared.param_names(args_decl) != _ARGS_DECL_PARAMS:
         return "unknown", (f"CppWrapperNpu.generate_args_decl{inspect.signature(args_decl)} is not (code, call_args, "
                            "arg_types, arg_signatures, kernel_name, kernel_id, is_triton_kernel)")
-    if _shared.param_names(members["DeferredNpuTritonCallWrapper.generate_launch_kernel"]) != LAUNCH_PARAMS:
+    if _shared.param_names(launch) != LAUNCH_PARAMS:
         return "unknown", "DeferredNpuTritonCallWrapper.generate_launch_kernel is not (prefix, wrapper, kernel_var_name, params)"
-    if _shared.param_names(members["CppWrapperNpu.write_header"]) != ["self"]:
+    if _shared.param_names(write_header) != ["self"]:
         return "unknown", "CppWrapperNpu.write_header is not (self)"
     src = source_of(args_decl)
     if not src:
@@ -120,9 +112,7 @@ def apply(modules, patcher) -> str:
     if not _shared.needs_applying(shape(modules), "null-pointers"):
         return "already applied"
     _, wrapper_cls, deferred_cls = _shared.wrapper_classes(modules, MODULE)
-    orig_args_decl = wrapper_cls.__dict__["generate_args_decl"]
-    orig_launch = deferred_cls.__dict__["generate_launch_kernel"]
-    orig_header = wrapper_cls.__dict__["write_header"]
+    orig_args_decl, orig_launch, orig_header = _shared.launch_members(modules, MODULE, "CppWrapperNpu.write_header")[1].values()
     args_sig = inspect.signature(orig_args_decl)
 
     @functools.wraps(orig_launch)

@@ -58,17 +58,14 @@ _OUR_CLAMP = re.compile(r"npu_sync_block_num = std::min\(npu_sync_block_num, sta
 
 def _shape(modules) -> tuple[str, str]:
     """(shape, detail): shape is 'null-pointers', 'double-allocate', 'ours', 'upstream-fix' or 'unknown'."""
-    if lacking := _shared.lacking_classes(modules, MODULE):
-        return lacking
+    unknown, members = _shared.launch_members(modules, MODULE)
+    if unknown:
+        return unknown
+    args_decl, launch = members.values()
     mod, wrapper_cls, deferred_cls = _shared.wrapper_classes(modules, MODULE)
-    args_decl = wrapper_cls.__dict__.get("generate_args_decl")
-    launch = deferred_cls.__dict__.get("generate_launch_kernel")
     include = _include_hook(wrapper_cls)
-    if args_decl is None or launch is None or include is None:
-        missing = [n for n, v in (("CppWrapperNpu.generate_args_decl", args_decl),
-                                  ("DeferredNpuTritonCallWrapper.generate_launch_kernel", launch),
-                                  ("CppWrapperNpu.get_device_include_path or .add_device_include", include)) if v is None]
-        return "unknown", f"{', '.join(missing)} not defined there"
+    if include is None:
+        return "unknown", f"CppWrapperNpu.get_device_include_path or .add_device_include not defined in {MODULE}"
     if getattr(args_decl, _MARK, False):
         return "ours", "already patched"
     fixed = _shared.upstream_form(args_decl, launch, deferred_cls.__dict__.get("_generate_single_kernel_launch"))
@@ -130,8 +127,7 @@ def apply(modules, patcher) -> str:
     if shape == "ours":
         return "already applied"
     mod, wrapper_cls, deferred_cls = _shared.wrapper_classes(modules, MODULE)
-    orig_args_decl = wrapper_cls.__dict__["generate_args_decl"]
-    orig_launch = deferred_cls.__dict__["generate_launch_kernel"]
+    orig_args_decl, orig_launch = _shared.launch_members(modules, MODULE)[1].values()
     include_hook = _include_hook(wrapper_cls)
     args_sig = inspect.signature(orig_args_decl)
     simt_param = _shared.param_names(orig_args_decl)[len(_ARGS_DECL_PARAMS)]
