@@ -58,8 +58,10 @@ def installed(tmp_path_factory) -> tuple[Path, Path, dict, Path]:
     assert not list(torch_site.glob("torch_npu_inductor_patches-*")), "the project is installed beside torch"
     (site / "with_torch.pth").write_text(f"{torch_site}\n")
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "TORCH_NPU_PATCHSET_DECLARATIONS")}
+    # With build isolation, as a user's `pip install .` runs: pip fetches the build-system's setuptools (the
+    # fresh venv's own is too old for pyproject's SPDX `license`).
     subprocess.run(
-        [py, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", str(ROOT)],
+        [py, "-m", "pip", "install", "-q", "--no-deps", str(ROOT)],
         check=True, capture_output=True, text=True, timeout=600, env=env,
         cwd=tmp_path,
     )
