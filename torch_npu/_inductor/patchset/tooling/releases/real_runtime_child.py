@@ -275,12 +275,14 @@ def run_samples(torch, so: Launchers) -> None:
             if calls is None:
                 calls = HOST.report().get("calls", {})  # what the launch called, before this process synchronises
             # torch_npu's queue reports a failed task once, to the first call that reaches it: the drain gate's
-            # enqueue when the failure came first, else the synchronisation.
+            # enqueue when the failure came first, else a synchronisation.
             sync_error = f"refused the next task: {_one_line(so.gate_refusal())}" if drain == "the queue refused it" else ""
             try:
                 torch.npu.synchronize()
             except Exception as exc:
                 sync_error += _failure(exc)
+            if drain == "the lambda failed" and not sync_error:
+                sync_error = _reported_failure(torch)
             after_sync = _stats(torch)
             given_back = so.give_back()  # the calling thread gives its kept block back
             after = _settled(torch, before)
@@ -473,6 +475,20 @@ def _stats_of(torch, d: int) -> dict:
 
 def _settled_all(torch, devices, want: dict | None = None) -> dict:
     return _until_settled(lambda: _stats_all(torch, devices), want)
+
+
+def _reported_failure(torch) -> str:
+    """torch_npu's report of a task that failed on its queue, once a synchronisation returned clean: its queue thread
+    empties the queue before it sets the failed status, and a synchronisation in between finds nothing wrong
+    (docs/facts.md, torch_npu's task queue). So synchronise until one gets the report; the bound is against a hang."""
+    hang_bound = time.monotonic() + WAIT_S
+    while time.monotonic() < hang_bound:
+        try:
+            torch.npu.synchronize()
+        except Exception as exc:
+            return _failure(exc)
+        time.sleep(0.01)
+    return ""
 
 
 def _synchronize_all(torch, devices) -> str:
