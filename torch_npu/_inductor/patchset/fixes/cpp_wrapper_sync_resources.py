@@ -126,6 +126,8 @@ def apply(modules, patcher) -> str:
     shape, detail = _shape(modules)
     if shape == "ours":
         return "already applied"
+    if shape not in ("null-pointers", "double-allocate"):
+        raise RuntimeError(detail)
     mod, wrapper_cls, deferred_cls = _shared.wrapper_classes(modules, MODULE)
     orig_args_decl, orig_launch = _shared.launch_members(modules, MODULE)[1].values()
     include_hook = _include_hook(wrapper_cls)
