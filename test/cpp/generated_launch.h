@@ -52,6 +52,7 @@ inline Launch generated_launch(const char *name, aclrtFuncHandle h, aclrtStream 
                                bool ffts = false) {
   Launch out;
   if (gx == 0 || gy == 0 || gz == 0) return out;
+  const OnStream current(s);  // the wrapper launches on the thread's current stream
   Memory memory(name, s, gx, gy, gz, block_num, ws_per_block, l);
   const LaunchRegions regions = memory.regions();
   out.regions = regions;
@@ -80,7 +81,7 @@ inline Launch generated_launch(const char *name, aclrtFuncHandle h, aclrtStream 
 // What the allocator's free-memory callback does, once the device is idle: every kept block goes back.
 inline size_t settle_held() {
   sync_all();
-  return KeptBlocks::all().give_back(nullptr, true);
+  return KeptBlocks::all().give_back(true);
 }
 
 // generated_launch, waited for (the queue drained); returns the kernel's launch id.

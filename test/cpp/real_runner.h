@@ -25,14 +25,16 @@ inline std::string json_text(const std::string &s) {
   }
   return o + "\"";
 }
-// Between cases: every device's queue drained and device synchronised, every kept block given back, the
-// double's counters, reports and faults and torch_npu's allocator statistics reset; device 0 current.
+// Between cases: every device's queue drained and device synchronised, every kept block given back and torch_npu's
+// cache emptied (the blocks given back waited for events of the allocator's own), the double's counters, reports
+// and faults and torch_npu's allocator statistics reset; device 0 current.
 inline void settle_between_cases() {
   acl_host_stream_release(0);  // a stream a case left held (StreamHold releases its own; this is the backstop)
   for (int d = 1; d >= 0; --d) {  // a device's blocks go back on a thread of that device
     set_device(d);
     sync_all();
-    KeptBlocks::all().give_back(nullptr, true);
+    KeptBlocks::all().give_back(true);
+    c10_npu::NPUCachingAllocator::emptyCache(true);
   }
   acl_host_reset();
   for (int d = 0; d < 2; ++d) {

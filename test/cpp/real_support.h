@@ -160,11 +160,12 @@ inline uint64_t device_memory_in_use(int device) {
 // torch_npu's own caching allocator, for `device` (its DeviceStats; reset per case by the runner).
 struct Blocks {
   int64_t requests, frees, live, peak, retries, ooms;
+  int64_t active;  // allocated, or freed but waiting for an event on a stream that used it
 };
 inline Blocks blocks(int device = 0) {
   const auto s = c10_npu::NPUCachingAllocator::getDeviceStats(device);
   const auto &a = s.allocation[0];  // StatType::AGGREGATE
-  return Blocks{a.allocated, a.freed, a.current, a.peak, s.num_alloc_retries, s.num_ooms};
+  return Blocks{a.allocated, a.freed, a.current, a.peak, s.num_alloc_retries, s.num_ooms, s.active[0].current};
 }
 
 inline std::string errors_text() {
@@ -216,11 +217,52 @@ inline uint64_t refused_allocations() {
 inline void set_device(int d) {
   if (c10_npu::SetDevice(static_cast<c10::DeviceIndex>(d)) != ACL_SUCCESS) throw Failure("SetDevice failed");
 }
-inline aclrtStream stream(int i) {  // streams of device 0, made once
-  static aclrtStream pool[16] = {};
-  if (pool[i] == nullptr && aclrtCreateStream(&pool[i]) != ACL_SUCCESS) throw Failure("aclrtCreateStream failed");
-  return pool[i];
+// Streams torch_npu manages: the helper takes launch memory only for the calling thread's current stream (torch_npu
+// launches nowhere else). Stream i of `device` (and priority): the first use takes a whole pool at once, so the
+// pool's round robin gives each index a stream of its own.
+inline std::vector<c10_npu::NPUStream> &npu_streams() {
+  static std::vector<c10_npu::NPUStream> all;  // made on the case's thread before any other thread asks
+  return all;
 }
+inline aclrtStream stream(int i, int device = 0, bool high_priority = false) {
+  constexpr int kPool = 32;  // torch_npu's streams per pool
+  static std::vector<c10_npu::NPUStream> pools[2][2];
+  auto &pool = pools[device][high_priority];
+  if (pool.empty()) {
+    for (int k = 0; k < kPool; ++k) pool.push_back(c10_npu::getStreamFromPool(high_priority, device));
+    npu_streams().insert(npu_streams().end(), pool.begin(), pool.end());
+  }
+  if (i >= kPool) throw Failure("a pool has 32 streams");
+  return pool[i].stream(false);
+}
+// Stream i, with none of the caching allocator's cached blocks left (for any stream): its next request is a new segment.
+inline aclrtStream fresh_stream(int i, int device = 0) {
+  c10_npu::NPUCachingAllocator::emptyCache(true);
+  return stream(i, device);
+}
+// A small segment (2 MiB) cached for `s`: small requests for it hit the cache. A miss runs the allocator's free-memory
+// callbacks, the helper's among them, which give idle kept blocks back: a case about keeping warms its streams.
+inline void warm(aclrtStream s) {
+  c10_npu::NPUCachingAllocator::raw_delete(c10_npu::NPUCachingAllocator::raw_alloc_with_stream(4096, s));
+}
+// While alive, `s` is the calling thread's current stream: what a wrapper launches on.
+class OnStream {
+ public:
+  explicit OnStream(aclrtStream s) : before_(c10_npu::getCurrentNPUStream()) {
+    for (const c10_npu::NPUStream &n : npu_streams())
+      if (n.stream(false) == s) {
+        c10_npu::setCurrentNPUStream(n);
+        return;
+      }
+    throw Failure("not a stream of t::stream()");
+  }
+  OnStream(const OnStream &) = delete;
+  OnStream &operator=(const OnStream &) = delete;
+  ~OnStream() { c10_npu::setCurrentNPUStream(before_); }
+
+ private:
+  c10_npu::NPUStream before_;
+};
 inline void sync(aclrtStream s) {
   if (aclrtSynchronizeStream(s) != ACL_SUCCESS) throw Failure("aclrtSynchronizeStream failed");
 }

@@ -87,8 +87,7 @@ TEST_CASE(out_of_memory_is_the_allocators_error_on_the_calling_thread) {
 // The device refuses an allocation with a code of the test's (the double's aclrtMalloc, torch_npu's
 // aclrtMallocAlign32): torch_npu's allocator throws its error, and the helper rethrows its text whole.
 TEST_CASE(injected_allocator_failure_is_rethrown_with_its_text) {
-  aclrtStream own = nullptr;  // no block cached for it: the allocator asks the device
-  CHECK_EQ(aclrtCreateStream(&own), ACL_SUCCESS);
+  aclrtStream own = fresh_stream(8);  // no block cached: the allocator asks the device
   aclrtFuncHandle h = probe("triton_a", 16, 64);
   for (uint64_t n = 1; n <= 4; ++n)  // ACL_ERROR_BAD_ALLOC, past torch_npu's retry (its second request)
     CHECK_EQ(acl_host_inject_fault("aclrtMalloc", n, 200000), 0);
@@ -130,7 +129,7 @@ TEST_CASE_QUEUES(fill_failure_on_queue_thread_returns_its_code_with_one_log_line
     queue_saw_it = queue_saw_it || (m.find("triton_f") != std::string::npos && m.find("507011") != std::string::npos);
   CHECK(queue_saw_it);
   sync(s);
-  CHECK_EQ(KeptBlocks::all().give_back(nullptr, true), 1u);  // the failed lambda counts as run too
+  CHECK_EQ(KeptBlocks::all().give_back(true), 1u);  // the failed lambda counts as run too
   CHECK_EQ(blocks().live, 0);
 }
 
@@ -138,6 +137,7 @@ TEST_CASE(a_later_fill_failure_stops_at_that_fill) {
   // legacy(2, 0x1234): a zero fill, then two byte runs per slot; the third fill fails.
   aclrtStream s = stream(0);
   CHECK_EQ(acl_host_inject_fault("aclrtMemsetAsync", 3, 507899), 0);
+  const OnStream current(s);
   LaunchMemory m("triton_late", s, 1, 1, 1, 1, 0, legacy(2, 0x1234));
   {
     const LaunchDone done{m.regions()};  // a failed fill is a way out of the lambda too

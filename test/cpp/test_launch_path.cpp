@@ -61,7 +61,7 @@ TEST_CASE_QUEUES(two_devices_take_memory_of_their_own, "10") {
   std::vector<int> devices;
   for (int d = 0; d < 2; ++d) {
     set_device(d);
-    CHECK_EQ(aclrtCreateStream(&s[d]), ACL_SUCCESS);
+    s[d] = stream(0, d);
   }
   for (int i = 0; i < 8; ++i) {
     const int d = i % 2;
@@ -99,7 +99,7 @@ TEST_CASE_QUEUES(streams_never_wait_on_each_other, "0") {
   CHECK_EQ(aclrtCreateEvent(&busy_done), ACL_SUCCESS);
   CHECK_EQ(aclrtRecordEvent(busy_done, busy), ACL_SUCCESS);
   std::vector<aclrtStream> others(32);
-  for (auto &o : others) CHECK_EQ(aclrtCreateStream(&o), ACL_SUCCESS);
+  for (size_t i = 0; i < others.size(); ++i) others[i] = stream(int(i), 0, true);  // the other pool: all distinct
   aclrtFuncHandle fast = probe("fast", 16, 64);
   std::vector<Launch> ls;
   for (aclrtStream o : others) ls.push_back(generated_launch("fast", fast, o, 1, 1, 1, 1, 64, legacy(2, 0)));

@@ -54,9 +54,10 @@ TEST_CASE(back_to_back_launches_on_one_stream_reuse_the_kept_block) {
   CHECK_NO_SIM_ERRORS();
 }
 
-// A launch larger than the kept block replaces it; the old one is retired and given back only once an event
-// behind its last kernel completed: not while that kernel has not finished (the stream held before it).
-TEST_CASE(a_larger_launch_retires_the_block_behind_its_last_kernel) {
+// A launch larger than the kept block replaces it. The old one goes back to torch_npu's allocator at once (its
+// lambda has run) with its stream recorded as a use: the allocator keeps it from being handed out or freed until an
+// event behind its last kernel completed, here not while that kernel has not finished (the stream held before it).
+TEST_CASE(a_larger_launch_gives_the_old_block_back_behind_its_last_kernel) {
   aclrtStream s = stream(0);
   const LockLayout l = legacy(2, 1);
   aclrtFuncHandle slow = probe("slow", 16, 64), big = probe("big", 16, 4 * 4096);
@@ -66,25 +67,17 @@ TEST_CASE(a_larger_launch_retires_the_block_behind_its_last_kernel) {
   Launch b = generated_launch("big", big, s, 4, 1, 1, 4, 4096, l);
   drain();
   CHECK(a.regions.locks != b.regions.locks);
-  CHECK_EQ(blocks().live, 2);  // the old one while its kernel runs, the new one kept
-  Launch c = generated_launch("big", big, s, 4, 1, 1, 4, 4096, l);  // asks the retired one's event: not done
+  CHECK_EQ(blocks().live, 1);    // the new one, kept; the old one given back...
+  CHECK_EQ(blocks().active, 2);  // ...waiting for the allocator's event behind its kernel
+  Launch c = generated_launch("big", big, s, 4, 1, 1, 4, 4096, l);
   drain();
   CHECK_EQ(c.regions.locks, b.regions.locks);
-  CHECK_EQ(blocks().live, 2);
-  CHECK_EQ(blocks().frees, 0);
+  CHECK_EQ(blocks().active, 2);
   hold.release();
   sync(s);
-  Launch d = generated_launch("big", big, s, 4, 1, 1, 4, 4096, l);  // now it goes back
-  drain();
-  CHECK_EQ(blocks().frees, 1);
-  CHECK_EQ(blocks().live, 1);
-  sync(s);
-  for (const Launch *x : {&a, &b, &c, &d}) (void)ran_clean(x->id->load());
-  const std::vector<long> recorded = callers("aclrtRecordEvent");
-  long queue_tid = 0;
-  drain(&queue_tid);
-  CHECK_EQ(recorded.size(), 1u);
-  CHECK(recorded[0] != queue_tid);  // a calling thread records and asks, never torch_npu's queue thread
+  c10_npu::NPUCachingAllocator::emptyCache(true);  // synchronises the allocator's events: the old block is free
+  CHECK_EQ(blocks().active, 1);
+  for (const Launch *x : {&a, &b, &c}) (void)ran_clean(x->id->load());
   CHECK_EQ(settle_held(), 1u);
   CHECK_NO_SIM_ERRORS();
 }
@@ -93,6 +86,7 @@ TEST_CASE(each_stream_keeps_a_block_of_its_own) {
   aclrtStream s1 = stream(1), s2 = stream(2);
   const LockLayout l = legacy(4, 11);
   aclrtFuncHandle slow = probe("slow", 32, 4 * 1024, 200000), fast = probe("fast", 32, 4 * 1024);
+  warm(s1), warm(s2);
   Launch a = generated_launch("slow", slow, s1, 4, 1, 1, 4, 1024, l);
   Launch b = generated_launch("fast", fast, s2, 4, 1, 1, 4, 1024, l);  // same size, other stream
   Launch c = generated_launch("fast", fast, s1, 4, 1, 1, 4, 1024, l);  // s1 again: its own block
@@ -115,7 +109,8 @@ TEST_CASE(concurrent_streams_do_not_overlap) {
   for (int i = 0; i < 4; ++i) ids.push_back(helper_launch("par", h, stream(i), 4, 1, 1, 4, 256, l));
   sync_all();
   for (uint64_t id : ids) (void)ran_clean(id);
-  CHECK_EQ(settle_held(), 4u);
+  settle_held();  // (a stream's new block may have missed the cache: the callback gave the others back then)
+  CHECK_EQ(blocks().live, 0);
   CHECK_NO_SIM_ERRORS();
 }
 
@@ -165,6 +160,7 @@ TEST_CASE(threads_on_one_stream_keep_blocks_of_their_own) {
   aclrtStream s = stream(0);
   const LockLayout l = legacy(4, 2);
   aclrtFuncHandle h = probe("mt", 32, 4 * 256, 2000);
+  warm(s);
   std::vector<Launch> mine[3];
   std::vector<std::thread> ts;
   for (int t = 0; t < 3; ++t)
@@ -180,18 +176,17 @@ TEST_CASE(threads_on_one_stream_keep_blocks_of_their_own) {
       for (int u = 0; u < t; ++u) CHECK(L.regions.locks != mine[u][0].regions.locks);
       CHECK(ran_clean(L.id->load()).lock_slots_at_start == std::vector<int64_t>(4, 2));
     }
-  CHECK_EQ(blocks().requests, 3);
-  // The threads ended: their blocks were retired; the next call records their events and gives them back.
-  CHECK_EQ(blocks().live, 3);
+  CHECK_EQ(blocks().requests, 4);  // the warm-up's, and one per thread
+  // The threads ended: their blocks were retired; the next new block gives them back (or a thread's first did).
   (void)helper_launch("mt", h, s, 4, 1, 1, 4, 256, l);
-  CHECK_EQ(blocks().frees, 3);
+  CHECK_EQ(blocks().frees, 4);
   CHECK_EQ(blocks().live, 1);  // this thread's own
   CHECK_EQ(settle_held(), 1u);
   CHECK_NO_SIM_ERRORS();
 }
 
-// A thread that ends while its kernel is still pending (the stream held before it): its block is retired, and goes
-// back only once an event behind that kernel completed.
+// A thread that ends while its kernel is still pending (the stream held before it): its block is retired, and the
+// next new block goes back to the allocator with its stream recorded as a use: not free until its kernel finished.
 TEST_CASE(a_thread_that_ends_with_its_kernel_pending_gives_the_block_back_after_it) {
   aclrtStream s = stream(0);
   const LockLayout l = legacy(2, 0);
@@ -203,74 +198,69 @@ TEST_CASE(a_thread_that_ends_with_its_kernel_pending_gives_the_block_back_after_
     a = generated_launch("slow", slow, s, 1, 1, 1, 1, 256, l);
   }).join();
   drain();
-  (void)generated_launch("fast", fast, s, 2, 1, 1, 2, 256, l);  // records the ended thread's event
+  (void)generated_launch("fast", fast, s, 2, 1, 1, 2, 256, l);  // a new block: the ended thread's goes back
   drain();
-  CHECK_EQ(blocks().frees, 0);  // the held kernel has not run
-  CHECK_EQ(blocks().live, 2);
+  CHECK_EQ(blocks().live, 1);    // this thread's
+  CHECK_EQ(blocks().active, 2);  // and the ended thread's, waiting for the event behind its held kernel
   hold.release();
   sync(s);
-  (void)helper_launch("fast", fast, s, 2, 1, 1, 2, 256, l);
-  CHECK_EQ(blocks().frees, 1);
-  CHECK_EQ(blocks().live, 1);
+  c10_npu::NPUCachingAllocator::emptyCache(true);
+  CHECK_EQ(blocks().active, 1);
   (void)ran_clean(a.id->load());
   CHECK_EQ(settle_held(), 1u);
   CHECK_NO_SIM_ERRORS();
 }
 
 // torch_npu's caching allocator misses its cache: its free-memory callback (the helper's) gives back every idle
-// kept block whose kernels have finished (an event recorded and asked about at once), and leaves a busy one kept
-// (its stream held before its kernel).
-TEST_CASE(a_cache_miss_gives_finished_blocks_back_and_keeps_a_busy_one) {
+// kept block whose lambdas have run, each with its stream recorded as a use, so the allocator frees it only behind
+// an event on that stream: a block whose kernel still runs (its stream held before it) is not handed out again
+// until that kernel finished. The helper itself records, queries and synchronises no event.
+TEST_CASE(a_cache_miss_gives_idle_blocks_back_behind_their_streams) {
   namespace ca = c10_npu::NPUCachingAllocator;
   aclrtStream s1 = stream(1), s2 = stream(2), other = stream(3);
   const LockLayout l = legacy(2, 0);
   aclrtFuncHandle slow = probe("slow", 16, 256), fast = probe("fast", 16, 256);
+  warm(s1), warm(s2);
   (void)helper_launch("fast", fast, s1, 1, 1, 1, 1, 256, l);
   sync(s1);
   StreamHold hold(s2);
   Launch pending = generated_launch("slow", slow, s2, 1, 1, 1, 1, 256, l);
   drain();
   CHECK_EQ(blocks().live, 2);
+  const Counters c0 = counters();
+  const int64_t frees = blocks().frees;
   // larger than any cached block: a miss (empty_cache would synchronise the device, waiting for the held stream)
   void *miss = ca::raw_alloc_with_stream(uint64_t(77) << 20, other);  // the callback runs
-  CHECK_EQ(blocks().frees, 1);  // s1's went back; s2's kernel still runs: kept
-  CHECK_EQ(blocks().live, 2);   // s2's and the new one
+  CHECK_EQ(blocks().frees - frees, 2);  // both went back to the allocator
+  CHECK_EQ(blocks().live, 1);   // the miss's own
   ca::raw_delete(miss);
-  Launch again = generated_launch("fast", fast, s2, 1, 1, 1, 1, 256, l);  // queued behind the slow kernel
+  Launch again = generated_launch("fast", fast, s2, 1, 1, 1, 1, 256, l);  // a new block: the old one waits
   drain();
-  CHECK_EQ(again.regions.locks, pending.regions.locks);
+  CHECK(again.regions.locks != pending.regions.locks);
   hold.release();
   sync(s2);
   (void)ran_clean(pending.id->load());
   (void)ran_clean(again.id->load());
-  long queue_tid = 0;
-  drain(&queue_tid);
-  for (long c : callers("aclrtQueryEventStatus")) CHECK(c != queue_tid);
   CHECK_EQ(settle_held(), 1u);
+  CHECK(counters().events_recorded - c0.events_recorded >= 2u);  // torch_npu's allocator, one per block given back
   CHECK_NO_SIM_ERRORS();
 }
 
-// A launch on a stream that is not the current one: torch_npu queues its lambda by the current stream (with
-// PER_STREAM_QUEUE, that stream's own queue), so the block is kept per (stream, current stream): launches on one
-// stream made under two current streams never share a block; under the same one they do.
-TEST_CASE(a_launch_under_another_current_stream_keeps_another_block) {
-  aclrtStream s = stream(0);
-  const LockLayout l = legacy(2, 9);
-  aclrtFuncHandle h = probe("cur", 16, 2 * 256);
-  const c10_npu::NPUStream before = c10_npu::getCurrentNPUStream();
-  Launch a = generated_launch("cur", h, s, 2, 1, 1, 2, 256, l);
-  c10_npu::setCurrentNPUStream(c10_npu::getNPUStreamFromPool());
-  Launch b = generated_launch("cur", h, s, 2, 1, 1, 2, 256, l);
-  Launch c = generated_launch("cur", h, s, 2, 1, 1, 2, 256, l);
-  c10_npu::setCurrentNPUStream(before);
-  Launch d = generated_launch("cur", h, s, 2, 1, 1, 2, 256, l);
-  sync_all();
-  CHECK(b.regions.locks != a.regions.locks);
-  CHECK_EQ(c.regions.locks, b.regions.locks);
-  CHECK_EQ(d.regions.locks, a.regions.locks);
-  for (const Launch *x : {&a, &b, &c, &d})
-    CHECK(ran_clean(x->id->load()).lock_slots_at_start == std::vector<int64_t>(2, 9));
-  CHECK_EQ(settle_held(), 2u);
+// A launch on a stream that is not the calling thread's current one: torch_npu launches only on the current stream
+// (its wrappers read it; its AOTInductor runner passes it), and its allocator records uses of its own streams only,
+// so the helper refuses it on the calling thread, holding nothing.
+TEST_CASE(a_launch_on_a_stream_that_is_not_current_is_refused) {
+  const OnStream current(stream(1));
+  bool threw = false;
+  try {
+    LaunchMemory m("cur", stream(0), 2, 1, 1, 2, 256, legacy(2, 9));
+  } catch (const std::invalid_argument &e) {
+    threw = true;
+    check_message(__FILE__, __LINE__, e.what(),
+                  {"npu_launch_resources: kernel 'cur': its stream is not the calling thread's current NPU stream"});
+  }
+  CHECK(threw);
+  CHECK_EQ(blocks().requests, 0);
   CHECK_NO_SIM_ERRORS();
 }
 
@@ -282,6 +272,7 @@ TEST_CASE(a_launch_that_threw_leaves_the_block_to_its_threads_next_launch) {
   aclrtFuncHandle h = probe("after", 32, 4 * 256);
   void *lost = nullptr;
   {
+    const OnStream current(s);
     LaunchMemory m("lost", s, 4, 1, 1, 4, 256, l);  // as when launchKernel throws: never handed()
     lost = m.regions().locks;
   }

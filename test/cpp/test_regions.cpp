@@ -70,8 +70,7 @@ TEST_CASE(regions_disjoint_and_aligned_for_every_combination) {
   for (uint64_t base_offset : {uint64_t(0), uint64_t(32), uint64_t(100)}) {
     for (const Combo &c : combos()) {
       acl_host_set_device_base_offset(base_offset);
-      aclrtStream own = nullptr;  // a fresh stream: torch_npu's allocator has no block of its own: a new segment
-      CHECK_EQ(aclrtCreateStream(&own), ACL_SUCCESS);
+      aclrtStream own = fresh_stream(8);  // torch_npu's allocator has no block cached: a new segment
       c10_npu::NPUCachingAllocator::resetAccumulatedStats(0);
       const uint32_t gx = 3, gy = 2, gz = 1, blocks_ = 6;
       const LaunchSizes want = sizes(c.name, gx, gy, gz, blocks_, c.ws_per_block, c.locks);
@@ -120,8 +119,7 @@ TEST_CASE(regions_disjoint_and_aligned_for_every_combination) {
 
 TEST_CASE(regions_do_not_depend_on_allocator_base_alignment) {
   acl_host_set_device_base_offset(32);  // every new segment starts 32 bytes past a 512-byte boundary
-  aclrtStream own = nullptr;
-  CHECK_EQ(aclrtCreateStream(&own), ACL_SUCCESS);
+  aclrtStream own = fresh_stream(8);
   const LockLayout l = legacy(4, 7);
   aclrtFuncHandle h = probe("k", 32, 1 << 20);
   Launch L = generated_launch("k", h, own, 1, 1, 1, 1, 1 << 20, l);

@@ -125,7 +125,7 @@ TEST_CASE_QUEUES(devices_and_threads_queue_on_and_off, "10") {
   aclrtStream s[2][2] = {};
   for (int d = 0; d < 2; ++d) {
     set_device(d);
-    for (int j = 0; j < 2; ++j) CHECK_EQ(aclrtCreateStream(&s[d][j]), ACL_SUCCESS);
+    for (int j = 0; j < 2; ++j) s[d][j] = stream(j, d);
   }
   int64_t live_before[2] = {};
   for (int d = 0; d < 2; ++d) c10_npu::NPUCachingAllocator::resetPeakStats(d), live_before[d] = blocks(d).live;
@@ -183,10 +183,11 @@ TEST_CASE(steady_state_no_allocator_call_no_event_no_sync_no_blocking_no_pinned)
     (void)helper_launch("s", h7, s, 8, 1, 1, 8, 512, seven);
   }
   sync(s);
-  (void)KeptBlocks::all().give_back(s, false);  // a block the warm-up's growth retired goes back now
+  (void)KeptBlocks::all().give_back(false);  // a block the warm-up's growth retired goes back now
   c10_npu::NPUCachingAllocator::resetAccumulatedStats(0);
   c10_npu::NPUCachingAllocator::resetPeakStats(0);
   const Counters c0 = counters();
+  const OnStream current(s);
   constexpr int N = 99;
   for (int i = 0; i < N; ++i) {
     const int k = i % 3;

@@ -21,7 +21,7 @@ aclError use_everything(aclrtStream stream) {
     rc = regions.write_locks("check", stream);
   }
   memory.handed();
-  torch_npu::inductor::KeptBlocks::all().give_back(nullptr, true);
+  torch_npu::inductor::KeptBlocks::all().give_back(true);
   (void)sizes;
   return rc;
 }

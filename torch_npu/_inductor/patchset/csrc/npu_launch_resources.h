@@ -43,22 +43,25 @@ struct LaunchDone {
 // Takes one launch's block on the thread that runs the graph; handed() once the launch is queued.
 class LaunchMemory {
  public:
-  // Sizes the launch and takes its block for `stream`; throws, holding nothing.
+  // Sizes the launch and takes its block for `stream`, the thread's current one; throws, holding nothing.
   LaunchMemory(const char *kernel, aclrtStream stream, uint32_t grid_x, uint32_t grid_y, uint32_t grid_z,
                uint32_t block_num, uint64_t workspace_per_block, const LockLayout &locks) {
     regions_.layout = locks;
     regions_.sizes = launch_sizes(kernel, grid_x, grid_y, grid_z, block_num, workspace_per_block, locks);
     const LaunchSizes &s = regions_.sizes;
     if (s.total_bytes == 0) return;  // a launch that needs nothing asks for nothing
-    // Captured (CANN asked only where the allocator cannot rule it out): the graph's pool holds it for replays.
-    const aclrtStream current = c10_npu::getCurrentNPUStream().stream(false);
-    void *raw = captured_ = (stream != current || captures_underway(stream)) && stream_captures(stream)
-                                ? KeptBlocks::all().allocate(kernel, stream, s.total_bytes)
-                                : nullptr;
-    if (raw == nullptr) {  // the thread's kept one
-      kept_ = regions_.kept = KeptBlocks::all().take(kernel, stream, current, s.total_bytes);
+    const c10_npu::NPUStream current = c10_npu::getCurrentNPUStream();
+    if (current.stream(false) != stream)  // torch_npu launches on it; the allocator records uses of its streams only
+      throw std::invalid_argument("npu_launch_resources: kernel '" + std::string(kernel) +
+                                  "': its stream is not the calling thread's current NPU stream");
+    void *raw = nullptr;
+    if (allocator_capturing() != 0 && capture_status(stream) == ACL_MODEL_RI_CAPTURE_STATUS_ACTIVE) {
+      captured_ = KeptBlocks::all().allocate(kernel, s.total_bytes);  // the graph's pool holds it for replays
+      raw = captured_.get();
+    } else {  // the thread's kept one
+      kept_ = regions_.kept = KeptBlocks::all().take(kernel, current, s.total_bytes);
       regions_.launch = kept_->queued.fetch_add(1) + 1;
-      raw = kept_->raw;
+      raw = kept_->memory.get();
     }
     const uintptr_t base = (reinterpret_cast<uintptr_t>(raw) + kRegionAlignment - 1) & ~(kRegionAlignment - 1);
     if (s.lock_bytes != 0) regions_.locks = reinterpret_cast<void *>(base);
@@ -74,13 +77,14 @@ class LaunchMemory {
   // graph's pool, where the graph orders later work.
   void handed(bool queued = true) {
     if (kept_ != nullptr) std::exchange(kept_, nullptr)->state.store(kIdle, std::memory_order_release);
-    if (queued && captured_ != nullptr) c10_npu::NPUCachingAllocator::raw_delete(std::exchange(captured_, nullptr));
+    if (!queued) (void)captured_.release_context();  // never freed: its lambda may still write it
+    captured_.clear();
   }
 
  private:
   LaunchRegions regions_;
   KeptBlock *kept_ = nullptr;
-  void *captured_ = nullptr;
+  c10::DataPtr captured_;
 };
 
 TORCH_NPU_LAUNCH_RESOURCES_END_NAMESPACE

@@ -1,7 +1,9 @@
-// npu_launch_resources: a block kept per (calling thread, stream, current stream), reused by that thread's next
-// launch there without an event (its lambdas run in order on one task queue, its kernels on the stream), never
-// free in the caching allocator meanwhile. Replaced or orphaned blocks, and idle ones at a cache miss, go back
-// behind an event on their last kernel (docs/design.md of torch-npu-inductor-patches). Nothing waits.
+// npu_launch_resources: a block kept per (calling thread, stream), reused by that thread's next launch there with
+// no allocator call and no event (its lambdas run in order on one task queue, its kernels in order on the stream).
+// Once every lambda that used it has run, it goes back to torch_npu's caching allocator with its stream recorded as
+// a use, as a tensor's record_stream does: the allocator frees it only behind an event on that stream (when it
+// completes, or in emptyCache and the out-of-memory retry, after synchronising it). docs/design.md of
+// torch-npu-inductor-patches, "When the block goes back". Nothing here waits.
 #pragma once
 
 #include <dlfcn.h>
@@ -20,47 +22,43 @@
 
 TORCH_NPU_LAUNCH_RESOURCES_BEGIN_NAMESPACE
 
-inline bool stream_captures(aclrtStream stream) {  // its launches then take the graph's pool
-  static const auto info = reinterpret_cast<decltype(&aclmdlRICaptureGetInfo)>(  // as torch_npu: CANN may lack
-      dlsym(dlopen("libascendcl.so", RTLD_LAZY | RTLD_NOLOAD), "aclmdlRICaptureGetInfo"));  // it (no capture)
+namespace npu_alloc = c10_npu::NPUCachingAllocator;
+
+// CANN's capture status of `stream`; NONE where CANN lacks capture (looked up as torch_npu does). An error reads
+// as INVALIDATED: neither the graph's pool (it serves only an ACTIVE capture) nor a give-back on that stream.
+inline aclmdlRICaptureStatus capture_status(aclrtStream stream) {
+  static const auto info = reinterpret_cast<decltype(&aclmdlRICaptureGetInfo)>(
+      dlsym(dlopen("libascendcl.so", RTLD_LAZY | RTLD_NOLOAD), "aclmdlRICaptureGetInfo"));
   aclmdlRICaptureStatus status = ACL_MODEL_RI_CAPTURE_STATUS_NONE;
   aclmdlRI graph = nullptr;
-  return info && (info(stream, &status, &graph) != ACL_SUCCESS || status != ACL_MODEL_RI_CAPTURE_STATUS_NONE);
+  return info == nullptr || info(stream, &status, &graph) == ACL_SUCCESS ? status : ACL_MODEL_RI_CAPTURE_STATUS_INVALIDATED;
 }
-// Whether the device may capture: then no event is recorded or queried (a query ends a global-mode capture), as
-// torch_npu's allocator, which knows it without asking CANN; 2.7.1's and post2's cannot say: `stream`'s status.
+// 1 or 0: whether torch_npu's caching allocator has a capture underway, which it knows without asking CANN (the
+// test that also makes it hold a stream use recorded meanwhile for the capture); -1 where the allocator cannot say
+// (2.7.1 and 2.7.1.post2, whose header lacks it; another allocator, whose default says no).
 template <class A>
-auto capturing(A *a, aclrtStream, int) -> decltype(a->hasCapturesUnderway(0)) {
-  return a->hasCapturesUnderway(c10_npu::current_device());
+auto allocator_capturing(A *a, int) -> decltype(a->hasCapturesUnderway(0), 0) {
+  static thread_local A *native = nullptr;  // name() builds a string: asked once per allocator and thread
+  if (a != native && a->name() != "native") return -1;
+  native = a;
+  return a->hasCapturesUnderway(c10_npu::current_device()) ? 1 : 0;
 }
 template <class A>
-bool capturing(A *, aclrtStream stream, long) {
-  return stream_captures(stream);
+int allocator_capturing(A *, long) {
+  return -1;
 }
-inline bool captures_underway(aclrtStream stream) { return capturing(c10_npu::NPUCachingAllocator::get(), stream, 0); }
+inline int allocator_capturing() { return allocator_capturing(npu_alloc::get(), 0); }
 
-enum : int { kIdle, kInUse, kRetired };  // retired: no longer its thread's, freed once its kernels finished
+enum : int { kIdle, kInUse, kRetired };  // retired: no longer its thread's, goes back once its lambdas have run
 struct KeptBlock {
-  void *raw = nullptr;
-  uint64_t bytes = 0;
-  aclrtStream stream = nullptr, current = nullptr;  // current: the stream that picked the task queue
-  int32_t device = -1;
+  KeptBlock(c10::DataPtr m, uint64_t n, const c10_npu::NPUStream &s) : memory(std::move(m)), bytes(n), stream(s) {}
+  c10::DataPtr memory;  // the caching allocator's block, until given back
+  uint64_t bytes;
+  c10_npu::NPUStream stream;
+  int32_t device = c10_npu::current_device();
   std::atomic<uint64_t> queued{0};  // launches made on it
   std::atomic<uint64_t> ran{0};     // the last of them whose lambda has run (they run in order)
   std::atomic<int> state{kInUse};
-  aclrtEvent event = nullptr;
-  uint64_t covered = ~uint64_t(0);  // the launches the event was recorded behind
-  ~KeptBlock() {
-    if (event != nullptr) aclrtDestroyEvent(event);
-  }
-  bool finished(uint64_t launches) {  // their lambdas ran and an event recorded behind their kernels completed
-    aclrtEventRecordedStatus status = ACL_EVENT_RECORDED_STATUS_NOT_READY;
-    if (covered != launches && ran.load() == launches && !stream_captures(stream) &&
-        (event != nullptr || aclrtCreateEvent(&event) == ACL_SUCCESS) && aclrtRecordEvent(event, stream) == ACL_SUCCESS)
-      covered = launches;
-    return covered == launches && aclrtQueryEventStatus(event, &status) == ACL_SUCCESS &&
-           status == ACL_EVENT_RECORDED_STATUS_COMPLETE;
-  }
 };
 
 class KeptBlocks {
@@ -69,22 +67,25 @@ class KeptBlocks {
     static KeptBlocks *kept = new KeptBlocks;  // never destroyed: nothing is released during exit
     return *kept;
   }
-  // One block of `bytes` from the caching allocator; throws naming the kernel, holding nothing.
-  void *allocate(const char *kernel, aclrtStream stream, uint64_t bytes) {
+  // One block of `bytes` from the caching allocator for the current stream; throws naming the kernel, holding nothing.
+  c10::DataPtr allocate(const char *kernel, uint64_t bytes) {
+    const std::string what = "npu_launch_resources: kernel '" + std::string(kernel) + "': " + std::to_string(bytes) +
+                             " bytes for its locks and workspace: ";
+    c10::DataPtr block;
     try {
-      return c10_npu::NPUCachingAllocator::raw_alloc_with_stream(bytes, stream);
-    } catch (const std::exception &e) {  // its retry synchronised the device: retired blocks go back, ask again
-      if (give_back(stream, false) != 0) return allocate(kernel, stream, bytes);
-      throw std::runtime_error("npu_launch_resources: kernel '" + std::string(kernel) + "': " + std::to_string(bytes) +
-                               " bytes for its locks and workspace: " + e.what());
+      block = npu_alloc::get()->allocate(bytes);
+    } catch (const std::exception &e) {  // its retry drained the queues: every kept block's lambdas have run
+      if (give_back(true) != 0) return allocate(kernel, bytes);
+      throw std::runtime_error(what + e.what());
     }
+    if (block.get() == nullptr) throw std::runtime_error(what + "the allocator returned no memory");
+    return block;
   }
-  // This thread's block for (`stream`, `current`), in use until set idle: the kept one if it fits, else a new one.
-  KeptBlock *take(const char *kernel, aclrtStream stream, aclrtStream current, uint64_t bytes) {
-    if (retired_.load(std::memory_order_relaxed) != 0) give_back(stream, false);
+  // This thread's block for `stream` (its current one), in use until set idle: the kept one if it fits, else new.
+  KeptBlock *take(const char *kernel, const c10_npu::NPUStream &stream, uint64_t bytes) {
     static thread_local Mine mine;
-    auto it = std::find_if(mine.blocks.begin(), mine.blocks.end(),
-                           [&](const auto &k) { return k->stream == stream && k->current == current; });
+    const aclrtStream s = stream.stream(false);
+    auto it = std::find_if(mine.blocks.begin(), mine.blocks.end(), [&](auto &k) { return k->stream.stream(false) == s; });
     if (it != mine.blocks.end()) {
       int idle = kIdle;  // else the allocator's callback took it
       if ((*it)->state.compare_exchange_strong(idle, kInUse)) {
@@ -93,48 +94,53 @@ class KeptBlocks {
       }
       mine.blocks.erase(it);
     }
-    static const bool registered = [this] {  // once per instance: a c10 registry exits on a key seen twice
-      c10_npu::NPUCachingAllocator::FreeNPUMemoryCallbacksRegistry()->Register(
-          "npu_launch_resources_" + std::to_string(reinterpret_cast<uintptr_t>(this)),
-          [this] { return std::unique_ptr<c10_npu::NPUCachingAllocator::FreeMemoryCallback>(new Callback(this)); });
-      return true;
-    }();
-    auto block = std::make_shared<KeptBlock>();
-    block->raw = allocate(kernel, stream, bytes), block->bytes = bytes, block->stream = stream, (void)registered;
-    block->current = current, aclrtGetDevice(&block->device);
+    if (retired_.load(std::memory_order_relaxed) != 0) give_back(false);
+    auto block = std::make_shared<KeptBlock>(allocate(kernel, bytes), bytes, stream);
     mine.blocks.push_back(block);
     std::lock_guard<std::mutex> lock(mutex_);
     blocks_.push_back(block);
     return block.get();
   }
-  // Frees this device's retired blocks whose kernels finished and (`idle`: at a cache miss, the allocator's
-  // callback) its idle ones whose kernels finished; the allocator only outside the mutex (the callback holds its).
-  size_t give_back(aclrtStream stream, bool idle) {
-    int32_t device = 0;
-    if (captures_underway(stream) || aclrtGetDevice(&device) != ACL_SUCCESS) return 0;
-    std::vector<void *> done;
+  // Gives this device's retired blocks, and (`idle`) its idle ones, whose lambdas have all run back to the caching
+  // allocator, each with its stream recorded as a use; none while a capture is underway (a use recorded then is
+  // dropped at the capture's end). The allocator only outside the mutex (the callback holds the allocator's). How many.
+  size_t give_back(bool idle) {
+    const int32_t device = c10_npu::current_device();
+    if (allocator_capturing() == 1) return 0;
+    std::vector<std::shared_ptr<KeptBlock>> done;
     std::unique_lock<std::mutex> lock(mutex_);
     for (std::shared_ptr<KeptBlock> &k : blocks_) {
       int s = k->state.load();
-      const uint64_t queued = k->queued.load();
-      if (k->device != device || s == kInUse || (s == kIdle && !idle) || !k->finished(queued)) continue;
+      if (k->device != device || s == kInUse || (s == kIdle && !idle) || k->ran.load() != k->queued.load()) continue;
       if (s == kIdle && !retire(*k, kIdle)) continue;  // its thread took it meanwhile
-      if (k->queued.load() != queued) continue;        // and launched on it: a later call gives it back
-      done.push_back(k->raw), retired_.fetch_sub(1), k.reset();
+      if (k->ran.load() != k->queued.load() || capture_status(k->stream.stream(false)) != ACL_MODEL_RI_CAPTURE_STATUS_NONE)
+        continue;  // a later call gives it back
+      done.push_back(std::move(k)), retired_.fetch_sub(1);
     }
     blocks_.erase(std::remove(blocks_.begin(), blocks_.end(), nullptr), blocks_.end());
     lock.unlock();
-    for (void *raw : done) c10_npu::NPUCachingAllocator::raw_delete(raw);
+    for (auto &k : done) {
+      try {  // the allocator's free records the event: it throws once torch_npu's queue stopped after a failed task
+        npu_alloc::recordStream(k->memory, k->stream);
+        k->memory.get_deleter()(k->memory.release_context());
+      } catch (const std::exception &) {  // then the block is lost, never freed under a lambda that may still write
+      }
+    }
     return done.size();
   }
 
  private:
-  struct Callback final : c10_npu::NPUCachingAllocator::FreeMemoryCallback {  // at a cache miss
+  KeptBlocks() {  // once per instance: a c10 registry exits on a key seen twice
+    npu_alloc::FreeNPUMemoryCallbacksRegistry()->Register(
+        "npu_launch_resources_" + std::to_string(reinterpret_cast<uintptr_t>(this)),
+        [this] { return std::unique_ptr<npu_alloc::FreeMemoryCallback>(new Callback(this)); });
+  }
+  struct Callback final : npu_alloc::FreeMemoryCallback {  // at a cache miss of the allocator, under its mutex
     KeptBlocks *kept;
     explicit Callback(KeptBlocks *k) : kept(k) {}
-    bool Execute() override { return kept->give_back(nullptr, true) != 0; }
+    bool Execute() override { return kept->give_back(true) != 0; }
   };
-  struct Mine {  // a thread's blocks, retired as it ends (a later call records their events)
+  struct Mine {  // a thread's blocks, retired as it ends (a later call gives them back)
     std::vector<std::shared_ptr<KeptBlock>> blocks;
     ~Mine() {
       for (const auto &k : blocks) KeptBlocks::all().retire(*k, kIdle);
@@ -148,5 +154,8 @@ class KeptBlocks {
   std::vector<std::shared_ptr<KeptBlock>> blocks_;  // every block not yet given back
   std::atomic<size_t> retired_{0};
 };
+
+// Made as each wrapper library loads, before any launch can run: the free-memory callback is registered then.
+inline KeptBlocks &kept_blocks_at_load = KeptBlocks::all();
 
 TORCH_NPU_LAUNCH_RESOURCES_END_NAMESPACE

@@ -51,28 +51,30 @@ class LaunchMemory {{
 """,
     "release-once-ran": f"""
 inline std::mutex ran_mu;
-inline std::vector<torch_npu::inductor::KeptBlock *> ran_blocks;  // ran == 1 once the lambda has run
+inline std::vector<std::pair<torch_npu::inductor::KeptBlock *, void *>> ran_blocks;  // ran == 1 once the lambda ran
 class LaunchMemory {{
  public:
   {_CTOR} {{
     std::vector<void *> done;
     {{
       std::lock_guard<std::mutex> g(ran_mu);
-      for (auto *&k : ran_blocks)
-        if (k->ran.load() != 0) done.push_back(k->raw), delete std::exchange(k, nullptr);
-      ran_blocks.erase(std::remove(ran_blocks.begin(), ran_blocks.end(), nullptr), ran_blocks.end());
+      for (auto &kb : ran_blocks)
+        if (kb.first->ran.load() != 0) done.push_back(kb.second), delete std::exchange(kb.first, nullptr);
+      ran_blocks.erase(std::remove_if(ran_blocks.begin(), ran_blocks.end(), [](auto &kb) {{ return !kb.first; }}),
+                       ran_blocks.end());
     }}
     for (void *raw : done) c10_npu::NPUCachingAllocator::raw_delete(raw);
     if (!sized(kernel, gx, gy, gz, bn, ws, locks)) return;
-    r_.kept = new torch_npu::inductor::KeptBlock;
+    r_.kept = new torch_npu::inductor::KeptBlock(c10::DataPtr(), 0, c10_npu::getCurrentNPUStream());
     r_.launch = 1;
-    carve(r_.kept->raw = c10_npu::NPUCachingAllocator::raw_alloc_with_stream(r_.sizes.total_bytes, stream));
+    carve(raw_ = c10_npu::NPUCachingAllocator::raw_alloc_with_stream(r_.sizes.total_bytes, stream));
   }}
   void handed() {{
     if (r_.kept == nullptr) return;
     std::lock_guard<std::mutex> g(ran_mu);
-    ran_blocks.push_back(r_.kept);
+    ran_blocks.emplace_back(r_.kept, raw_);
   }}
+  void *raw_ = nullptr;
 {_COMMON}}};
 """,
     "shared-by-threads": f"""

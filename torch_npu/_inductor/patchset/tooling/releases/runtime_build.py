@@ -125,7 +125,7 @@ extern "C" __attribute__((visibility("default"))) long long npu_patchset_real_ru
 // What torch_npu's allocator's free-memory callback does at a cache miss: every kept block of this device whose
 // kernels have finished goes back (and the retired ones whose event completed); how many.
 extern "C" __attribute__((visibility("default"))) int npu_patchset_real_runtime_give_back() {
-  return static_cast<int>(torch_npu::inductor::KeptBlocks::all().give_back(nullptr, true));
+  return static_cast<int>(torch_npu::inductor::KeptBlocks::all().give_back(true));
 }
 // torch_npu's caching allocator's emptyCache (what torch.npu.empty_cache() calls), from a ctypes call, which
 // releases the GIL: torch_npu's own Python binding keeps it during the device synchronisation, so a pause of the
