@@ -422,6 +422,35 @@ def _caught_writing_freed_memory(mutant: str, every_launch: bool = False) -> dic
     return out
 
 
+#: issue 47: the scenarios in which a tensor fits only if the launch memory goes back when torch_npu's allocator
+#: needs it, and the mutants of the helper that keep it from the allocator, with the scenarios each fails.
+PRESSURE = tuple(n for n in rr.SCENARIOS if n.startswith("memory-back-"))
+PRESSURE_MUTANTS = {"recorded-when-asked": PRESSURE,
+                    "idle-kept-at-cache-miss": ("memory-back-thread-idle", "memory-back-block-replaced")}
+
+
+@pytest.mark.parametrize("release", SCENARIO_RELEASES)
+@pytest.mark.parametrize("mutant", PRESSURE_MUTANTS)
+def test_launch_memory_the_allocator_cannot_get_back_is_caught(release, mutant):
+    """recorded-when-asked (issue 39's rule: an event of the helper's own, recorded when the allocator's callback
+    asks and queried at once, which a CANN event answers NOT_READY; the out-of-memory retry asks no callback again)
+    and idle-kept-at-cache-miss (the callback hands back retired blocks only): the tensor that fits only once the
+    launch memory went back is refused with torch_npu's out-of-memory error, with each TASK_QUEUE_ENABLE value; the
+    patched launcher's tensor is allocated at its first call (test_scenario_is_clean_with_the_patched_launcher)."""
+    assert set(PRESSURE) == {"memory-back-thread-idle", "memory-back-thread-ended", "memory-back-block-replaced"}
+    if (PRESSURE[0], mutant) not in _scenarios:  # the three in one batch: a child per TASK_QUEUE_ENABLE value
+        for n, out in rr.run_scenarios(_fetched(release), PRESSURE, mutant=mutant, timeout=300).items():
+            _scenarios[(n, mutant)] = out
+    for name in PRESSURE_MUTANTS[mutant]:
+        out = scenario(name, mutant)
+        for q, run in out["runs"].items():
+            t = run["user_tensor"]
+            assert not t["allocated"] and "out of memory" in t["error"], (name, q, t)
+            assert any("the launch memory did not go back" in p for p in run["problems"]), (name, q, run["problems"])
+    for name in set(PRESSURE) - set(PRESSURE_MUTANTS[mutant]):  # what the mutant keeps right: the others
+        assert all(run["user_tensor"]["allocated"] for run in scenario(name, mutant)["runs"].values()), name
+
+
 @pytest.mark.parametrize("name", _scenario_params())
 def test_scenario_is_clean_with_the_patched_launcher(name):
     out = scenario(name)

@@ -264,6 +264,35 @@ TEST_CASE(a_launch_on_a_stream_that_is_not_current_is_refused) {
   CHECK_NO_SIM_ERRORS();
 }
 
+// An external stream (torch_npu's getStreamFromExternal: a stream torch_npu does not manage) as the current one: its
+// id carries the mark the helper reads (torch_npu's NPUStream.cpp, kExternalStreamIdMarker), and torch_npu's
+// allocator cannot record a use of it (NPUEvent::record refuses external streams), so the launch is refused on the
+// calling thread, holding nothing.
+TEST_CASE(a_launch_on_an_external_stream_is_refused) {
+  aclrtStream raw = nullptr;
+  CHECK_EQ(aclrtCreateStream(&raw), ACL_SUCCESS);
+  const c10_npu::NPUStream external = c10_npu::getStreamFromExternal(raw, 0);
+  CHECK((static_cast<uint64_t>(external.id()) & torch_npu::inductor::kExternalStreamId) != 0);
+  const c10_npu::NPUStream before = c10_npu::getCurrentNPUStream();
+  std::vector<c10_npu::NPUStream> own = {before, c10_npu::getDefaultNPUStream(0)};
+  for (int i = 0; i < 64; ++i) own.push_back(c10_npu::getStreamFromPool(i % 2 == 0, 0));  // both pools, whole
+  for (const c10_npu::NPUStream &o : own)  // none of torch_npu's own streams carries the mark
+    CHECK_EQ(static_cast<uint64_t>(o.id()) & torch_npu::inductor::kExternalStreamId, 0u);
+  c10_npu::setCurrentNPUStream(external);
+  bool threw = false;
+  try {
+    LaunchMemory m("ext", raw, 2, 1, 1, 2, 256, legacy(2, 9));
+  } catch (const std::invalid_argument &e) {
+    threw = true;
+    check_message(__FILE__, __LINE__, e.what(), {"npu_launch_resources: kernel 'ext': its stream is not the calling "
+                                                 "thread's current NPU stream, or is an external one"});
+  }
+  c10_npu::setCurrentNPUStream(before);
+  CHECK(threw);
+  CHECK_EQ(blocks().requests, 0);
+  CHECK_NO_SIM_ERRORS();
+}
+
 // A launch whose launchKernel threw: its lambda may or may not have been queued. The block stays its thread's,
 // and the thread's next launch reuses it (queued behind it, if it was queued at all).
 TEST_CASE(a_launch_that_threw_leaves_the_block_to_its_threads_next_launch) {

@@ -50,11 +50,13 @@ class LaunchMemory {
     regions_.sizes = launch_sizes(kernel, grid_x, grid_y, grid_z, block_num, workspace_per_block, locks);
     const LaunchSizes &s = regions_.sizes;
     if (s.total_bytes == 0) return;  // a launch that needs nothing asks for nothing
+    // torch_npu launches on the current stream; its allocator records uses of its own streams only (the give-back)
     const c10_npu::NPUStream current = c10_npu::getCurrentNPUStream();
-    if (current.stream(false) != stream)  // torch_npu launches on it; the allocator records uses of its streams only
-      throw std::invalid_argument("npu_launch_resources: kernel '" + std::string(kernel) +
-                                  "': its stream is not the calling thread's current NPU stream");
-    void *raw = nullptr;
+    if (current.stream(false) != stream || (static_cast<uint64_t>(current.id()) & kExternalStreamId) != 0)
+      throw std::invalid_argument(
+          "npu_launch_resources: kernel '" + std::string(kernel) +
+          "': its stream is not the calling thread's current NPU stream, or is an external one");
+    void *raw;
     if (allocator_capturing() != 0 && capture_status(stream) == ACL_MODEL_RI_CAPTURE_STATUS_ACTIVE) {
       captured_ = KeptBlocks::all().allocate(kernel, s.total_bytes);  // the graph's pool holds it for replays
       raw = captured_.get();

@@ -31,11 +31,11 @@ inline aclmdlRICaptureStatus capture_status(aclrtStream stream) {
       dlsym(dlopen("libascendcl.so", RTLD_LAZY | RTLD_NOLOAD), "aclmdlRICaptureGetInfo"));
   aclmdlRICaptureStatus status = ACL_MODEL_RI_CAPTURE_STATUS_NONE;
   aclmdlRI graph = nullptr;
-  return info == nullptr || info(stream, &status, &graph) == ACL_SUCCESS ? status : ACL_MODEL_RI_CAPTURE_STATUS_INVALIDATED;
+  return info == nullptr || info(stream, &status, &graph) == ACL_SUCCESS ? status
+                                                                         : ACL_MODEL_RI_CAPTURE_STATUS_INVALIDATED;
 }
-// 1 or 0: whether torch_npu's caching allocator has a capture underway, which it knows without asking CANN (the
-// test that also makes it hold a stream use recorded meanwhile for the capture); -1 where the allocator cannot say
-// (2.7.1 and 2.7.1.post2, whose header lacks it; another allocator, whose default says no).
+// 1 or 0: whether torch_npu's caching allocator has a capture underway (its own test for holding a stream use
+// recorded meanwhile for the capture); -1 where it cannot say (2.7.1 and post2; another allocator).
 template <class A>
 auto allocator_capturing(A *a, int) -> decltype(a->hasCapturesUnderway(0), 0) {
   static thread_local A *native = nullptr;  // name() builds a string: asked once per allocator and thread
@@ -48,6 +48,8 @@ int allocator_capturing(A *, long) {
   return -1;
 }
 inline int allocator_capturing() { return allocator_capturing(npu_alloc::get(), 0); }
+
+constexpr uint64_t kExternalStreamId = uint64_t(1) << 30;  // torch_npu's mark of an external stream's id
 
 enum : int { kIdle, kInUse, kRetired };  // retired: no longer its thread's, goes back once its lambdas have run
 struct KeptBlock {
@@ -69,23 +71,20 @@ class KeptBlocks {
   }
   // One block of `bytes` from the caching allocator for the current stream; throws naming the kernel, holding nothing.
   c10::DataPtr allocate(const char *kernel, uint64_t bytes) {
-    const std::string what = "npu_launch_resources: kernel '" + std::string(kernel) + "': " + std::to_string(bytes) +
-                             " bytes for its locks and workspace: ";
-    c10::DataPtr block;
+    std::string error = "the allocator returned no memory";  // (another allocator may)
     try {
-      block = npu_alloc::get()->allocate(bytes);
+      if (c10::DataPtr block = npu_alloc::get()->allocate(bytes)) return block;
     } catch (const std::exception &e) {  // its retry drained the queues: every kept block's lambdas have run
       if (give_back(true) != 0) return allocate(kernel, bytes);
-      throw std::runtime_error(what + e.what());
+      error = e.what();
     }
-    if (block.get() == nullptr) throw std::runtime_error(what + "the allocator returned no memory");
-    return block;
+    throw std::runtime_error("npu_launch_resources: kernel '" + std::string(kernel) + "': " + std::to_string(bytes) +
+                             " bytes for its locks and workspace: " + error);
   }
   // This thread's block for `stream` (its current one), in use until set idle: the kept one if it fits, else new.
   KeptBlock *take(const char *kernel, const c10_npu::NPUStream &stream, uint64_t bytes) {
     static thread_local Mine mine;
-    const aclrtStream s = stream.stream(false);
-    auto it = std::find_if(mine.blocks.begin(), mine.blocks.end(), [&](auto &k) { return k->stream.stream(false) == s; });
+    auto it = std::find_if(mine.blocks.begin(), mine.blocks.end(), [&](auto &k) { return k->stream == stream; });
     if (it != mine.blocks.end()) {
       int idle = kIdle;  // else the allocator's callback took it
       if ((*it)->state.compare_exchange_strong(idle, kInUse)) {
@@ -113,17 +112,18 @@ class KeptBlocks {
       int s = k->state.load();
       if (k->device != device || s == kInUse || (s == kIdle && !idle) || k->ran.load() != k->queued.load()) continue;
       if (s == kIdle && !retire(*k, kIdle)) continue;  // its thread took it meanwhile
-      if (k->ran.load() != k->queued.load() || capture_status(k->stream.stream(false)) != ACL_MODEL_RI_CAPTURE_STATUS_NONE)
+      if (k->ran.load() != k->queued.load() ||
+          capture_status(k->stream.stream(false)) != ACL_MODEL_RI_CAPTURE_STATUS_NONE)
         continue;  // a later call gives it back
       done.push_back(std::move(k)), retired_.fetch_sub(1);
     }
     blocks_.erase(std::remove(blocks_.begin(), blocks_.end(), nullptr), blocks_.end());
     lock.unlock();
     for (auto &k : done) {
-      try {  // the allocator's free records the event: it throws once torch_npu's queue stopped after a failed task
-        npu_alloc::recordStream(k->memory, k->stream);
+      try {  // the free records the event; it throws once torch_npu's queue has stopped: the block is lost then
+        npu_alloc::recordStream(k->memory, k->stream);  // (never freed while a lambda may still write it)
         k->memory.get_deleter()(k->memory.release_context());
-      } catch (const std::exception &) {  // then the block is lost, never freed under a lambda that may still write
+      } catch (const std::exception &) {
       }
     }
     return done.size();

@@ -14,8 +14,23 @@ the block goes back"):
 * ``kept-while-captured``: kept per (thread, stream), a replaced block back once its stream has run its kernels,
   but the kept block also used while the stream captures: the graph's kernel then writes an eager block, which the
   graph does not hold and which a later, larger launch replaces and ``empty_cache`` frees before the replay.
+
+The helper itself with one decision changed (issue 47: memory back whenever the allocator needs it), its text
+renamed into a namespace of its own and edited (:data:`HELPER_EDITS`):
+
+* ``recorded-when-asked``: issue 39's rule (the helper at 38f24dc): a block goes back only once an event of the
+  helper's own, recorded behind its last kernel when a call asks and queried at once, has completed; the helper's
+  retry skips idle blocks. A CANN event is not complete right after its record: at the allocator's cache miss an
+  idle thread's block stays allocated, and the out-of-memory retry that follows asks no callback again;
+* ``idle-kept-at-cache-miss``: the allocator's free-memory callback gives back retired blocks only: an idle thread's
+  block stays allocated when the allocator needs the memory;
+* ``given-back-without-a-use``: a block goes back to the allocator without its stream recorded as a use: free in
+  its cache at once, so another thread's empty_cache, whose device synchronisation came first, frees it under its
+  kernel.
 """
 from __future__ import annotations
+
+from ...launch_codegen import helper_inlined_text
 
 _COMMON = r"""
   const torch_npu::inductor::LaunchRegions &regions() const noexcept { return r_; }
@@ -146,21 +161,66 @@ inline void release_all() {{  // (tests: what this rule keeps, given back once t
 }}
 """,
 }
-NAMES = tuple(_CLASSES)
+_FINISHED_WHEN_ASKED = """
+// issue 39's rule: an event of the helper's own, recorded behind the block's last kernel when a call asks, queried
+// at once (called under KeptBlocks' mutex)
+inline bool finished_when_asked(KeptBlock &k) {
+  static std::map<KeptBlock *, std::pair<aclrtEvent, uint64_t>> events;
+  auto &e = events[&k];
+  const uint64_t covered = k.queued.load() + 1;
+  aclrtEventRecordedStatus status = ACL_EVENT_RECORDED_STATUS_NOT_READY;
+  if (e.second != covered && (e.first != nullptr || aclrtCreateEvent(&e.first) == ACL_SUCCESS) &&
+      aclrtRecordEvent(e.first, k.stream.stream(false)) == ACL_SUCCESS)
+    e.second = covered;
+  return e.second == covered && aclrtQueryEventStatus(e.first, &status) == ACL_SUCCESS &&
+         status == ACL_EVENT_RECORDED_STATUS_COMPLETE;
+}
+class KeptBlocks {"""
+_ASKED = "k->ran.load() != k->queued.load()) continue;\n      if (s == kIdle && !retire"
+_USE = "npu_alloc::recordStream(k->memory, k->stream);"
+#: The helper's text edits, per mutant of the helper itself: (old, new), each of which must apply once.
+HELPER_EDITS = {
+    "recorded-when-asked": (
+        ("class KeptBlocks {", _FINISHED_WHEN_ASKED),
+        (_ASKED, _ASKED.replace(") continue;", " ||\n          !finished_when_asked(*k)) continue;")),
+        (_USE, ""),
+        ("if (give_back(true) != 0) return allocate(kernel, bytes);",
+         "if (give_back(false) != 0) return allocate(kernel, bytes);")),
+    "idle-kept-at-cache-miss": (
+        ("bool Execute() override { return kept->give_back(true) != 0; }",
+         "bool Execute() override { return kept->give_back(false) != 0; }"),),
+    "given-back-without-a-use": ((_USE, ""),),
+}
+CLASS_NAMES = tuple(_CLASSES)  # the earlier and wrong rules, each a LaunchMemory class of its own
+NAMES = CLASS_NAMES + tuple(HELPER_EDITS)
 _INCLUDES = "#include <algorithm>\n#include <map>\n#include <mutex>\n#include <thread>\n#include <utility>\n#include <vector>\n"
 _HELPER_CLASS = "torch_npu::inductor::LaunchMemory "
 
 
+def _edited_helper(name: str, ns: str) -> str:
+    """The helper's text in namespace ``ns`` (its macros renamed too), with ``HELPER_EDITS[name]`` made."""
+    text = helper_inlined_text().replace("TORCH_NPU_LAUNCH_RESOURCES", ns.upper()).replace("torch_npu::inductor", ns)
+    for old, new in HELPER_EDITS[name]:
+        if text.count(old) != 1:
+            raise ValueError(f"mutant {name}: the edit no longer applies to the helper: {old!r}")
+        text = text.replace(old, new)
+    return text
+
+
 def definition(name: str) -> str:
-    """The C++ of mutant ``name``'s class, in a namespace of its own (after the helper's include; guarded, so that
-    every launcher using it may carry it)."""
+    """The C++ of mutant ``name``: its class, or the edited helper, in a namespace of its own (after the helper's
+    include; guarded, so that every launcher using it may carry it)."""
     ns = _NS.format(name.replace("-", "_"))
-    return (f"#ifndef {ns.upper()}\n#define {ns.upper()}\n{_INCLUDES}namespace {ns} {{{_CLASSES[name]}}}  "
-            f"// namespace {ns}\n#endif\n")
+    body = f"namespace {ns} {{{_CLASSES[name]}}}  // namespace {ns}" if name in _CLASSES else _edited_helper(name, ns)
+    return f"#ifndef {ns.upper()}\n#define {ns.upper()}\n{_INCLUDES}{body}\n#endif\n"
 
 
 def use(cpp: str, name: str) -> str:
-    """Launcher text ``cpp`` (the generated shape) with its LaunchMemory replaced by mutant ``name``'s."""
+    """Launcher text ``cpp`` (the generated shape) with its LaunchMemory replaced by mutant ``name``'s (with every
+    name of the helper's, for an edited helper)."""
     if _HELPER_CLASS not in cpp:
         return cpp
-    return cpp.replace(_HELPER_CLASS, f"{_NS.format(name.replace('-', '_'))}::LaunchMemory ")
+    ns = _NS.format(name.replace("-", "_"))
+    if name in HELPER_EDITS:
+        return cpp.replace("torch_npu::inductor::", f"{ns}::")
+    return cpp.replace(_HELPER_CLASS, f"{ns}::LaunchMemory ")

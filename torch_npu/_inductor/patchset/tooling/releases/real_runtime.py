@@ -83,6 +83,10 @@ SCENARIO_THREADS, SCENARIO_LAUNCHES, EMPTY_CACHE_EVERY = 3, 60, 7
 #: their kernel finished left 64 MiB, and a launch whose own retry lost the race to the other thread's threw
 #: torch_npu's out-of-memory error (1 to 7 of 180, post10).
 OOM_DEVICE_GIB, OOM_BYTES = 1, 640 << 20
+#: memory-back-*: the device's memory, the launches, the tensor asked for afterwards. The scenario kernel x 4 needs
+#: 32 MiB (a 34 MiB segment), its first 8 MiB launch a 20 MiB one, the launchers' buffers a 2 MiB one: 48 MiB (50
+#: with torch_npu's padding) fits only once the kept block (and a replaced one) went back.
+PRESSURE_DEVICE_BYTES, PRESSURE_LAUNCHES, PRESSURE_TENSOR_BYTES = 64 << 20, 4, 48 << 20
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,6 +110,7 @@ class Scenario:
     rounds: int = 0  # interleave: rounds, each a window made by construction (the host ACL library's pauses)
     grow: int = 0  # a launch needing a block this many times larger than the first one's (its grid x grow)
     alone: bool = False  # in a child of its own (it stops torch_npu's queue, or holds streams, for the rest)
+    variant: str = ""  # pressure: the launching thread "idle" or "ended", or its block "replaced"
 
 
 #: The scenarios this tier runs (issues 30 and 31), named as the simulation's (``launcher --scenario list``) where
@@ -196,6 +201,16 @@ SCENARIO_SETUPS = {
         # pause, which waits for the held stream (until the hold's limit): only device 0 may be initialised
         queues=("0", "1"), mode="empty-cache-window", threads=1, per_thread=0, grow=4, rounds=2, alone=True,
         exercises=("windows", "frees")),
+    **{f"memory-back-{name}": Scenario(
+        f"the device limited to 64 MiB: {what}, the device synchronised, then a 48 MiB tensor that fits only if "
+        "the launch memory goes back to torch_npu's caching allocator when it needs it: allocated at the first call "
+        "(issue 47); TASK_QUEUE_ENABLE 1, 0", queues=("1", "0"), mode="pressure", threads=1, per_thread=PRESSURE_LAUNCHES,
+        grow=4, variant=variant, exercises=("pressure",))
+       for name, variant, what in (
+           ("thread-idle", "idle", "a thread makes 4 launches needing 32 MiB each, then stays alive and idle"),
+           ("thread-ended", "ended", "a thread makes 4 launches needing 32 MiB each, then ends"),
+           ("block-replaced", "replaced", "a thread makes a launch needing 8 MiB, then 4 needing 32 MiB (the "
+            "first block replaced), then stays alive and idle"))},
 }
 SCENARIOS = {name: sc.what for name, sc in SCENARIO_SETUPS.items()}
 #: capture-then-empty-cache-grow: launches captured, replays, the eager launches ``run_capture`` makes (a warm-up,
@@ -507,6 +522,9 @@ def scenario_spec(built: Built, name: str, tag: str, per_thread: int | None = No
     elif sc.mode == "global-capture":
         spec.update(captured=CAPTURED, replays=REPLAYS, eager_before=EAGER_BEFORE, eager_during=EAGER_DURING,
                     eager_after=EAGER_AFTER, kernels=EAGER_BEFORE + 1 + EAGER_DURING + EAGER_AFTER + CAPTURED * REPLAYS)
+    elif sc.mode == "pressure":
+        spec.update(variant=sc.variant, grow=sc.grow, device_bytes=PRESSURE_DEVICE_BYTES,
+                    tensor_bytes=PRESSURE_TENSOR_BYTES, kernels=per_thread + (sc.variant == "replaced"))
     elif sc.mode == "oom-fill":
         spec.update(rounds=OOM_ROUNDS, per_round=OOM_LAUNCHES, fill_bytes=list(FILL_BYTES),
                     kernels=OOM_ROUNDS * OOM_LAUNCHES)

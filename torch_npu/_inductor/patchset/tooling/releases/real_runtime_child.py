@@ -675,8 +675,9 @@ def run_global_capture(torch, so: Launchers, sp: dict, out: dict) -> None:
                 if p != "before" and not go[p].wait(WAIT_S):
                     errors.append(f"eager thread: never told to launch {p} the capture")
                     return
-                for _ in range(n):
-                    launch(f"eager, {p} the capture", eager_bufs, eager_handle, 1)
+                with torch.npu.stream(eager):  # current, as a compiled graph's launches find their stream
+                    for _ in range(n):
+                        launch(f"eager, {p} the capture", eager_bufs, eager_handle, 1)
                 finished[p].set()
         except Exception as exc:
             errors.append(f"eager thread: {type(exc).__name__}: {str(exc).strip()[:300]}")
@@ -1093,10 +1094,75 @@ def run_eager_capture(torch, so: Launchers, sp: dict, out: dict) -> None:
     step("scenario done", out)
 
 
+def run_pressure(torch, so: Launchers, sp: dict, out: dict) -> None:
+    """Launch memory when torch_npu's allocator needs it (issue 47): the device (the host ACL library's) limited to
+    sp["device_bytes"]; one launching thread on its default stream makes sp["per_thread"] launches needing sp["grow"]
+    times the scenario kernel's 8 MiB (variant "replaced": one at 8 MiB first, whose block the larger one replaces);
+    the device synchronised (every kernel finished), a tensor of sp["tensor_bytes"] that fits only if the launch
+    memory goes back: allocated at the first call, or refused (torch_npu's out-of-memory error, after its own
+    retry). The launching thread is alive and idle meanwhile, or has ended (variant "ended")."""
+    launcher, variant = sp["launchers"][0], sp["variant"]
+    larger = dict(launcher, xnumel=launcher["xnumel"] * sp["grow"])
+    torch.npu.set_device(0)
+    before = _fresh(torch, so)
+    bufs = [torch.empty(larger["xnumel"], device="npu", dtype=torch.float32) for _ in range(2)]
+    HOST.lib.acl_host_set_device_memory.argtypes = [ctypes.c_int, ctypes.c_uint64]
+    HOST.lib.acl_host_set_device_memory(0, sp["device_bytes"])
+    rows, errors, tids = [], [], {}
+    launched, done = threading.Event(), threading.Event()
+
+    def launching() -> None:
+        try:
+            torch.npu.set_device(0)
+            tids[0] = threading.get_native_id()
+            stream = torch.npu.current_stream().npu_stream
+            plan = [("8 MiB", launcher)] if variant == "replaced" else []
+            plan += [(f"x{sp['grow']}", larger)] * sp["per_thread"]
+            for what, ln in plan:
+                threw, err = so.call(ln, bufs, stream)
+                rows.append({"thread": 0, "device": 0, "launch": len(rows) + 1, "what": what, "call_threw": threw,
+                             "call_error": err[:300]})
+        except Exception as exc:
+            errors.append(f"launching thread: {_failure(exc, 300)}")
+        finally:
+            launched.set()
+        if variant != "ended":
+            done.wait(WAIT_S)  # alive and idle until the tensor was asked for
+
+    th = threading.Thread(target=launching)
+    th.start()
+    launched.wait(WAIT_S)
+    if variant == "ended":
+        th.join()
+    torch.npu.synchronize()  # every launch's kernel has finished
+    stats0 = torch.npu.memory_stats(0)
+    in_use = HOST.report()["counters"]["device_memory_in_use"][0]
+    try:
+        tensor = torch.empty(sp["tensor_bytes"], device="npu", dtype=torch.uint8)
+        allocated, error = True, ""
+        del tensor
+    except Exception as exc:
+        allocated, error = False, _failure(exc, 400)
+    stats1 = torch.npu.memory_stats(0)
+    done.set()
+    th.join()
+    HOST.lib.acl_host_set_device_memory(0, 0)
+    sync_error = _synchronize_all(torch, [0])
+    bufs.clear()
+    so.give_back()
+    torch.npu.empty_cache()  # the blocks given back waited for events of torch_npu's allocator
+    out.update(calls=rows, thread_errors=errors, sync_error=sync_error, memory_before=before,
+               memory_after=_settled(torch, before), host=HOST.report(), thread_tids=tids,
+               user_tensor={"bytes": sp["tensor_bytes"], "device_bytes": sp["device_bytes"],
+                            "device_bytes_in_use": in_use, "allocated": allocated, "error": error,
+                            **{k: stats1.get(k, 0) - stats0.get(k, 0) for k in ("num_alloc_retries", "num_ooms")}})
+    step("scenario done", out)
+
+
 RUNNERS = {"scenario": run_scenario, "capture": run_capture, "graphs": run_graphs,
            "global-capture": run_global_capture, "oom-fill": run_oom_fill, "interleave": run_interleave,
            "empty-cache-window": run_empty_cache_window, "queue-stops": run_queue_stops,
-           "eager-capture": run_eager_capture}
+           "eager-capture": run_eager_capture, "pressure": run_pressure}
 
 
 if __name__ == "__main__":

@@ -294,6 +294,7 @@ def judge_scenario(expect: tuple, spec: dict, res: dict, *, queue: str, exercise
     problems += operator_problems(operators, res, queue)
     problems += graph_problems(records, res)
     problems += retry_problems(res)
+    problems += pressure_problems(res)
     exercised = not_exercised(exercises, res, spec, queue, records, operators, frees=frees, refused=refused)
     return {"queue": queue, "launches": launches, "calls_made": len(rows), "calls_threw": len(threw),
             "reached_kernel": len(records), "clean_kernels": clean, "host_error_kinds": by_kind,
@@ -305,6 +306,7 @@ def judge_scenario(expect: tuple, spec: dict, res: dict, *, queue: str, exercise
             "operators_on_their_own_thread": sum(o["tid_phase1"] == res.get("operator_tid") for o in operators),
             "replays": res.get("replays"), "captured_tasks": res.get("captured_tasks"),
             "eager_during_capture": res.get("eager_during_capture"), "launch_phases": res.get("launch_phases"),
+            "user_tensor": res.get("user_tensor"),
             "kernel_devices": sorted({r["device"] for r in records}),
             "timed_out": bool(res.get("timed_out")), "seconds": res.get("seconds"),
             "memory_allocated": {"before": before.get("allocated"), "after": after.get("allocated")},
@@ -357,6 +359,17 @@ def retry_problems(res: dict) -> list[str]:
                 out.append(f"round {ph['round']}: {sum(others.values())} {what} during the launches on a thread other "
                            f"than the launching one (torch_npu's queue thread: memory taken inside the lambda)")
     return out
+
+
+def pressure_problems(res: dict) -> list[str]:
+    """memory-back-*: the tensor asked for once the launches had finished, which fits only if the launch memory went
+    back to torch_npu's allocator when it needed it, was allocated at the first call."""
+    t = res.get("user_tensor")
+    if not t or t["allocated"]:
+        return []
+    return [f"a {t['bytes'] >> 20} MiB tensor was refused once every launch had finished, on a "
+            f"{t['device_bytes'] >> 20} MiB device with {t['device_bytes_in_use'] >> 20} MiB in use: the launch "
+            f"memory did not go back when torch_npu's allocator needed it ({t['error'][:300]})"]
 
 
 def not_exercised(exercises: Sequence[str], res: dict, spec: dict, queue: str, records: Sequence[dict],
@@ -423,6 +436,11 @@ def not_exercised(exercises: Sequence[str], res: dict, spec: dict, queue: str, r
         if len(after) != spec["after_fault"] or len(records) != spec["before_fault"]:
             out.append(f"{len(after)} of {spec['after_fault']} launches made after the failure; {len(records)} "
                        f"kernels ran, {spec['before_fault']} (those before it) expected")
+    if "pressure" in exercises:
+        t = res.get("user_tensor") or {}
+        if not t or t["device_bytes_in_use"] + t["bytes"] <= t["device_bytes"]:
+            out.append(f"the tensor would have fitted without the launch memory: {t.get('device_bytes_in_use')} bytes "
+                       f"in use, {t.get('bytes')} asked, {t.get('device_bytes')} on the device")
     if "caller-retry" in exercises:
         phases = res.get("launch_phases") or []
         if len(phases) != spec["rounds"] or any(p["refused"] == 0 or p["retries"] == 0 for p in phases):
