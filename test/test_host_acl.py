@@ -222,7 +222,7 @@ def launch(name):
     assert lib.rtKernelLaunch(c.byref(stubs[name]), c.c_uint32(1), grid, c.c_uint32(12), None, s) == 0
 out = {}
 out["never_recorded"] = elapsed("a", "b")
-lib.aclrtRecordEvent(ev["a"], s)  # an idle stream: reached at once
+lib.aclrtRecordEvent(ev["a"], s)  # recorded (not known complete: the second event, never recorded, decides)
 out["one_recorded"], out["other_recorded"] = elapsed("a", "b"), elapsed("b", "a")
 launch("k50")
 lib.aclrtRecordEvent(ev["b"], s)
@@ -234,6 +234,7 @@ out["null_ms"] = lib.aclrtEventElapsedTime(None, ev["a"], ev["b"])
 lib.aclrtDestroyEvent(ev["x"])
 out["destroyed"] = elapsed("a", "x")
 lib.aclrtRecordEvent(ev["c"], s)
+lib.aclrtSynchronizeEvent(ev["c"])  # known complete (the first query after a record would say not yet)
 launch("k60s")  # still running when the process ends
 lib.aclrtRecordEvent(ev["d"], s)
 t0 = time.monotonic()
@@ -266,6 +267,99 @@ def test_event_elapsed_time_is_measured_on_the_stream_and_never_waits(release):
     assert got["not_complete"] == 507006 and got["seconds"] < 30  # ACL_ERROR_RT_EVENT_NOT_COMPLETE, no wait
     assert got["ms_after_failure"] == -1.0 and got["complete_still"] == 0
     assert got["calls"] == 10
+
+
+_EVENT_TIMING = r"""
+import ctypes as c, json, os, sys
+lib = c.CDLL(sys.argv[1])
+lib.acl_host_stream_hold.restype = c.c_uint64
+lib.acl_host_stream_hold.argtypes = [c.c_void_p, c.c_uint32]
+lib.acl_host_stream_release.argtypes = [c.c_uint64]
+lib.aclrtEventElapsedTime.argtypes = [c.POINTER(c.c_float), c.c_void_p, c.c_void_p]
+lib.aclInit(None); lib.aclrtSetDevice(0)
+s, t = c.c_void_p(), c.c_void_p()
+lib.aclrtCreateStream(c.byref(s)); lib.aclrtCreateStream(c.byref(t))
+ACL_EVENT_SYNC, ACL_EVENT_CAPTURE_STREAM_PROGRESS = 0x1, 0x2
+def query(ev):
+    st = c.c_int(-1)
+    assert lib.aclrtQueryEventStatus(ev, c.byref(st)) == 0
+    return {1: "complete", 0: "not_ready"}[st.value]
+def create(kind):
+    ev = c.c_void_p()
+    rc = {"plain": lambda: lib.aclrtCreateEvent(c.byref(ev)),
+          "with_flag": lambda: lib.aclrtCreateEventWithFlag(c.byref(ev), ACL_EVENT_SYNC),
+          "ex_sync": lambda: lib.aclrtCreateEventExWithFlag(c.byref(ev), ACL_EVENT_SYNC),
+          "ex_progress": lambda: lib.aclrtCreateEventExWithFlag(c.byref(ev), ACL_EVENT_CAPTURE_STREAM_PROGRESS)}[kind]()
+    assert rc == 0, (kind, rc)
+    return ev
+out = {}
+for kind in ("plain", "with_flag", "ex_sync", "ex_progress"):
+    ev, r = create(kind), {}
+    # an idle stream: the first query after the record, the second, a synchronisation of the event
+    lib.aclrtRecordEvent(ev, s)
+    lib.aclrtSynchronizeStream(t)  # another stream's synchronisation covers nothing of s
+    r["first"] = query(ev)
+    assert lib.aclrtSynchronizeEvent(ev) == 0
+    r["after_sync"] = query(ev)
+    lib.aclrtRecordEvent(ev, s)
+    r["rerecorded"] = query(ev)
+    assert lib.aclrtSynchronizeStream(s) == 0
+    r["after_stream_sync"] = query(ev)
+    # behind a hold: not reached however often asked; elapsed time does not wait
+    hold = lib.acl_host_stream_hold(s, 60000)
+    assert hold
+    lib.aclrtRecordEvent(ev, s)
+    r["held"] = [query(ev) for _ in range(3)]
+    ms = c.c_float(-1.0)
+    r["elapsed_held"] = lib.aclrtEventElapsedTime(c.byref(ms), ev, ev)
+    lib.acl_host_stream_release(hold)
+    assert lib.aclrtSynchronizeDeviceWithTimeout(-1) == 0
+    r["after_device_sync"] = query(ev)
+    out[kind] = r
+# a stream waiting for a record that is not reached yet waits for it, not for the record's call
+ev = create("ex_sync")
+hold = lib.acl_host_stream_hold(s, 60000)
+lib.aclrtRecordEvent(ev, s)
+after = create("plain")
+assert lib.aclrtStreamWaitEvent(t, ev) == 0
+lib.aclrtRecordEvent(after, t)
+query(after)
+out["waiter_before_release"] = query(after)
+lib.acl_host_stream_release(hold)
+assert lib.aclrtSynchronizeStream(t) == 0
+out["waiter_after_release"] = query(after)
+# destroying an event whose record is not reached yet: success; the stream still runs its record
+hold = lib.acl_host_stream_hold(s, 60000)
+lib.aclrtRecordEvent(ev, s)
+out["destroy_pending"] = lib.aclrtDestroyEvent(ev)
+out["query_destroyed"] = lib.aclrtQueryEventStatus(ev, c.byref(c.c_int()))
+lib.acl_host_stream_release(hold)
+out["stream_sync_after"] = lib.aclrtSynchronizeStream(s)
+lib.acl_host_error_count.restype = c.c_int
+out["errors"] = lib.acl_host_error_count()
+print(json.dumps(out), flush=True)
+os._exit(0)
+"""
+
+
+def test_a_record_is_a_task_on_its_stream(release):
+    """Events as CANN has them (issue 47): a record is a task on its stream (CANN's Event::Record submits an
+    EVENT_RECORD task; the event is recorded once the device reported it done). On an idle stream too, the first
+    query after a record finds it not reached; a later query, or a synchronisation of the event, its stream or its
+    device, finds it complete; behind work that has not run it stays not reached, and elapsed time does not wait for
+    it. The same for every creation kind torch_npu and the helper use; aclrtStreamWaitEvent waits for the record
+    itself; destroying an event whose record is pending succeeds and leaves the stream's work to run."""
+    lib = str(host_runtime.runtime_dir(release) / host_library.LIBRARY)
+    proc = subprocess.run([sys.executable, "-c", _EVENT_TIMING, lib], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    got = json.loads(proc.stdout)
+    for kind in ("plain", "with_flag", "ex_sync", "ex_progress"):
+        assert got[kind] == {"first": "not_ready", "after_sync": "complete", "rerecorded": "not_ready",
+                             "after_stream_sync": "complete", "held": ["not_ready"] * 3,
+                             "elapsed_held": 507006, "after_device_sync": "complete"}, kind
+    assert got["waiter_before_release"] == "not_ready" and got["waiter_after_release"] == "complete"
+    assert got["destroy_pending"] == 0 and got["query_destroyed"] == 107017  # ACL_ERROR_RT_INVALID_HANDLE
+    assert got["stream_sync_after"] == 0 and got["errors"] == 0
 
 
 _OPAPI = r"""

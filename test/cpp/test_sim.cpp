@@ -15,19 +15,50 @@
 using namespace t;
 using Clock = std::chrono::steady_clock;
 
-// An event recorded on `s` after the work queued on it so far: whether a call waited for that work is then an
-// order (the event completed first), not a time limit a loaded machine can miss.
-static aclrtEvent record_after(aclrtStream s) {
-  aclrtEvent ev = nullptr;
-  CHECK_EQ(aclrtCreateEvent(&ev), ACL_SUCCESS);
-  CHECK_EQ(aclrtRecordEvent(ev, s), ACL_SUCCESS);
-  return ev;
-}
 static bool completed(aclrtEvent ev) {
   aclrtEventRecordedStatus st = ACL_EVENT_RECORDED_STATUS_NOT_READY;
   CHECK_EQ(aclrtQueryEventStatus(ev, &st), ACL_SUCCESS);
   return st == ACL_EVENT_RECORDED_STATUS_COMPLETE;
 }
+// An event recorded on `s` after the work queued on it so far: whether a call waited for that work is then an
+// order (the event completed first), not a time limit a loaded machine can miss. Its first query is made here
+// (it answers NOT_READY, as CANN's first query after a record does): later ones say whether the stream reached it.
+static aclrtEvent record_after(aclrtStream s) {
+  aclrtEvent ev = nullptr;
+  CHECK_EQ(aclrtCreateEvent(&ev), ACL_SUCCESS);
+  CHECK_EQ(aclrtRecordEvent(ev, s), ACL_SUCCESS);
+  CHECK(!completed(ev));
+  return ev;
+}
+
+// A gate on a stream: a kernel that waits on the stream's thread until the test opens it, so that work queued
+// after it is "not reached yet" by construction. `passed` says the worker got past the gate (and so past all
+// that was queued before it).
+struct Gate {
+  std::atomic<bool> open{false}, passed{false};
+  aclrtFuncHandle kernel = nullptr;
+  Gate() {
+    kernel = acl_sim::register_kernel(
+        "gate",
+        [](const acl_sim::KernelCall &c) {
+          auto *g = static_cast<Gate *>(c.user);
+          while (!g->open.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+          g->passed = true;
+        },
+        this);
+  }
+  void close_on(aclrtStream s) {
+    open = false;
+    passed = false;
+    CHECK_EQ(aclrtLaunchKernelWithHostArgs(kernel, 1, s, nullptr, nullptr, 0, nullptr, 0), ACL_SUCCESS);
+  }
+  // Opens it and waits for the worker to get past it (a wait for an order, bounded only against a hang).
+  void open_and_pass() {
+    open = true;
+    for (int i = 0; i < 60000 && !passed.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    CHECK(passed.load());
+  }
+};
 
 TEST_CASE(device_memory_is_not_host_accessible) {
   void *d = nullptr;
@@ -167,6 +198,72 @@ TEST_CASE(events_track_stream_progress) {
   CHECK_EQ(st, ACL_EVENT_RECORDED_STATUS_COMPLETE);
   CHECK_EQ(aclrtDestroyEvent(ev), ACL_SUCCESS);
   CHECK_EQ(acl_sim::counters().live_events, 0u);
+}
+
+// CANN (event.cc:515-584, event_task.cc:48-80, :204-233): a record is a task on its stream, and the event is
+// "recorded" once the device reported that task done. The double: a record is reached only when its stream's
+// worker ran it, even on an idle stream; the first query of a record answers NOT_READY whatever the worker did
+// meanwhile (so no verdict depends on which thread ran first); a later query answers whether it was reached; an
+// event, stream or device synchronisation waits for it and makes it known complete.
+TEST_CASE(a_record_is_a_task_of_its_stream) {
+  aclrtStream s = stream(0);
+  static Gate gate;
+  aclrtEvent ev = nullptr, ev2 = nullptr;
+  CHECK_EQ(aclrtCreateEvent(&ev), ACL_SUCCESS);
+  CHECK_EQ(aclrtCreateEvent(&ev2), ACL_SUCCESS);
+  // An idle stream: the worker certainly ran the record (it is past the gate behind it), yet the first query
+  // after the record finds it not reached; the second finds it reached.
+  CHECK_EQ(aclrtRecordEvent(ev, s), ACL_SUCCESS);
+  gate.close_on(s);
+  gate.open_and_pass();
+  CHECK(!completed(ev));
+  CHECK(completed(ev));
+  CHECK(completed(ev));
+  // Each record starts afresh.
+  CHECK_EQ(aclrtRecordEvent(ev, s), ACL_SUCCESS);
+  gate.close_on(s);
+  gate.open_and_pass();
+  CHECK(!completed(ev));
+  CHECK(completed(ev));
+  // Behind a closed gate: not reached, however often asked; aclrtEventElapsedTime does not wait for it.
+  gate.close_on(s);
+  CHECK_EQ(aclrtRecordEvent(ev, s), ACL_SUCCESS);
+  CHECK(!completed(ev));
+  CHECK(!completed(ev));
+  CHECK(!completed(ev));
+  float ms = -1.0f;
+  CHECK_EQ(aclrtEventElapsedTime(&ms, ev, ev), ACL_ERROR_RT_EVENT_NOT_COMPLETE);
+  gate.open_and_pass();
+  // Each synchronisation makes the records it covers known complete: the next query, first or not, says so
+  // (aclrtSynchronizeEvent, a host library call: test/test_host_acl.py).
+  CHECK_EQ(aclrtRecordEvent(ev, s), ACL_SUCCESS);
+  CHECK_EQ(aclrtSynchronizeStream(s), ACL_SUCCESS);
+  CHECK(completed(ev));
+  CHECK_EQ(aclrtRecordEvent(ev, s), ACL_SUCCESS);
+  CHECK_EQ(aclrtSynchronizeDevice(), ACL_SUCCESS);
+  CHECK(completed(ev));
+  CHECK_EQ(aclrtEventElapsedTime(&ms, ev, ev), ACL_SUCCESS);
+  CHECK_EQ(ms, 0.0f);
+  // Another stream's synchronisation says nothing of this one's records.
+  CHECK_EQ(aclrtRecordEvent(ev, s), ACL_SUCCESS);
+  gate.close_on(s);
+  gate.open_and_pass();
+  CHECK_EQ(aclrtRecordEvent(ev2, stream(1)), ACL_SUCCESS);
+  CHECK_EQ(aclrtSynchronizeStream(stream(1)), ACL_SUCCESS);
+  CHECK(completed(ev2));
+  CHECK(!completed(ev));
+  CHECK(completed(ev));
+  // Destroying an event whose record is not reached yet: the stream still runs its record, the handle is gone.
+  gate.close_on(s);
+  CHECK_EQ(aclrtRecordEvent(ev, s), ACL_SUCCESS);
+  CHECK_EQ(aclrtDestroyEvent(ev), ACL_SUCCESS);
+  aclrtEventRecordedStatus st;
+  CHECK_EQ(aclrtQueryEventStatus(ev, &st), ACL_ERROR_RT_INVALID_HANDLE);
+  gate.open_and_pass();
+  sync(s);
+  CHECK_EQ(aclrtDestroyEvent(ev2), ACL_SUCCESS);
+  CHECK_EQ(acl_sim::counters().live_events, 0u);
+  CHECK_NO_SIM_ERRORS();
 }
 
 TEST_CASE(launch_copies_args_at_call_time_and_runs_every_block) {

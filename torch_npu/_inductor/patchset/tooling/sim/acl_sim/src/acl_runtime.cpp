@@ -418,7 +418,7 @@ void check_write_vs_running(uintptr_t p, size_t n, aclrtStream writer, bool is_h
 // std::function, no per-task heap allocation unless a launch's argument bytes
 // exceed kInlineArgs).
 struct Kernel;
-enum class TaskKind : uint8_t { kPinnedCopy, kCopy, kMemset, kLaunch, kWaitEvent };
+enum class TaskKind : uint8_t { kPinnedCopy, kCopy, kMemset, kLaunch, kWaitEvent, kRecord };
 constexpr size_t kInlineArgs = 192;
 struct Task {
   TaskKind kind;
@@ -459,6 +459,9 @@ struct Stream {
   std::vector<Task> ring;  // capacity a power of two
   uint64_t head = 0, tail = 0;
   uint64_t enqueued = 0, completed = 0;
+  // The furthest queue position a host synchronisation (of the event, the stream or the device) waited
+  // for: a record up to it is known complete to the host (see aclrtQueryEventStatus).
+  uint64_t host_seen = 0;
   bool stop = false, sleeping = false;
   int idle_waiters = 0;
   // Events recorded while work was queued, not reached yet, in queue order (their targets ascend).
@@ -590,6 +593,32 @@ void invalidate_locked(Stream *s, const char *why) {
 // Result of offering a task to a stream.
 enum class Submit { kQueued, kCaptured, kInvalidated };
 
+// Requires s->mu. Appends a task (filled by `fill` in place) to the stream's queue; returns its queue
+// position. `*wake`: the caller notifies s->cv once it released the mutex.
+template <class F>
+uint64_t push_locked(Stream *s, F &&fill, bool *wake) {
+  if (s->tail - s->head == s->ring.size()) {  // full: double, keeping order
+    std::vector<Task> bigger(s->ring.size() * 2);
+    const size_t mask = s->ring.size() - 1;
+    for (uint64_t i = s->head; i != s->tail; ++i) bigger[i - s->head] = s->ring[i & mask];
+    s->tail -= s->head;
+    s->head = 0;
+    s->ring.swap(bigger);
+  }
+  Task &t = s->ring[s->tail & (s->ring.size() - 1)];
+  t.origin = 0;
+  t.req_seq = 0;
+  fill(t);
+  t.device = s->device;
+  s->tail++;
+  // One notification per sleep: the worker sets `sleeping` again (under mu)
+  // before it waits again, so back-to-back tasks (e.g. lock init + launch)
+  // do not each pay for a wake-up.
+  *wake = s->sleeping;
+  s->sleeping = false;
+  return ++s->enqueued;
+}
+
 // Appends a task (filled by `fill` in place, under the stream mutex) to the
 // stream's queue, or to its capture; returns the queue position (0 if not queued).
 template <class F>
@@ -624,53 +653,37 @@ uint64_t enqueue(Stream *s, F &&fill, Submit *how = nullptr) {
       return 0;
     }
     if (how != nullptr) *how = Submit::kQueued;
-    if (s->tail - s->head == s->ring.size()) {  // full: double, keeping order
-      std::vector<Task> bigger(s->ring.size() * 2);
-      const size_t mask = s->ring.size() - 1;
-      for (uint64_t i = s->head; i != s->tail; ++i) bigger[i - s->head] = s->ring[i & mask];
-      s->tail -= s->head;
-      s->head = 0;
-      s->ring.swap(bigger);
-    }
-    Task &t = s->ring[s->tail & (s->ring.size() - 1)];
-    t.origin = 0;
-    t.req_seq = 0;
-    fill(t);
-    t.device = s->device;
-    s->tail++;
-    seq = ++s->enqueued;
-    // One notification per sleep: the worker sets `sleeping` again (under mu)
-    // before it waits again, so back-to-back tasks (e.g. lock init + launch)
-    // do not each pay for a wake-up.
-    wake = s->sleeping;
-    s->sleeping = false;
+    seq = push_locked(s, fill, &wake);
   }
   if (wake) s->cv.notify_one();
   return seq;
 }
-void wait_until(Stream *s, uint64_t seq) {
+// Waits until the stream ran its first `seq` tasks. `host_sync`: the wait is a host synchronisation
+// (aclrtSynchronizeEvent / Stream / Device), which makes the records it covers known complete.
+void wait_until(Stream *s, uint64_t seq, bool host_sync) {
   std::unique_lock<std::mutex> l(s->mu);
   s->idle_waiters++;
   s->idle_cv.wait(l, [&] { return s->completed >= seq; });
   s->idle_waiters--;
+  if (host_sync && seq > s->host_seen) s->host_seen = seq;
 }
-void wait_idle(Stream *s) {
+void wait_idle(Stream *s, bool host_sync) {
   uint64_t seq;
   {
     std::lock_guard<std::mutex> l(s->mu);
     seq = s->enqueued;
   }
-  wait_until(s, seq);
+  wait_until(s, seq, host_sync);
 }
 // Waits for every stream of `device` (-1: all devices).
-void sync_all_streams(int device = -1) {
+void sync_all_streams(int device, bool host_sync) {
   std::vector<Stream *> all;
   {
     std::lock_guard<std::mutex> g(g_streams_mu);
     for (Stream *s : streams())
       if (!s->destroyed && (device < 0 || s->device == device)) all.push_back(s);
   }
-  for (Stream *s : all) wait_idle(s);
+  for (Stream *s : all) wait_idle(s, host_sync);
 }
 // A device-wide synchronising call on `device`: invalidates every capture
 // on that device (only those begun in GLOBAL mode, or by this thread, when
@@ -752,17 +765,20 @@ uint64_t pinned_id_now(uintptr_t p, size_t n) {
 }
 
 // ---------------------------------------------------------------- events
-// An event's last record: the stream and its queue position then. When the
-// stream has run everything queued before the record, the event is stamped
-// with that moment (aclrtEventElapsedTime reads the stamps); until then it
-// waits in the stream's list, linked through the event itself (no allocation
-// per record). Under g_ev_mu: the record; under s->mu: the stamp and the list.
+// An event's last record: a task on its stream (CANN: Event::Record submits an EVENT_RECORD task,
+// src/runtime/core/src/event/event.cc:533,560), and its queue position. When the stream's worker
+// has run it, the event is stamped with that moment (aclrtEventElapsedTime reads the stamps); until
+// then it waits in the stream's list, linked through the event itself (no allocation per record).
+// `fresh`: no query has answered for this record yet and no host synchronisation covered it; the
+// first query then answers NOT_READY whatever the worker did meanwhile (aclrtQueryEventStatus says
+// why). Under g_ev_mu: the record and `fresh`; under s->mu: the stamp and the list.
 struct Event {
   Stream *s = nullptr;
   uint64_t target = 0;
   int device = 0;
   int64_t stamp_ns = -1;  // steady clock; -1: not reached yet
   bool pending = false;   // in s's list
+  bool fresh = false;
   Event *prev = nullptr, *next = nullptr;
 };
 std::mutex g_ev_mu;
@@ -909,7 +925,9 @@ void run_task(const Task &t) {
       return;
     }
     case TaskKind::kWaitEvent:  // aclrtStreamWaitEvent (host library): `dst` waited-for stream, `id` its position
-      wait_until(static_cast<Stream *>(t.dst), t.id);
+      wait_until(static_cast<Stream *>(t.dst), t.id, false);
+      return;
+    case TaskKind::kRecord:  // aclrtRecordEvent: reaching it is all it does (the worker stamps the event)
       return;
   }
 }
@@ -1032,7 +1050,7 @@ uint64_t active_capture_id(aclrtStream resolved) {
 bool invalidate_device_captures(int device, const char *why, bool global_only) {
   return invalidate_captures_on(device, why, global_only);
 }
-void wait_device_streams(int device) { sync_all_streams(device); }
+void wait_device_streams(int device) { sync_all_streams(device, true); }
 bool captures_underway(int device) {
   std::lock_guard<std::mutex> g(g_streams_mu);
   for (Stream *st : streams()) {
@@ -1398,7 +1416,7 @@ aclError aclrtMemcpy(void *dst, size_t destMax, const void *src, size_t count, a
     return ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT;
   C().sync_copies++;
   C().host_blocking++;
-  if (static_cast<MemcpyModel>(g_memcpy_model.load()) == MemcpyModel::kWaits) sync_all_streams(dev);
+  if (static_cast<MemcpyModel>(g_memcpy_model.load()) == MemcpyModel::kWaits) sync_all_streams(dev, false);
   return do_copy(dst, src, count, kind, nullptr, true, "aclrtMemcpy");
 }
 
@@ -1446,7 +1464,7 @@ aclError aclrtMemcpyAsync(void *dst, size_t destMax, const void *src, size_t cou
     C().host_blocking++;
   }
   uint64_t seq = enqueue(s, fill, &how);
-  if (host_side != nullptr && how == Submit::kQueued) wait_until(s, seq);
+  if (host_side != nullptr && how == Submit::kQueued) wait_until(s, seq, false);
   return submitted(how);
 }
 
@@ -1487,7 +1505,7 @@ aclError aclrtDestroyStream(aclrtStream stream) {
   Stream *s = get_stream(stream);
   if (s == nullptr) return ACL_ERROR_RT_INVALID_HANDLE;
   if (capture_status(s) != ACL_MODEL_RI_CAPTURE_STATUS_NONE) return ACL_ERROR_RT_STREAM_CAPTURED;
-  wait_idle(s);
+  wait_idle(s, true);
   {
     std::lock_guard<std::mutex> l(s->mu);
     s->stop = true;
@@ -1511,7 +1529,7 @@ aclError aclrtSynchronizeStream(aclrtStream stream) {
     }
   }
   C().host_blocking++;
-  wait_idle(s);
+  wait_idle(s, true);
   return ACL_SUCCESS;
 }
 
@@ -1522,7 +1540,7 @@ aclError aclrtSynchronizeDevice(void) {
     return ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT;
   C().host_blocking++;
   C().device_synchronizations++;
-  sync_all_streams(dev);
+  sync_all_streams(dev, true);
   return ACL_SUCCESS;
 }
 
@@ -1573,18 +1591,25 @@ aclError aclrtRecordEvent(aclrtEvent event, aclrtStream stream) {
   } else {
     drop_stamp(ev);
   }
+  // The record is a task of its own: reached only once the worker has run it, even on an idle stream.
+  bool wake = false;
+  ev->target = push_locked(
+      s,
+      [&](Task &t) {
+        t.kind = TaskKind::kRecord;
+        t.stream = stream;
+        t.heap_args = nullptr;
+      },
+      &wake);
   ev->s = s;
-  ev->target = s->enqueued;
-  if (s->completed >= ev->target) {
-    ev->stamp_ns = now_ns();
-  } else {
-    ev->stamp_ns = -1;
-    ev->pending = true;
-    ev->prev = s->stamps_tail;
-    (s->stamps_tail != nullptr ? s->stamps_tail->next : s->stamps_head) = ev;
-    s->stamps_tail = ev;
-  }
+  ev->stamp_ns = -1;
+  ev->fresh = true;
+  ev->pending = true;
+  ev->prev = s->stamps_tail;
+  (s->stamps_tail != nullptr ? s->stamps_tail->next : s->stamps_head) = ev;
+  s->stamps_tail = ev;
   C().events_recorded++;
+  if (wake) s->cv.notify_one();  // under s->mu: the worker wakes into the lock, harmless
   return ACL_SUCCESS;
 }
 
@@ -1607,10 +1632,16 @@ aclError aclrtQueryEventStatus(aclrtEvent event, aclrtEventRecordedStatus *statu
   auto *ev = static_cast<Event *>(event);
   if (!events().count(ev)) return ACL_ERROR_RT_INVALID_HANDLE;
   C().event_queries++;
+  // CANN answers from the record's state, which the runtime moves to "recorded" only once the device
+  // reported the record task done (Event::QueryEventStatus, event.cc:1189-1214; RecordComplete :831):
+  // a query made right after the record finds it not reached. The double answers so on the first query
+  // of every record, whatever its worker did meanwhile (deterministic on a loaded machine), unless a
+  // host synchronisation already covered the record; later queries answer whether the stream reached it.
   bool done = true;
   if (ev->s != nullptr) {
     std::lock_guard<std::mutex> l(ev->s->mu);
-    done = ev->s->completed >= ev->target;
+    done = ev->s->completed >= ev->target && (!ev->fresh || ev->s->host_seen >= ev->target);
+    ev->fresh = false;
   }
   *status = done ? ACL_EVENT_RECORDED_STATUS_COMPLETE : ACL_EVENT_RECORDED_STATUS_NOT_READY;
   return ACL_SUCCESS;
@@ -1631,8 +1662,10 @@ aclError aclrtEventElapsedTime(float *ms, aclrtEvent startEvent, aclrtEvent endE
   for (int i = 0; i < 2; ++i)
     if (evs[i]->s == nullptr) return ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID;
   for (int i = 0; i < 2; ++i) {
+    // Known complete to the host only through a query after the first, or a host synchronisation.
     std::lock_guard<std::mutex> l(evs[i]->s->mu);
-    if (evs[i]->pending) return ACL_ERROR_RT_EVENT_NOT_COMPLETE;
+    if (evs[i]->pending || (evs[i]->fresh && evs[i]->s->host_seen < evs[i]->target))
+      return ACL_ERROR_RT_EVENT_NOT_COMPLETE;
     stamp[i] = evs[i]->stamp_ns;
   }
   if (stamp[1] < stamp[0]) return ACL_ERROR_RT_EVENT_TIMESTAMP_REVERSAL;
@@ -1829,7 +1862,7 @@ aclError synchronize_event(aclrtEvent event) {
   }
   if (s != nullptr) {
     C().host_blocking++;
-    wait_until(s, target);
+    wait_until(s, target, true);
   }
   return ACL_SUCCESS;
 }

@@ -46,13 +46,18 @@
 //    From pageable memory it completes before returning (host blocking).
 //  * aclrtMemcpy: synchronous; model kWaits drains all streams first, model
 //    kImmediate copies at once even while kernels run.
-//  * Events: record captures the stream's queue position; query reports
-//    COMPLETE once the stream ran past it (never-recorded: COMPLETE). The
-//    moment it ran past is the record's stamp: aclrtEventElapsedTime gives
-//    the milliseconds between two stamps, never waiting; never recorded:
-//    ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID, not reached yet:
-//    ACL_ERROR_RT_EVENT_NOT_COMPLETE, the end's stamp before the start's:
-//    ACL_ERROR_RT_EVENT_TIMESTAMP_REVERSAL (CANN's page names no code).
+//  * Events: a record is a task on its stream (as CANN's); the event is
+//    reached only once the stream's worker ran it, even on an idle stream.
+//    The first aclrtQueryEventStatus of a record answers NOT_READY, whatever
+//    the worker did meanwhile, unless a host synchronisation (of the event,
+//    its stream or its device) covered it; a later query answers whether the
+//    stream reached it; the synchronisations wait for it (never-recorded:
+//    COMPLETE). The moment the worker reached it is the record's stamp:
+//    aclrtEventElapsedTime gives the milliseconds between two stamps, never
+//    waiting, once each record is known complete (a later query, or a
+//    synchronisation); never recorded: ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID,
+//    not known complete: ACL_ERROR_RT_EVENT_NOT_COMPLETE, the end's stamp
+//    before the start's: ACL_ERROR_RT_EVENT_TIMESTAMP_REVERSAL.
 //  * at_npu::native::allocate_workspace (the workspace allocator's only
 //    exported entry point): see the stand-in NPUWorkspaceAllocator.h. The
 //    simulation remembers every request's extent, so the probe kernel can
