@@ -124,6 +124,7 @@ class KeptBlocks {
         npu_alloc::recordStream(k->memory, k->stream);  // (never freed while a lambda may still write it)
         k->memory.get_deleter()(k->memory.release_context());
       } catch (const std::exception &) {
+        (void)k->memory.release_context();
       }
     }
     return done.size();
