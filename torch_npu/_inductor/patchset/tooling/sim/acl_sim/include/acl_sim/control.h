@@ -262,6 +262,14 @@ void set_task_queues_paused(bool paused);
 // as above.
 void set_device_memory_capacity(int device, uint64_t bytes);
 uint64_t device_memory_in_use(int device);  // live device allocations of `device`, in bytes
+// The caching allocator's blocks of `device`, as torch_npu's DeviceStats counts them (StatType::AGGREGATE):
+// allocated (allocation.current) and active (active.current: allocated, or freed and still waiting for the event
+// of a stream that used it, or lost by a failed record).
+struct CachingBlocks {
+  uint64_t allocated = 0;
+  uint64_t active = 0;
+};
+CachingBlocks caching_blocks(int device);
 
 // c10_npu::npuSynchronizeDevice (NPUStream.cpp v2.7.1:641-668): with the task
 // queue on, MakeSureQueueEmpty on every device's queue (emptyAllNPUStream
