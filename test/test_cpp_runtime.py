@@ -215,8 +215,9 @@ _PROGRAM = r"""
 #include <npu_launch_resources.h>
 
 int main() {
-  aclrtStream s = nullptr;
-  if (aclrtCreateStream(&s) != ACL_SUCCESS) return 2;
+  const c10_npu::NPUStream npu = c10_npu::getNPUStreamFromPool();
+  c10_npu::setCurrentNPUStream(npu);  // as a wrapper's caller does: the launch goes to the current stream
+  aclrtStream s = npu.stream(false);
   acl_sim::ProbeConfig cfg;
   cfg.name = "triton_py";
   cfg.lock_bytes = 2 * 64 + (1 + 2 * 6) * 64;  // 2 ordered, 1 unordered, P = 3 * 2
