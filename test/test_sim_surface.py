@@ -269,8 +269,11 @@ def test_required_wheels_available(version):
 
 def test_stand_ins_drop_what_no_wheel_exports():
     text = "".join(p.read_text() for p in SIM_INCLUDE.rglob("*.h"))
-    code = _COMMENT.sub(" ", text)
-    assert "malloc_with_stream" not in code and "DataPtr" not in code
+    assert "malloc_with_stream" not in _COMMENT.sub(" ", text)
+    # the workspace allocator's one exported entry point returns a tensor: no DataPtr there (its unexported
+    # malloc_with_stream returned one); the DataPtr stand-in is torch's (c10/core/Allocator.h, held to torch's own)
+    workspace = _COMMENT.sub(" ", (SIM_TORCH_NPU / "csrc" / "core" / "npu" / "NPUWorkspaceAllocator.h").read_text())
+    assert "DataPtr" not in workspace
 
 
 def test_foreign_symbol_check_catches_malloc_with_stream():
@@ -335,14 +338,29 @@ def test_sim_acl_prototypes_and_values_match(version, tmp_path):
     assert proc.returncode == 0, f"{version}: the simulation's ACL surface differs from the wheel's:\n{proc.stderr[-4000:]}"
 
 
+#: A function declaration (not a definition), with torch_npu's export macros.
+_DECLARATION = r"((?!return\b)(?:TORCH_NPU_API\s+|C10_NPU_API\s+|static\s+)?[\w:<>]+\s+\w+\s*\([^;{]*\))\s*;"
+#: What the stand-ins declare (defined in the simulation library, exported by every libtorch_npu.so): RunOpApiV2 the
+#: generated launcher's launchKernel; allocate_workspace torch_npu's own V2/DVM operators in the simulation, and the
+#: helper of commit b45157f (comparisons); the streams the helper and the simulation's users launch on.
+DECLARED = {"allocate_workspace", "RunOpApiV2", "getNPUStreamFromPool", "getStreamFromPool", "getCurrentNPUStream",
+            "setCurrentNPUStream"}
+
+
 def _sim_torch_npu_declarations() -> list[tuple[str, str]]:
     """(header path relative to include/, normalized declaration) of functions the stand-ins declare."""
     out = []
     for h in sorted(SIM_TORCH_NPU.rglob("*.h")):
-        t = _text(h)
-        for m in re.finditer(r"^\s*((?:TORCH_NPU_API\s+|static\s+)?[\w:<>]+\s+\w+\s*\([^;{]*\))\s*;", t, re.M):
+        for m in re.finditer(r"^\s*" + _DECLARATION, _text(h), re.M):
             out.append((str(h.relative_to(SIM_INCLUDE)), _norm(m.group(1))))
     return out
+
+
+def _public_members(text: str, cls: str) -> set[str]:
+    """Names of the members declared or defined in the public part of `class cls` (the first public: section)."""
+    public = text.split(f"class {cls}", 1)[1].split("public:", 1)[1].split("private:", 1)[0]
+    names = set(re.findall(r"(operator\s*[^\s(]+|\w+)\s*\([^;{]*\)\s*(?:const\s*)?(?:noexcept\s*)?[;{]", public))
+    return names - {"if", "while", "for", "return"}
 
 
 @needs_tools
@@ -350,21 +368,26 @@ def _sim_torch_npu_declarations() -> list[tuple[str, str]]:
 def test_sim_torch_npu_prototypes_match(version):
     w = wheel(version)
     decls = _sim_torch_npu_declarations()
-    # RunOpApiV2: the generated launcher's launchKernel; allocate_workspace: torch_npu's own V2/DVM operators
-    # in the simulation, and the helper of commit b45157f (comparisons)
-    assert {d.split("(")[0].split()[-1] for _, d in decls} == {"allocate_workspace", "RunOpApiV2"}, decls
+    assert {d.split("(")[0].split()[-1] for _, d in decls} == DECLARED, decls
     for rel, decl in decls:
         real_h = w.include / rel
         assert real_h.exists(), f"{version}: the wheel has no {rel}"
-        real = {_norm(m.group(1)) for m in re.finditer(r"((?:TORCH_NPU_API\s+|static\s+)?[\w:<>]+\s+\w+\s*\([^;{]*\))\s*;",
-                                                        _text(real_h))}
+        real = {_norm(m.group(1)) for m in re.finditer(_DECLARATION, _text(real_h))}
         assert decl in real, f"{version}: {rel} does not declare `{decl}`"
     opm = _text(w.include / "torch_npu/csrc/framework/OpParamMaker.h")
     assert re.search(r"using\s+PROC_FUNC\s*=\s*std::function<int\(\)>\s*;", opm), version
-    # the helper's current stream (the NPUStream.h stand-in defines these two inline, with the real prototypes)
-    stream_h = _norm(_text(w.include / "torch_npu/csrc/core/npu/NPUStream.h"))
-    assert _norm("aclrtStream stream(const bool need_empty) const;") in stream_h, version
-    assert _norm("NPUStream getCurrentNPUStream(c10::DeviceIndex device_index = -1);") in stream_h, version
+    # NPUStream: the stand-in's public members are the real class's, with the real prototypes (stream(need_empty) is
+    # defined in the simulation library, as libtorch_npu.so exports it; the others inline, as the real header has them)
+    stream_text = _text(w.include / "torch_npu/csrc/core/npu/NPUStream.h")
+    stream_h = _norm(stream_text)
+    ours = _text(SIM_TORCH_NPU / "csrc/core/npu/NPUStream.h")
+    assert _public_members(ours, "C10_NPU_API NPUStream") == {"operator==", "operator!=", "device_index", "stream"}
+    assert re.search(r"class\s+C10_NPU_API\s+NPUStream\b", stream_text), version
+    for proto in ("aclrtStream stream(const bool need_empty) const;", "c10::DeviceIndex device_index() const",
+                  "bool operator==(const NPUStream& other) const noexcept",
+                  "bool operator!=(const NPUStream& other) const noexcept"):
+        assert _norm(proto) in stream_h, (version, proto)
+        assert _norm(proto) in _norm(ours), proto
     # the device the allocator's hasCapturesUnderway is asked about (the NPUFunctions.h stand-in, inline)
     functions_h = _norm(_text(w.include / "torch_npu/csrc/core/npu/NPUFunctions.h"))
     assert _norm("C10_NPU_API c10::DeviceIndex current_device();") in functions_h, version

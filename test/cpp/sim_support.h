@@ -1,18 +1,21 @@
 // Test support for the C++ tests against the HOST ACL SIMULATION (a test double
-// and dry-run tool; not CANN): the TEST_CASE / CHECK framework, streams and
-// probe-kernel helpers. The simulation's own tests use it: they build without
-// the launch helper.
+// and dry-run tool; not CANN): the TEST_CASE / CHECK framework, streams (the
+// ACL double's, torch_npu's current one, a held one) and probe-kernel helpers.
+// The simulation's own tests use it: they build without the launch helper.
 #pragma once
 #include <acl/acl.h>
 #include <acl_sim/control.h>
+#include <torch_npu/csrc/core/npu/NPUStream.h>
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <exception>
 #include <functional>
 #include <initializer_list>
+#include <mutex>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -105,6 +108,56 @@ inline acl_sim::ProbeRecord record(uint64_t id) {
   if (!acl_sim::probe_record(id, &r)) throw Failure("no probe record for launch " + std::to_string(id));
   return r;
 }
+// Holds a stream before its next task until released (a kernel that waits): a use's event stays incomplete by
+// construction, not by timing. Released at the latest when it goes out of scope, then the stream drained.
+class Gate {
+ public:
+  explicit Gate(aclrtStream s) : s_(s) {
+    static aclrtFuncHandle kernel = acl_sim::register_kernel("gate", &Gate::wait, nullptr);
+    Gate *self = this;
+    if (aclrtLaunchKernelWithHostArgs(kernel, 1, s, nullptr, &self, sizeof self, nullptr, 0) != ACL_SUCCESS)
+      throw std::runtime_error("the gate kernel could not be launched");
+  }
+  Gate(const Gate &) = delete;
+  Gate &operator=(const Gate &) = delete;
+  ~Gate() {
+    open();
+    (void)aclrtSynchronizeStream(s_);
+  }
+  void open() {
+    std::lock_guard<std::mutex> g(mu_);
+    open_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  static void wait(const acl_sim::KernelCall &call) {
+    Gate *self = nullptr;
+    std::memcpy(&self, call.args, sizeof self);
+    std::unique_lock<std::mutex> l(self->mu_);
+    self->cv_.wait(l, [&] { return self->open_; });
+  }
+  aclrtStream s_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool open_ = false;
+};
+// A stream of torch_npu's pool made the calling thread's current one (each call a stream not used before in the
+// process, up to the pool's 32), as a wrapper's caller does; the previous one current again at its end.
+class OnPoolStream {
+ public:
+  explicit OnPoolStream(int device = 0)
+      : before_(c10_npu::getCurrentNPUStream(static_cast<c10::DeviceIndex>(device))),
+        mine_(c10_npu::getNPUStreamFromPool(static_cast<c10::DeviceIndex>(device))) {
+    c10_npu::setCurrentNPUStream(mine_);
+  }
+  ~OnPoolStream() { c10_npu::setCurrentNPUStream(before_); }
+  const c10_npu::NPUStream &npu() const { return mine_; }
+  aclrtStream stream() const { return mine_.stream(false); }
+
+ private:
+  c10_npu::NPUStream before_, mine_;
+};
 // Probe records of the replays of captured launch `id`.
 inline std::vector<acl_sim::ProbeRecord> replays_of(uint64_t id) {
   std::vector<acl_sim::ProbeRecord> v;

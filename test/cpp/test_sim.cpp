@@ -2,11 +2,15 @@
 // CANN): it must catch what it claims to. Built without the launch helper.
 #include <signal.h>
 #include <sys/wait.h>
+#include <torch_npu/csrc/core/npu/NPUCachingAllocator.h>
+#include <torch_npu/csrc/core/npu/NPUStream.h>
 #include <torch_npu/csrc/core/npu/NPUWorkspaceAllocator.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <memory>
 #include <mutex>
 #include <thread>
 
@@ -524,6 +528,230 @@ TEST_CASE(device_capacity_bounds_device_allocations) {
   CHECK_EQ(aclrtFree(p), ACL_SUCCESS);
   CHECK_EQ(acl_sim::device_memory_in_use(1), 0u);
   CHECK_EQ(aclrtSetDevice(0), ACL_SUCCESS);
+}
+
+// ---------------------------------------------------------------- torch_npu's stand-ins: streams, caching allocator
+// What the launch harness, the release matrix's simulation columns and the AOT host still run on (the stand-ins'
+// users, acl_sim/README.md): the thread's current stream and the caching allocator's rule for a block with a use
+// recorded on a stream, as torch_npu v2.7.1 has them (NPUStream.cpp, NPUCachingAllocator.cpp).
+namespace ca = c10_npu::NPUCachingAllocator;
+
+static acl_sim::CachingBlocks blocks_of(int device = 0) { return acl_sim::caching_blocks(device); }
+
+TEST_CASE(current_stream_is_the_threads_own_per_device_and_a_real_stream) {
+  CHECK_EQ(aclrtSetDevice(0), ACL_SUCCESS);  // cases before it in one process may leave another current
+  const c10_npu::NPUStream first = c10_npu::getCurrentNPUStream();
+  CHECK(first == c10_npu::getCurrentNPUStream(0));
+  CHECK(first.stream(false) != nullptr);  // the device's default stream: a stream of the double, not its null one
+  void *d = nullptr;
+  CHECK_EQ(aclrtMalloc(&d, 64, ACL_MEM_MALLOC_HUGE_FIRST), ACL_SUCCESS);
+  CHECK_EQ(aclrtMemsetAsync(d, 64, 0, 64, first.stream(false)), ACL_SUCCESS);
+  sync(first.stream(false));
+  const c10_npu::NPUStream one = c10_npu::getCurrentNPUStream(1);
+  CHECK_EQ(int(one.device_index()), 1);
+  CHECK(one != first);
+  std::vector<c10_npu::NPUStream> pool;
+  for (int i = 0; i < 33; ++i) pool.push_back(c10_npu::getNPUStreamFromPool());
+  for (int i = 0; i < 32; ++i)
+    for (int j = 0; j < i; ++j) CHECK(pool[i] != pool[j]);  // 32 streams, round robin
+  CHECK(pool[32] == pool[0]);
+  const c10_npu::NPUStream high = c10_npu::getStreamFromPool(true, 0);
+  for (const auto &s : pool) CHECK(high != s);
+  c10_npu::setCurrentNPUStream(pool[3]);
+  CHECK(c10_npu::getCurrentNPUStream() == pool[3]);
+  CHECK(c10_npu::getCurrentNPUStream(1) == one);                                // per device
+  std::thread([&] { CHECK(c10_npu::getCurrentNPUStream() == first); }).join();  // per thread
+  c10_npu::setCurrentNPUStream(first);
+  CHECK_THROWS(c10_npu::getCurrentNPUStream(static_cast<c10::DeviceIndex>(acl_sim::device_count())), std::runtime_error,
+               "Invalid device_index");
+  CHECK_EQ(aclrtFree(d), ACL_SUCCESS);
+}
+
+// A block freed with a use recorded on a stream (the helper's kept block as it goes back) gets an event on that
+// stream and is handed out again only once the event completed, checked at a later request; without a recorded use
+// it is free at once. The allocator's own event: the one record here.
+TEST_CASE(a_block_freed_with_a_recorded_use_waits_for_its_event) {
+  CHECK_EQ(aclrtSetDevice(0), ACL_SUCCESS);  // cases before it in one process may leave another current
+  acl_sim::set_task_queue_enabled(false);
+  const OnPoolStream on;
+  CHECK_EQ(ca::get()->name(), std::string("native"));
+  CHECK(ca::get()->allocate(0).get() == nullptr);
+  Gate gate(on.stream());
+  c10::DataPtr plain = ca::get()->allocate(4096);
+  void *const q = plain.get();
+  plain.clear();  // no use recorded: free at once, even while the stream is held
+  CHECK(ca::get()->allocate(4096).get() == q);
+  const acl_sim::CachingBlocks b0 = blocks_of();
+  const uint64_t recorded0 = acl_sim::counters().events_recorded;
+  c10::DataPtr used = ca::get()->allocate(4096);
+  void *const p = used.get();
+  ca::recordStream(used, on.npu());
+  used.get_deleter()(used.release_context());  // as the helper gives a kept block back
+  CHECK_EQ(acl_sim::counters().events_recorded - recorded0, 1u);
+  CHECK_EQ(blocks_of().allocated, b0.allocated);
+  CHECK_EQ(blocks_of().active, b0.active + 1);  // freed, waiting for its event
+  c10::DataPtr other = ca::get()->allocate(4096);
+  CHECK(other.get() != p);  // its event has not completed: not handed out
+  gate.open();
+  sync(on.stream());
+  c10::DataPtr again = ca::get()->allocate(4096);
+  CHECK(again.get() == p);  // this request saw the event complete
+  CHECK_EQ(blocks_of().active, b0.active + 2);
+  CHECK_EQ(acl_sim::counters().events_recorded - recorded0, 1u);
+  CHECK_NO_SIM_ERRORS();
+}
+
+// torch.npu.empty_cache() and the allocator's out-of-memory retry synchronise the outstanding events before they free
+// the cached blocks: a block waiting for its event is freed by them, not left behind (device 5, used by no other case).
+TEST_CASE(empty_cache_and_the_out_of_memory_retry_free_blocks_behind_their_events) {
+  acl_sim::set_task_queue_enabled(false);
+  constexpr int kDevice = 5;
+  constexpr size_t kBlock = 768 << 10;
+  CHECK_EQ(aclrtSetDevice(kDevice), ACL_SUCCESS);
+  CHECK_EQ(acl_sim::device_memory_in_use(kDevice), 0u);
+  acl_sim::set_device_memory_capacity(kDevice, 1 << 20);  // room for one block
+  {
+    const OnPoolStream on(kDevice);
+    {  // empty_cache: the block's event synchronised, then the block freed to the device
+      Gate gate(on.stream());
+      c10::DataPtr a = ca::get()->allocate(kBlock);
+      ca::recordStream(a, on.npu());
+      a.clear();
+      CHECK_EQ(blocks_of(kDevice).active, 1u);
+      gate.open();
+      acl_sim::empty_cache();
+      CHECK_EQ(blocks_of(kDevice).active, 0u);
+      CHECK_EQ(acl_sim::device_memory_in_use(kDevice), 0u);
+    }
+    // the retry: a second block fits only once the first, waiting for its event, is freed. The stream is held until
+    // the retry began (its counter, an order, not a time), then the retry's synchronisation waits for it.
+    Gate gate(on.stream());
+    c10::DataPtr a = ca::get()->allocate(kBlock);
+    ca::recordStream(a, on.npu());
+    a.clear();
+    const uint64_t retries0 = acl_sim::counters().caching_oom_retries;
+    std::thread opener([&] {
+      while (acl_sim::counters().caching_oom_retries == retries0) std::this_thread::yield();
+      gate.open();
+    });
+    c10::DataPtr b;
+    try {
+      b = ca::get()->allocate(kBlock);
+    } catch (...) {
+      gate.open();
+      opener.join();
+      throw;
+    }
+    opener.join();
+    CHECK(b.get() != nullptr);
+    CHECK_EQ(acl_sim::counters().caching_oom_retries - retries0, 1u);
+    CHECK_EQ(blocks_of(kDevice).active, 1u);
+    CHECK_EQ(acl_sim::device_memory_in_use(kDevice), uint64_t(kBlock));
+  }
+  acl_sim::empty_cache();
+  CHECK_EQ(aclrtSetDevice(0), ACL_SUCCESS);
+  CHECK_NO_SIM_ERRORS();
+}
+
+// While a capture is underway on the device no event is recorded (a query would end a global-mode capture): a block
+// freed then waits, and its event is recorded at the first request after the capture, for the uses recorded before
+// it only (a use recorded during the capture is dropped: the graph orders it).
+TEST_CASE(no_event_while_a_capture_is_underway_then_only_for_uses_from_before_it) {
+  CHECK_EQ(aclrtSetDevice(0), ACL_SUCCESS);  // cases before it in one process may leave another current
+  acl_sim::set_task_queue_enabled(false);
+  const OnPoolStream on;
+  aclrtStream capturing = c10_npu::getNPUStreamFromPool().stream(false);
+  const acl_sim::CachingBlocks b0 = blocks_of();
+  c10::DataPtr before = ca::get()->allocate(4096);
+  ca::recordStream(before, on.npu());
+  const uint64_t recorded0 = acl_sim::counters().events_recorded;
+  CHECK_EQ(aclmdlRICaptureBegin(capturing, ACL_MODEL_RI_CAPTURE_MODE_RELAXED), ACL_SUCCESS);
+  CHECK(ca::hasCapturesUnderway(0));
+  before.clear();
+  c10::DataPtr during = ca::get()->allocate(4096);
+  CHECK(during.get() != nullptr);
+  ca::recordStream(during, on.npu());
+  during.clear();
+  CHECK_EQ(acl_sim::counters().events_recorded, recorded0);  // none while capturing
+  CHECK_EQ(blocks_of().active, b0.active + 2);
+  aclmdlRI model = nullptr;
+  CHECK_EQ(aclmdlRICaptureEnd(capturing, &model), ACL_SUCCESS);
+  CHECK_EQ(aclmdlRIDestroy(model), ACL_SUCCESS);
+  c10::DataPtr x = ca::get()->allocate(4096);  // the deferred events now: one, for `before`'s use
+  CHECK_EQ(acl_sim::counters().events_recorded - recorded0, 1u);
+  sync(on.stream());
+  c10::DataPtr y = ca::get()->allocate(4096);
+  CHECK_EQ(blocks_of().active, b0.active + 2);  // x and y: both freed blocks are back in the pool
+  CHECK_EQ(acl_sim::counters().events_recorded - recorded0, 1u);
+  CHECK_NO_SIM_ERRORS();
+}
+
+// With torch_npu's task queue on, the allocator's record is a task of the queue: until the queue thread made it, the
+// event is not complete (NPUEvent::query), whatever the stream did.
+TEST_CASE(a_record_through_the_task_queue_completes_only_once_the_queue_made_it) {
+  CHECK_EQ(aclrtSetDevice(0), ACL_SUCCESS);  // cases before it in one process may leave another current
+  acl_sim::set_task_queue_enabled(true);
+  const OnPoolStream on;
+  sync(on.stream());
+  acl_sim::set_task_queues_paused(true);
+  c10::DataPtr a = ca::get()->allocate(4096);
+  void *const p = a.get();
+  ca::recordStream(a, on.npu());
+  const uint64_t recorded0 = acl_sim::counters().events_recorded;
+  a.clear();
+  CHECK_EQ(acl_sim::counters().events_recorded, recorded0);  // queued, not made
+  c10::DataPtr b = ca::get()->allocate(4096);
+  CHECK(b.get() != p);
+  acl_sim::set_task_queues_paused(false);
+  acl_sim::drain_task_queues();
+  CHECK_EQ(acl_sim::counters().events_recorded - recorded0, 1u);
+  sync(on.stream());
+  c10::DataPtr c = ca::get()->allocate(4096);
+  CHECK(c.get() == p);
+  acl_sim::set_task_queue_enabled(false);
+  CHECK_NO_SIM_ERRORS();
+}
+
+// At a cache miss the allocator runs every registered free-memory callback, then searches its pool again: a block the
+// callback freed serves the request. A Register while a cache miss reads the registry is a data race in torch_npu
+// (c10's Registry locks Register only): reported.
+static std::atomic<bool> g_callback_armed{false};
+static std::atomic<int> g_callback_runs{0};
+static c10::DataPtr g_callback_block;
+struct TestCallback final : ca::FreeMemoryCallback {
+  bool Execute() override {
+    if (!g_callback_armed.load()) return false;
+    g_callback_runs++;
+    if (g_callback_runs == 2)  // the second miss registers meanwhile
+      ca::FreeNPUMemoryCallbacksRegistry()->Register("test_sim_late", [] { return std::make_unique<TestCallback>(); });
+    const bool freed = g_callback_block.get() != nullptr;
+    g_callback_block.clear();
+    return freed;
+  }
+};
+TEST_CASE(a_cache_miss_runs_the_free_memory_callbacks_then_searches_again) {
+  CHECK_EQ(aclrtSetDevice(0), ACL_SUCCESS);  // cases before it in one process may leave another current
+  acl_sim::set_task_queue_enabled(false);
+  static const bool registered = [] {
+    ca::FreeNPUMemoryCallbacksRegistry()->Register("test_sim", [] { return std::make_unique<TestCallback>(); });
+    return true;
+  }();
+  (void)registered;
+  const OnPoolStream on;
+  g_callback_armed = true;
+  g_callback_runs = 0;
+  g_callback_block = ca::get()->allocate(1 << 20);  // a miss: the callback ran (nothing to free yet)
+  void *const p = g_callback_block.get();
+  CHECK_EQ(g_callback_runs.load(), 1);
+  c10::DataPtr hit = ca::get()->allocate(1 << 20);  // the pool has no free block: a miss, the callback frees p
+  CHECK(hit.get() == p);
+  CHECK_EQ(g_callback_runs.load(), 2);
+  hit.clear();
+  c10::DataPtr cached = ca::get()->allocate(1 << 20);  // a hit: no callback
+  CHECK_EQ(g_callback_runs.load(), 2);
+  g_callback_armed = false;
+  CHECK_EQ(acl_sim::errors().size(), 1u);  // the second callback's Register, and nothing else
+  CHECK_EQ(acl_sim::error_count(acl_sim::ErrorKind::kAllocatorRace), 1u);
 }
 
 // ---------------------------------------------------------------- test controls

@@ -130,7 +130,7 @@ static void ext_json(std::string& o, const char* key, const acl_sim::Extent& e, 
 // open (its drain of the task queue returned before this launch was queued; it frees the cached blocks
 // while the lambda still waits), as NPUCachingAllocator.cpp v2.7.1:1669-1671 orders it; its own counts
 // are left out of the launch's. Then drained, and (unless capturing) its kernel finished, as a graph's
-// next launch would mostly find it: that launch gives the block back.
+// next launch would mostly find it.
 static Launch one(const char* phase, int device, aclrtStream stream, void** bufs, const std::vector<std::string>& fault_apis,
                   bool window = false) {
   (void)bufs;
@@ -172,8 +172,8 @@ static Launch one(const char* phase, int device, aclrtStream stream, void** bufs
   return L;
 }
 
-// What the next launch does first (issue 31): once the stream is idle, one more launch per helper version
-// gives back every block whose kernel has finished; only those launches' own blocks stay held.
+// More launches on the idle stream, one per helper version: each reuses the block its helper keeps for the
+// thread and stream (docs/design.md), so at the end only those blocks are held.
 static void settle(int device, aclrtStream stream, void** bufs) {
   for (int i = 0; i < @SETTLE@; ++i) {
     (void)one("settle", device, stream, bufs, {});
@@ -204,7 +204,8 @@ def harness_source(
     expression yielding an int, 0 for fine) runs on the calling thread; the
     launcher takes its memory there and hands its lambda to ``launchKernel``
     -> ``OpCommand::RunOpApiV2`` (simulated task queue, ``queue``), on each of
-    ``devices`` devices. ``launcher_cpp`` defaults to
+    ``devices`` devices, each on a stream of torch_npu's pool that the calling thread made its current one (as a
+    wrapper's caller does: torch_npu's wrappers launch on the current stream). ``launcher_cpp`` defaults to
     :func:`launch_codegen.launcher_source`; ``call`` to ``(call_<k>(...), 0)``
     (in scope: ``kernel_handle``, ``stream``, ``bufs[i]``, ``grid_0..2``). With
     ``capture``: one warm-up launch, one captured launch, then ``replays``
@@ -214,8 +215,8 @@ def harness_source(
     and its lambda, where torch_npu frees cached blocks (``one``'s ``window``):
     a block given back before its lambda ran is freed there, and the lambda's
     fills and kernel touch freed memory. Each device ends with ``settle`` more launches (one per helper
-    version the launches go through), not reported: what the next launch gives back. The simulated devices have
-    :data:`DEVICE_MEMORY` bytes each.
+    version the launches go through), not reported. The simulated devices have :data:`DEVICE_MEMORY` bytes
+    each.
     """
     exp = expected(plan, site, grid)
     ptrs = [a.value for a in kernel_args if a.ctype == "void*"]
@@ -241,6 +242,7 @@ def harness_source(
 #include <string>
 #include <vector>
 {lc.includes()}#include "acl_sim/control.h"
+#include "torch_npu/csrc/core/npu/NPUStream.h"  // the thread's current stream, which the launches go to
 #include "torch_npu/csrc/core/npu/NPUWorkspaceAllocator.h"  // what torch_npu's own (upstream) launchers call
 #include "torch_npu/csrc/framework/OpCommand.h"
 
@@ -264,8 +266,11 @@ int main() {{
   for (int dev = 0; dev < {devices}; ++dev) {{
     acl_sim::set_device_memory_capacity(dev, UINT64_C({DEVICE_MEMORY}));
     check(aclrtSetDevice(dev), "aclrtSetDevice");
-    aclrtStream stream = nullptr;
-    check(aclrtCreateStream(&stream), "aclrtCreateStream");
+    // A stream of torch_npu's pool, made the thread's current one, as a wrapper's caller does: the wrapper launches
+    // on its current stream (and the helper takes memory for that stream only).
+    const c10_npu::NPUStream npu_stream = c10_npu::getNPUStreamFromPool(static_cast<c10::DeviceIndex>(dev));
+    c10_npu::setCurrentNPUStream(npu_stream);
+    aclrtStream stream = npu_stream.stream(false);
     void* bufs[{nbuf}] = {{}};
     for (int i = 0; i < {len(ptrs)}; ++i) check(aclrtMalloc(&bufs[i], 256, ACL_MEM_MALLOC_HUGE_FIRST), "aclrtMalloc");
     if (!{str(capture).lower()}) {{
@@ -369,7 +374,7 @@ def judge(plan: SyncPlan, site: lc.LaunchSite, grid: Sequence[int], raw: dict, i
                 problems.append("the injected fault did not make the launch fail")
             if r["exception_escaped"]:
                 problems.append("an exception escaped the launch lambda")
-            # its own block may stay held, done with, until a later launch gives it back (the rule of issue 31)
+            # its block, if it took one, stays the one the helper keeps for the thread and stream
             if r["live_allocations_after"] > 1:
                 problems.append(f"{r['live_allocations_after']} launch blocks still held after the failed launch")
             launches.append(_launch_report(r, exp, problems))
@@ -409,11 +414,11 @@ def judge(plan: SyncPlan, site: lc.LaunchSite, grid: Sequence[int], raw: dict, i
     errors = list(raw.get("errors", []))
     notes = raw.get("notes", "")
     held = raw.get("live_allocations_end") or 0
-    # a block is held until its kernel has finished, then the next launch of the same helper version gives it
-    # back: after the settling launches, only theirs are held
+    # each helper version keeps one block for the thread and stream, reused by its next launch there (and given
+    # back when replaced, when the thread ends, or when the allocator needs memory): at the end only those are held
     if inject_fault is None and held > helpers:
-        notes += (f"{held} launch blocks held at the end (at most the settling launch's of each of {helpers} helper "
-                  f"version(s), which their next launch gives back: the others were never released); ")
+        notes += (f"{held} launch blocks held at the end (at most the one each of {helpers} helper version(s) keeps "
+                  f"for the thread and stream: the others were never released); ")
     ok = bool(launches) and all(x["ok"] for x in launches) and not errors and not notes
     return {"launches": launches, "errors": errors, "app_logs": raw.get("app_logs", []), "notes": notes,
             "live_allocations_end": raw.get("live_allocations_end"), "ok": ok}

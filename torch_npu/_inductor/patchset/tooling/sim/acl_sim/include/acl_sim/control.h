@@ -62,10 +62,15 @@
 //    exported entry point): see the stand-in NPUWorkspaceAllocator.h. The
 //    simulation remembers every request's extent, so the probe kernel can
 //    report the allocation each pointer lies in (allocation_extent()).
-//  * torch_npu's caching allocator (raw_alloc_with_stream / raw_delete /
-//    hasCapturesUnderway, exported through its allocator pointer): see the
-//    stand-in NPUCachingAllocator.h and "torch_npu's allocators" below: one
-//    lock per device, stream-keyed reuse, graph pools (freed at
+//  * torch_npu's streams: per device a default stream and pools of streams
+//    of the double, per thread and device the current one (the stand-in
+//    NPUStream.h).
+//  * torch_npu's caching allocator (allocate, raw_alloc_with_stream,
+//    raw_delete, recordStream, hasCapturesUnderway, name, exported through its
+//    allocator pointer; the free-memory callbacks): see the stand-in
+//    NPUCachingAllocator.h and "torch_npu's allocators" below: one lock per
+//    device, stream-keyed reuse, a block with recorded uses free only behind
+//    events of its own, the callbacks at a cache miss, graph pools (freed at
 //    aclmdlRIDestroy), empty_cache of free blocks only, a settable device
 //    memory capacity and the out-of-memory retry, which synchronises the
 //    device (draining the task queue: from a queue thread a self-wait).
@@ -122,15 +127,15 @@ struct Counters {
   uint64_t live_pinned = 0;
   uint64_t live_events = 0;
   uint64_t live_models = 0;          // captured models not destroyed
-  uint64_t caching_requests = 0;     // NPUCachingAllocator::raw_alloc_with_stream calls (reset by reset_counters)
-  uint64_t live_caching_allocations = 0;  // raw_alloc'd and not raw_delete'd (live: not reset)
+  uint64_t caching_requests = 0;     // caching allocator requests, allocate and raw_alloc_with_stream (reset)
+  uint64_t live_caching_allocations = 0;  // handed out by the caching allocator and not freed (live: not reset)
   // Device synchronisations: npuSynchronizeDevice (npu_synchronize_device(),
   // the out-of-memory retry, empty_cache), aclrtSynchronizeDevice and the
   // workspace allocator's growth. Each is also a host-blocking call.
   uint64_t device_synchronizations = 0;
-  uint64_t caching_frees = 0;                   // raw_delete calls
-  uint64_t caching_allocs_on_queue_threads = 0; // raw_alloc_with_stream calls made by a task-queue thread
-  uint64_t caching_frees_on_queue_threads = 0;  // raw_delete calls made by a task-queue thread
+  uint64_t caching_frees = 0;                   // caching allocator frees (raw_delete, a DataPtr's deleter)
+  uint64_t caching_allocs_on_queue_threads = 0; // caching allocator requests made by a task-queue thread
+  uint64_t caching_frees_on_queue_threads = 0;  // caching allocator frees made by a task-queue thread
   uint64_t caching_oom_retries = 0;             // out-of-memory retries (sync, free cached blocks, retry)
   // Most caching-allocator blocks held at once (raw_alloc'd, not yet
   // raw_delete'd) since the last reset_counters() (which starts it at the
@@ -174,7 +179,8 @@ void set_device_base_offset(size_t bytes);
 
 // Fault injection: the nth call (1-based, counted from now) of `api` fails
 // with `code`. `api` is an ACL function name, "allocate_workspace" or
-// "raw_alloc_with_stream"; for an allocator, the code makes it throw
+// "raw_alloc_with_stream" (the caching allocator's requests: allocate too);
+// for an allocator, the code makes it throw
 // OutOfMemoryError (a std::runtime_error, as torch_npu's allocators throw on
 // failure) with torch_npu's text and the code.
 void inject_fault(const char *api, uint64_t nth, aclError code);
@@ -241,22 +247,34 @@ void set_task_queues_paused(bool paused);
 
 // ---- torch_npu's allocators (stand-ins; set_device_memory_capacity and ---------------
 // ---- device_memory_in_use are the core's) ---------------------------------------------
-// Caching allocator (the stand-in NPUCachingAllocator.h's raw_alloc_with_stream
-// / raw_delete; torch_npu NPUCachingAllocator.cpp v2.7.1):
+// Caching allocator (the stand-in NPUCachingAllocator.h; torch_npu
+// NPUCachingAllocator.cpp v2.7.1):
 //  * one lock per device (DeviceCachingAllocator::mutex :984, taken by malloc
 //    :1192 and free :1498); the device is the CALLING thread's current one
-//    (raw_alloc_with_stream :3754-3758);
+//    (allocate :3640-3664, for its current stream; raw_alloc_with_stream
+//    :3754-3758, for the stream it names);
 //  * a freed block goes back to its pool keyed by stream: only a later request
 //    of the same device, pool and stream gets it again (get_free_block :2567);
+//    a block freed with uses recorded on streams (recordStream) first gets an
+//    event on each of them (through the task queue when it is on) and goes
+//    back once each completed, seen at a later request (process_events, not
+//    while a capture is underway on the device: :1199-1211) or waited for by
+//    the retry and empty_cache; while a capture is underway the events wait
+//    until none is (:1520-1528);
 //  * a stream that captures (ACTIVE) is served from its graph's private pool
 //    (get_pool :2500-2516); the pool is freed at aclmdlRIDestroy (see the stand-in);
+//  * no block found: the registered free-memory callbacks run (under the
+//    device lock, on the requesting thread) and the pool is searched again
+//    (:1252-1256);
 //  * no block found and none can be allocated within the device's capacity:
 //    unless a capture is underway on the device (:1279), the out-of-memory
 //    retry runs without the device lock (:1286-1291): npuSynchronizeDevice
 //    (below), the workspace allocator's empty_cache (every workspace block,
-//    :1292), the device's free cached blocks (:1293), then one more attempt;
-//    failing that it throws OutOfMemoryError with torch_npu's text ("NPU out
-//    of memory. Tried to allocate ..." :1338-1347).
+//    :1292), every outstanding event synchronised and its block freed, the
+//    device's free cached blocks freed (:1293, release_cached_blocks
+//    :2832-2850), then one more attempt; failing that it throws
+//    OutOfMemoryError with torch_npu's text ("NPU out of memory. Tried to
+//    allocate ..." :1338-1347).
 // Blocks are not split or rounded up to 2 / 20 MiB segments (torch_npu does,
 // :2130-2142, :2539-2548): a request takes round_up(n, 512) bytes.
 //
@@ -267,6 +285,14 @@ void set_task_queues_paused(bool paused);
 // as above.
 void set_device_memory_capacity(int device, uint64_t bytes);
 uint64_t device_memory_in_use(int device);  // live device allocations of `device`, in bytes
+// The caching allocator's blocks of `device`, as torch_npu's DeviceStats counts them (StatType::AGGREGATE):
+// allocated (allocation.current) and active (active.current: allocated, or freed and still waiting for the event
+// of a stream that used it, or lost by a failed record).
+struct CachingBlocks {
+  uint64_t allocated = 0;
+  uint64_t active = 0;
+};
+CachingBlocks caching_blocks(int device);
 
 // c10_npu::npuSynchronizeDevice (NPUStream.cpp v2.7.1:641-668): with the task
 // queue on, MakeSureQueueEmpty on every device's queue (emptyAllNPUStream
@@ -284,8 +310,9 @@ void npu_synchronize_device();
 // npuSynchronizeDevice, then under the device lock the workspace allocator's
 // empty_cache (NPUWorkspaceAllocator.cpp :226-240 frees EVERY workspace
 // block, whether or not a tensor still points into it; :453-457 clears the
-// unguarded pointer map), then the caching allocator's free cached blocks
-// (release_cached_blocks :2832-2840; blocks handed out and live graphs'
+// unguarded pointer map), then the caching allocator's outstanding events
+// synchronised and their blocks freed, then its free cached blocks
+// (release_cached_blocks :2832-2850; blocks handed out and live graphs'
 // pools stay).
 void empty_cache();
 

@@ -4,7 +4,7 @@
 // the cache); the stand-in asks ACL each time, which answers the same.
 #pragma once
 #include "acl/acl_rt.h"
-#include "torch_npu/csrc/core/npu/NPUCachingAllocator.h"
+#include "c10/core/Device.h"
 
 namespace c10_npu {
 
