@@ -101,6 +101,7 @@ REQUIRED_CTESTS = {
     "test_sim.stale_pinned_source_detected",
     "test_sim.events_track_stream_progress",
     "test_sim.a_record_is_a_task_of_its_stream",
+    "test_sim.event_ids_are_limited_per_device",
     "test_sim.capture_records_and_replay_runs",
     "test_sim.event_record_or_device_sync_invalidates_capture",
     "test_sim.fault_injection_hits_the_nth_call",

@@ -251,20 +251,21 @@ os._exit(0)
 
 def test_event_elapsed_time_is_measured_on_the_stream_and_never_waits(release):
     """aclrtEventElapsedTime (compile-time autotune times kernels with it): the milliseconds between the
-    moments the stream reached two records; the runtime's error codes for an event never recorded (107006),
-    recorded but not reached yet (507006: at once, while a 60 s kernel runs) and an end reached before its
-    start (107007); and never a value written on failure."""
+    moments the stream reached two records; CANN's runtime's error codes for an event never recorded (its
+    RECORDER_NULL, which reaches the caller as 507000) and a record not known complete (107006: at once, while a
+    60 s kernel runs); an end reached before its start is refused (107007; CANN gives a negative time); and never
+    a value written on failure."""
     lib = str(host_runtime.runtime_dir(release) / host_library.LIBRARY)
     proc = subprocess.run([sys.executable, "-c", _ELAPSED, lib], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     got = json.loads(proc.stdout)
-    assert got["never_recorded"] == got["one_recorded"] == got["other_recorded"] == 107006  # TIMESTAMP_INVALID
+    assert got["never_recorded"] == got["one_recorded"] == got["other_recorded"] == 507000  # RT_INTERNAL_ERROR
     rc, ms = got["a_b"]
     assert rc == 0 and 50.0 <= ms < 60_000.0
     assert got["b_a"] == 107007  # ACL_ERROR_RT_EVENT_TIMESTAMP_REVERSAL
     assert got["a_a"] == [0, 0.0]
     assert got["null_ms"] == 100000 and got["destroyed"] == 107017  # INVALID_PARAM, RT_INVALID_HANDLE
-    assert got["not_complete"] == 507006 and got["seconds"] < 30  # ACL_ERROR_RT_EVENT_NOT_COMPLETE, no wait
+    assert got["not_complete"] == 107006 and got["seconds"] < 30  # ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID, no wait
     assert got["ms_after_failure"] == -1.0 and got["complete_still"] == 0
     assert got["calls"] == 10
 
@@ -356,10 +357,140 @@ def test_a_record_is_a_task_on_its_stream(release):
     for kind in ("plain", "with_flag", "ex_sync", "ex_progress"):
         assert got[kind] == {"first": "not_ready", "after_sync": "complete", "rerecorded": "not_ready",
                              "after_stream_sync": "complete", "held": ["not_ready"] * 3,
-                             "elapsed_held": 507006, "after_device_sync": "complete"}, kind
+                             "elapsed_held": 107006, "after_device_sync": "complete"}, kind
     assert got["waiter_before_release"] == "not_ready" and got["waiter_after_release"] == "complete"
     assert got["destroy_pending"] == 0 and got["query_destroyed"] == 107017  # ACL_ERROR_RT_INVALID_HANDLE
     assert got["stream_sync_after"] == 0 and got["errors"] == 0
+
+
+_CANN_RULES = r"""
+import ctypes as c, json, os, sys
+lib = c.CDLL(sys.argv[1])
+lib.acl_host_stream_hold.restype = c.c_uint64
+lib.acl_host_stream_hold.argtypes = [c.c_void_p, c.c_uint32]
+lib.acl_host_stream_release.argtypes = [c.c_uint64]
+lib.acl_host_event_ids_in_use.restype = c.c_uint32
+lib.aclInit(None); lib.aclrtSetDevice(0)
+s, t, gone = c.c_void_p(), c.c_void_p(), c.c_void_p()
+for x in (s, t, gone):
+    lib.aclrtCreateStream(c.byref(x))
+lib.aclrtDestroyStream(gone)
+SYNC, PROGRESS, TIME_LINE, EXTERNAL, IPC = 0x1, 0x2, 0x8, 0x20, 0x40
+def create(fn, flag=None):
+    ev = c.c_void_p()
+    rc = getattr(lib, fn)(c.byref(ev)) if flag is None else getattr(lib, fn)(c.byref(ev), flag)
+    return rc, ev
+def query(ev):
+    st = c.c_int(-1)
+    assert lib.aclrtQueryEventStatus(ev, c.byref(st)) == 0
+    return {1: "complete", 0: "not_ready"}[st.value]
+out = {}
+# a query of an event never recorded: CANN's "new mode" (ExWithFlag) complete, the older kinds not ready
+kinds = {"plain": ("aclrtCreateEvent", None), "with_flag": ("aclrtCreateEventWithFlag", SYNC),
+         "ex_sync": ("aclrtCreateEventExWithFlag", SYNC), "ex_progress": ("aclrtCreateEventExWithFlag", PROGRESS)}
+ev = {k: create(*v)[1] for k, v in kinds.items()}
+out["never_recorded"] = {k: query(e) for k, e in ev.items()}
+# flags checked as CANN's runtime does; the kinds the double does not model refused as not supported
+out["flags"] = {name: create(fn, flag)[0] for name, fn, flag in (
+    ("with_flag_0", "aclrtCreateEventWithFlag", 0), ("with_flag_0x80", "aclrtCreateEventWithFlag", 0x80),
+    ("with_flag_external", "aclrtCreateEventWithFlag", EXTERNAL),
+    ("with_flag_external_sync", "aclrtCreateEventWithFlag", EXTERNAL | SYNC),
+    ("ex_0", "aclrtCreateEventExWithFlag", 0), ("ex_external", "aclrtCreateEventExWithFlag", EXTERNAL),
+    ("ex_ipc", "aclrtCreateEventExWithFlag", IPC), ("ex_ipc_sync", "aclrtCreateEventExWithFlag", IPC | SYNC),
+    ("ex_time_line_sync", "aclrtCreateEventExWithFlag", TIME_LINE | SYNC))}
+# a stream waiting: never recorded (Ex: nothing to wait for; the older kinds: refused), an event without SYNC
+out["wait_never_recorded"] = {k: lib.aclrtStreamWaitEvent(t, e) for k, e in ev.items()}
+time_line = create("aclrtCreateEventWithFlag", TIME_LINE)[1]
+for e in (ev["ex_progress"], time_line):
+    lib.aclrtRecordEvent(e, s)
+out["wait_without_sync"] = [lib.aclrtStreamWaitEvent(t, e) for e in (ev["ex_progress"], time_line)]
+lib.aclrtSynchronizeDevice()
+# event ids: a waitable WithFlag event holds one from its creation, an ExWithFlag one per record until reached,
+# an event without SYNC none; at the limit a record or a creation fails with ACL_ERROR_RT_NO_EVENT_RESOURCE
+for e in ev.values():
+    lib.aclrtDestroyEvent(e)
+lib.acl_host_set_event_id_limit(0, 1)
+ids = {}
+rc, held = create("aclrtCreateEventWithFlag", SYNC)
+ids["with_flag_created"] = (rc, lib.acl_host_event_ids_in_use(0))
+ids["second_with_flag"] = create("aclrtCreateEventWithFlag", SYNC)[0]
+rc, ex = create("aclrtCreateEventExWithFlag", SYNC)
+ids["ex_record_at_limit"] = lib.aclrtRecordEvent(ex, s)
+rc, prog = create("aclrtCreateEventExWithFlag", PROGRESS)
+ids["progress_records"] = [lib.aclrtRecordEvent(prog, s) for _ in range(3)]
+lib.aclrtDestroyEvent(held)
+hold = lib.acl_host_stream_hold(s, 60000)
+ids["ex_record"] = (lib.aclrtRecordEvent(ex, s), lib.acl_host_event_ids_in_use(0))
+ids["ex_again_before_reached"] = lib.aclrtRecordEvent(ex, s)
+lib.acl_host_stream_release(hold)
+lib.aclrtSynchronizeStream(s)
+ids["after_reached"] = (lib.acl_host_event_ids_in_use(0), lib.aclrtRecordEvent(ex, s))
+lib.aclrtSynchronizeStream(s)
+lib.acl_host_reset()
+ids["after_reset"] = [lib.aclrtRecordEvent(ex, s) for _ in range(3)]
+out["ids"] = ids
+# synchronisations with a timeout: 0 and below -1 refused; past it ACL_ERROR_RT_STREAM_SYNC_TIMEOUT
+hold = lib.acl_host_stream_hold(s, 60000)
+out["sync_timeouts"] = {
+    "stream_0": lib.aclrtSynchronizeStreamWithTimeout(s, 0), "stream_-2": lib.aclrtSynchronizeStreamWithTimeout(s, -2),
+    "device_0": lib.aclrtSynchronizeDeviceWithTimeout(0), "device_-2": lib.aclrtSynchronizeDeviceWithTimeout(-2),
+    "stream_held": lib.aclrtSynchronizeStreamWithTimeout(s, 50), "device_held": lib.aclrtSynchronizeDeviceWithTimeout(50),
+    "other_stream": lib.aclrtSynchronizeStreamWithTimeout(t, 60000)}
+lib.acl_host_stream_release(hold)
+out["sync_timeouts"]["released"] = lib.aclrtSynchronizeStreamWithTimeout(s, 60000)
+out["sync_timeouts"]["no_limit"] = lib.aclrtSynchronizeDeviceWithTimeout(-1)
+# an asynchronous host-to-host copy: not supported on the training products
+a, b = c.create_string_buffer(16), c.create_string_buffer(16)
+out["h2h_async"] = lib.aclrtMemcpyAsync(a, c.c_size_t(16), b, c.c_size_t(16), 0, s)
+# aclmdlRICaptureGetInfo: the stream must be given, and one of its outputs
+st, model = c.c_int(-1), c.c_void_p(1)
+out["capture_info"] = {"null_stream": lib.aclmdlRICaptureGetInfo(None, c.byref(st), c.byref(model)),
+                       "no_outputs": lib.aclmdlRICaptureGetInfo(s, None, None),
+                       "destroyed_stream": lib.aclmdlRICaptureGetInfo(gone, c.byref(st), None),
+                       "model_only": lib.aclmdlRICaptureGetInfo(s, None, c.byref(model))}
+out["capture_info"]["model_only_model"] = model.value
+out["capture_info"]["status_only"] = (lib.aclmdlRICaptureGetInfo(s, c.byref(st), None), st.value)
+# the device's memory as a test set it (torch_npu's memory fraction and out-of-memory text read it)
+lib.acl_host_set_device_memory.argtypes = [c.c_int, c.c_uint64]
+lib.acl_host_set_device_memory(0, 64 << 20)
+free, total = c.c_size_t(), c.c_size_t()
+out["mem_info"] = (lib.aclrtGetMemInfo(0, c.byref(free), c.byref(total)), free.value, total.value)
+print(json.dumps(out), flush=True)
+os._exit(0)
+"""
+
+
+def test_the_double_follows_canns_rules_for_events_syncs_copies_and_capture_info(release):
+    """CANN's runtime source (docs/facts.md, "CANN's runtime against the host ACL library"), where the double was
+    kinder: an event never recorded is not ready unless made by aclrtCreateEventExWithFlag; event flags are checked
+    (and the kinds the double does not model refused); a stream cannot wait for an event never recorded (but an
+    ExWithFlag one) nor for one without ACL_EVENT_SYNC; a device's event ids are limited, taken by creation kind, and
+    a record or creation that finds none fails; a synchronisation's timeout is checked and honoured; an
+    asynchronous host-to-host copy is not supported; aclmdlRICaptureGetInfo needs a stream (no default one) and an
+    output; aclrtGetMemInfo reports the device memory a test set, not more."""
+    lib = str(host_runtime.runtime_dir(release) / host_library.LIBRARY)
+    proc = subprocess.run([sys.executable, "-c", _CANN_RULES, lib], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    got = json.loads(proc.stdout)
+    assert got["never_recorded"] == {"plain": "not_ready", "with_flag": "not_ready", "ex_sync": "complete",
+                                     "ex_progress": "complete"}
+    assert got["flags"] == {"with_flag_0": 107000, "with_flag_0x80": 107000, "with_flag_external": 207000,
+                            "with_flag_external_sync": 107000, "ex_0": 107000, "ex_external": 107000,
+                            "ex_ipc": 207000, "ex_ipc_sync": 107000, "ex_time_line_sync": 0}
+    assert got["wait_never_recorded"] == {"plain": 107000, "with_flag": 107000, "ex_sync": 0, "ex_progress": 0}
+    assert got["wait_without_sync"] == [207000, 107000]
+    ids = got["ids"]
+    assert ids["with_flag_created"] == [0, 1] and ids["second_with_flag"] == 207007  # ACL_ERROR_RT_NO_EVENT_RESOURCE
+    assert ids["ex_record_at_limit"] == 207007 and ids["progress_records"] == [0, 0, 0]
+    assert ids["ex_record"] == [0, 1] and ids["ex_again_before_reached"] == 207007
+    assert ids["after_reached"] == [0, 0] and ids["after_reset"] == [0, 0, 0]
+    assert got["sync_timeouts"] == {"stream_0": 107000, "stream_-2": 107000, "device_0": 107000, "device_-2": 107000,
+                                    "stream_held": 507046, "device_held": 507046, "other_stream": 0,
+                                    "released": 0, "no_limit": 0}
+    assert got["h2h_async"] == 207000  # ACL_ERROR_RT_FEATURE_NOT_SUPPORT
+    assert got["capture_info"] == {"null_stream": 100000, "no_outputs": 100000, "destroyed_stream": 107017,
+                                   "model_only": 0, "model_only_model": None, "status_only": [0, 0]}
+    assert got["mem_info"] == [0, 64 << 20, 64 << 20]
 
 
 _OPAPI = r"""

@@ -192,7 +192,7 @@ TEST_CASE(events_track_stream_progress) {
   CHECK_EQ(aclrtCreateEvent(&ev), ACL_SUCCESS);
   aclrtEventRecordedStatus st = ACL_EVENT_RECORDED_STATUS_NOT_READY;
   CHECK_EQ(aclrtQueryEventStatus(ev, &st), ACL_SUCCESS);
-  CHECK_EQ(st, ACL_EVENT_RECORDED_STATUS_COMPLETE);  // never recorded
+  CHECK_EQ(st, ACL_EVENT_RECORDED_STATUS_NOT_READY);  // never recorded: CANN's aclrtCreateEvent event is not ready
   launch(slow, stream(0), nullptr, nullptr, 1, grid);
   CHECK_EQ(aclrtRecordEvent(ev, stream(0)), ACL_SUCCESS);
   CHECK_EQ(aclrtQueryEventStatus(ev, &st), ACL_SUCCESS);
@@ -236,7 +236,7 @@ TEST_CASE(a_record_is_a_task_of_its_stream) {
   CHECK(!completed(ev));
   CHECK(!completed(ev));
   float ms = -1.0f;
-  CHECK_EQ(aclrtEventElapsedTime(&ms, ev, ev), ACL_ERROR_RT_EVENT_NOT_COMPLETE);
+  CHECK_EQ(aclrtEventElapsedTime(&ms, ev, ev), ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID);
   gate.open_and_pass();
   // Each synchronisation makes the records it covers known complete: the next query, first or not, says so
   // (aclrtSynchronizeEvent, a host library call: test/test_host_acl.py).
@@ -268,6 +268,64 @@ TEST_CASE(a_record_is_a_task_of_its_stream) {
   CHECK_EQ(aclrtDestroyEvent(ev2), ACL_SUCCESS);
   CHECK_EQ(acl_sim::counters().live_events, 0u);
   CHECK_NO_SIM_ERRORS();
+}
+
+// CANN: a device has a limited number of event ids; aclrtCreateEvent's event takes a new one at each record before
+// the previous one goes back (once its record is reached), and a destroyed event's goes back once its record is
+// reached. At the limit a record fails with ACL_ERROR_RT_NO_EVENT_RESOURCE (acl_sim/control.h). The limit is per
+// device, lowered here; the default is CANN's 65535.
+TEST_CASE(event_ids_are_limited_per_device) {
+  aclrtStream s = stream(0);
+  static Gate gate;
+  acl_sim::set_event_id_limit(0, 2);
+  aclrtEvent e1 = nullptr, e2 = nullptr, e3 = nullptr;
+  CHECK_EQ(aclrtCreateEvent(&e1), ACL_SUCCESS);
+  CHECK_EQ(aclrtCreateEvent(&e2), ACL_SUCCESS);
+  CHECK_EQ(aclrtCreateEvent(&e3), ACL_SUCCESS);  // creating takes none
+  CHECK_EQ(acl_sim::event_ids_in_use(0), 0u);
+  gate.close_on(s);
+  CHECK_EQ(aclrtRecordEvent(e1, s), ACL_SUCCESS);
+  CHECK_EQ(aclrtRecordEvent(e2, s), ACL_SUCCESS);
+  CHECK_EQ(aclrtRecordEvent(e3, s), ACL_ERROR_RT_NO_EVENT_RESOURCE);
+  CHECK_EQ(aclrtRecordEvent(e1, s), ACL_ERROR_RT_NO_EVENT_RESOURCE);  // the new id comes before the old goes
+  gate.open_and_pass();
+  CHECK_EQ(aclrtSynchronizeStream(s), ACL_SUCCESS);
+  CHECK_EQ(acl_sim::event_ids_in_use(0), 2u);  // reached, still each event's own
+  CHECK_EQ(aclrtRecordEvent(e3, s), ACL_ERROR_RT_NO_EVENT_RESOURCE);
+  CHECK_EQ(aclrtDestroyEvent(e2), ACL_SUCCESS);  // its record was reached: its id is back
+  CHECK_EQ(acl_sim::event_ids_in_use(0), 1u);
+  CHECK_EQ(aclrtRecordEvent(e3, s), ACL_SUCCESS);
+  // a destroyed event whose record is not reached keeps its id until the stream reaches it
+  acl_sim::set_event_id_limit(0, 3);
+  CHECK_EQ(aclrtSynchronizeStream(s), ACL_SUCCESS);  // e3's record reached
+  gate.close_on(s);
+  CHECK_EQ(aclrtRecordEvent(e3, s), ACL_SUCCESS);  // the previous record, reached, gives its id back
+  CHECK_EQ(acl_sim::event_ids_in_use(0), 2u);
+  CHECK_EQ(aclrtRecordEvent(e3, s), ACL_SUCCESS);  // the previous record, behind the gate, keeps its id
+  CHECK_EQ(acl_sim::event_ids_in_use(0), 3u);
+  CHECK_EQ(aclrtRecordEvent(e3, s), ACL_ERROR_RT_NO_EVENT_RESOURCE);
+  CHECK_EQ(aclrtDestroyEvent(e3), ACL_SUCCESS);
+  CHECK_EQ(acl_sim::event_ids_in_use(0), 3u);  // both of its records are behind the gate
+  gate.open_and_pass();
+  CHECK_EQ(aclrtSynchronizeStream(s), ACL_SUCCESS);
+  CHECK_EQ(acl_sim::event_ids_in_use(0), 1u);
+  // per device: device 1 has its own
+  CHECK_EQ(aclrtSetDevice(1), ACL_SUCCESS);
+  acl_sim::set_event_id_limit(1, 1);
+  aclrtStream s1 = nullptr;
+  CHECK_EQ(aclrtCreateStream(&s1), ACL_SUCCESS);
+  aclrtEvent f = nullptr;
+  CHECK_EQ(aclrtCreateEvent(&f), ACL_SUCCESS);
+  CHECK_EQ(aclrtRecordEvent(f, s1), ACL_SUCCESS);
+  CHECK_EQ(aclrtRecordEvent(f, s1), ACL_ERROR_RT_NO_EVENT_RESOURCE);
+  CHECK_EQ(aclrtDestroyEvent(f), ACL_SUCCESS);
+  CHECK_EQ(aclrtSetDevice(0), ACL_SUCCESS);
+  // the default: CANN's 65535 per device, far beyond what ordinary runs keep
+  acl_sim::reset();
+  CHECK_EQ(aclrtRecordEvent(e1, s), ACL_SUCCESS);
+  CHECK_EQ(aclrtDestroyEvent(e1), ACL_SUCCESS);
+  sync(s);
+  CHECK_EQ(acl_sim::event_ids_in_use(0), 0u);
 }
 
 TEST_CASE(launch_copies_args_at_call_time_and_runs_every_block) {

@@ -72,7 +72,8 @@ _INVALID_VALUE = {"aclDataType": "ACL_DT_UNDEFINED", "aclFormat": "ACL_FORMAT_UN
 #: surface and the report.
 CONTROL_FOR_TESTS = ("acl_host_last_launch_id", "acl_host_probe_record_json", "acl_host_counters_json",
                      "acl_host_error_count_of", "acl_host_app_log", "acl_host_inject_fault", "acl_host_set_device_base_offset",
-                     "acl_host_set_device_memory", "acl_host_stream_hold", "acl_host_stream_release",
+                     "acl_host_set_device_memory", "acl_host_set_event_id_limit", "acl_host_event_ids_in_use",
+                     "acl_host_stream_hold", "acl_host_stream_release",
                      "acl_host_pause_arm", "acl_host_pause_reached", "acl_host_pause_release",
                      "acl_host_set_executor")  # the end-to-end tier's kernel executor (tooling/e2e/executor.py)
 

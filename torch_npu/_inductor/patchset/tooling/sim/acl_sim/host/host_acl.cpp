@@ -747,6 +747,14 @@ __attribute__((visibility("default"))) void acl_host_set_device_memory(int devic
   acl_sim::set_device_memory_capacity(device, bytes != 0 ? bytes : kDeviceMemory);
 }
 
+__attribute__((visibility("default"))) void acl_host_set_event_id_limit(int device, uint32_t n) {
+  acl_sim::set_event_id_limit(device, n);
+}
+
+__attribute__((visibility("default"))) uint32_t acl_host_event_ids_in_use(int device) {
+  return acl_sim::event_ids_in_use(device);
+}
+
 __attribute__((visibility("default"))) int acl_host_missing_count(void) {
   std::lock_guard<std::mutex> g(g_calls_mu);
   uint64_t n = 0;
@@ -853,14 +861,17 @@ aclError aclrtDestroyContext(aclrtContext context) {
 // What torch_npu 2.7.1 knows as an Ascend 910B (SocVersion 220, the project's stand-in device).
 const char *aclrtGetSocName() { return "Ascend910B1"; }
 
+// The device's memory as allocations see it: the capacity a test set (acl_host_set_device_memory), not more
+// (torch_npu's allocator takes its memory fraction and its out-of-memory message from it).
 aclError aclrtGetMemInfo(aclrtMemAttr attr, size_t *free, size_t *total) {
   (void)attr;
   if (free == nullptr || total == nullptr) return ACL_ERROR_INVALID_PARAM;
   const int d = acl_sim::internal::thread_device();
   if (d < 0) return ACL_ERROR_RT_CONTEXT_NULL;
-  const uint64_t used = acl_sim::device_memory_in_use(d);
-  *total = kDeviceMemory;
-  *free = used < kDeviceMemory ? kDeviceMemory - used : 0;
+  uint64_t capacity = 0, used = 0;
+  acl_sim::internal::device_memory(d, &capacity, &used);
+  *total = capacity;
+  *free = used < capacity ? capacity - used : 0;
   return ACL_SUCCESS;
 }
 
@@ -925,15 +936,16 @@ aclError aclrtCreateStreamWithConfig(aclrtStream *stream, uint32_t priority, uin
 // CANN drops the stream's pending tasks; here they run first (a stream's work always completes).
 aclError aclrtDestroyStreamForce(aclrtStream stream) { return aclrtDestroyStream(stream); }
 
-// The timeout is never reached: a stream of the double always drains.
+// The timeout in ms: -1 none, 0 and below -1 refused (CANN: stream.cpp:137-149, device.cpp:168-175 and the
+// runtime's api_error.cc:1441-1444, :3479-3481); past it ACL_ERROR_RT_STREAM_SYNC_TIMEOUT.
 aclError aclrtSynchronizeStreamWithTimeout(aclrtStream stream, int32_t timeout) {
-  (void)timeout;
-  return aclrtSynchronizeStream(stream);
+  if (timeout < -1 || timeout == 0) return ACL_ERROR_RT_PARAM_INVALID;
+  return acl_sim::internal::synchronize_stream(stream, timeout);
 }
 
 aclError aclrtSynchronizeDeviceWithTimeout(int32_t timeout) {
-  (void)timeout;
-  return aclrtSynchronizeDevice();
+  if (timeout < -1 || timeout == 0) return ACL_ERROR_RT_PARAM_INVALID;
+  return acl_sim::internal::synchronize_device(timeout);
 }
 
 aclError aclrtStreamQuery(aclrtStream stream, aclrtStreamStatus *status) {
@@ -982,15 +994,14 @@ aclError aclrtStreamWaitEvent(aclrtStream stream, aclrtEvent event) {
   return acl_sim::internal::stream_wait_event(stream, event);
 }
 
-// ---- events (flags select timing / IPC behaviour the double does not model; the event itself is real)
+// ---- events: the creation kind decides the never-recorded query, the waits and the event ids a record takes
+// (acl_sim/control.h: set_event_id_limit); flags the double does not model (IPC, EXTERNAL, MC2) are refused.
 aclError aclrtCreateEventWithFlag(aclrtEvent *event, uint32_t flag) {
-  (void)flag;
-  return aclrtCreateEvent(event);
+  return acl_sim::internal::create_event(event, flag, false);
 }
 
 aclError aclrtCreateEventExWithFlag(aclrtEvent *event, uint32_t flag) {
-  (void)flag;
-  return aclrtCreateEvent(event);
+  return acl_sim::internal::create_event(event, flag, true);
 }
 
 aclError aclrtSynchronizeEvent(aclrtEvent event) { return acl_sim::internal::synchronize_event(event); }

@@ -91,6 +91,10 @@ void acl_host_set_device_base_offset(uint64_t bytes);
 // Device memory of `device` in bytes (0: back to ACL_HOST_DEVICE_GIB); allocations beyond it fail with
 // ACL_ERROR_RT_MEMORY_ALLOCATION (207001). The report's counters give what is in use ("device_memory_in_use").
 void acl_host_set_device_memory(int device, uint64_t bytes);
+// Event ids of `device` (acl_sim/control.h, set_event_id_limit): lowers the limit (0: back to 65535; also at
+// acl_host_reset), and how many are in use now.
+void acl_host_set_event_id_limit(int device, uint32_t n);
+uint32_t acl_host_event_ids_in_use(int device);
 
 // Stream holds: for a test that needs work on a stream not to have finished when it looks (a kernel still pending,
 // an event behind it not complete) by construction rather than by a kernel's run time. acl_host_stream_hold queues

@@ -658,32 +658,45 @@ uint64_t enqueue(Stream *s, F &&fill, Submit *how = nullptr) {
   if (wake) s->cv.notify_one();
   return seq;
 }
-// Waits until the stream ran its first `seq` tasks. `host_sync`: the wait is a host synchronisation
-// (aclrtSynchronizeEvent / Stream / Device), which makes the records it covers known complete.
-void wait_until(Stream *s, uint64_t seq, bool host_sync) {
+// Waits until the stream ran its first `seq` tasks; false if `deadline` (when given) passed first.
+// `host_sync`: the wait is a host synchronisation (aclrtSynchronizeEvent / Stream / Device), which makes
+// the records it covers known complete.
+using Deadline = std::chrono::steady_clock::time_point;
+bool wait_until(Stream *s, uint64_t seq, bool host_sync, const Deadline *deadline = nullptr) {
   std::unique_lock<std::mutex> l(s->mu);
   s->idle_waiters++;
-  s->idle_cv.wait(l, [&] { return s->completed >= seq; });
+  const auto reached = [&] { return s->completed >= seq; };
+  const bool ok =
+      deadline == nullptr ? (s->idle_cv.wait(l, reached), true) : s->idle_cv.wait_until(l, *deadline, reached);
   s->idle_waiters--;
-  if (host_sync && seq > s->host_seen) s->host_seen = seq;
+  if (ok && host_sync && seq > s->host_seen) s->host_seen = seq;
+  return ok;
 }
-void wait_idle(Stream *s, bool host_sync) {
+bool wait_idle(Stream *s, bool host_sync, const Deadline *deadline = nullptr) {
   uint64_t seq;
   {
     std::lock_guard<std::mutex> l(s->mu);
     seq = s->enqueued;
   }
-  wait_until(s, seq, host_sync);
+  return wait_until(s, seq, host_sync, deadline);
 }
-// Waits for every stream of `device` (-1: all devices).
-void sync_all_streams(int device, bool host_sync) {
+// Waits for every stream of `device` (-1: all devices); false if `deadline` passed first.
+bool sync_all_streams(int device, bool host_sync, const Deadline *deadline = nullptr) {
   std::vector<Stream *> all;
   {
     std::lock_guard<std::mutex> g(g_streams_mu);
     for (Stream *s : streams())
       if (!s->destroyed && (device < 0 || s->device == device)) all.push_back(s);
   }
-  for (Stream *s : all) wait_idle(s, host_sync);
+  for (Stream *s : all)
+    if (!wait_idle(s, host_sync, deadline)) return false;
+  return true;
+}
+// A synchronisation's timeout in milliseconds (-1: none) as a deadline, or nullptr.
+const Deadline *deadline_after(int32_t timeout_ms, Deadline *storage) {
+  if (timeout_ms < 0) return nullptr;
+  *storage = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  return storage;
 }
 // A device-wide synchronising call on `device`: invalidates every capture
 // on that device (only those begun in GLOBAL mode, or by this thread, when
@@ -772,6 +785,15 @@ uint64_t pinned_id_now(uintptr_t p, size_t n) {
 // `fresh`: no query has answered for this record yet and no host synchronisation covered it; the
 // first query then answers NOT_READY whatever the worker did meanwhile (aclrtQueryEventStatus says
 // why). Under g_ev_mu: the record and `fresh`; under s->mu: the stamp and the list.
+// CANN's event flag bits (pkg_inc/runtime/runtime/event.h:56-63): ACL_EVENT_SYNC is DDSYNC_NS,
+// ACL_EVENT_CAPTURE_STREAM_PROGRESS is STREAM_MARK; aclrtCreateEvent makes RT_EVENT_DEFAULT.
+constexpr uint32_t kEvDdsyncNs = 0x01, kEvStreamMark = 0x02, kEvDdsync = 0x04, kEvTimeLine = 0x08, kEvMc2 = 0x10,
+                   kEvExternal = 0x20, kEvIpc = 0x40;
+constexpr uint32_t kEvDefault = kEvDdsync | kEvTimeLine | kEvStreamMark;
+// An event another stream can wait for; only those take one of the device's event ids (CANN:
+// IsEventWithoutWaitTask, src/runtime/core/inc/event/event.hpp:133-136; no id on a STARS device such as the
+// Ascend910B the double reports, event.cc:441-445).
+bool waitable(uint32_t flag) { return (flag & (kEvDdsync | kEvDdsyncNs | kEvExternal | kEvIpc)) != 0; }
 struct Event {
   Stream *s = nullptr;
   uint64_t target = 0;
@@ -779,6 +801,9 @@ struct Event {
   int64_t stamp_ns = -1;  // steady clock; -1: not reached yet
   bool pending = false;   // in s's list
   bool fresh = false;
+  uint32_t flag = kEvDefault;
+  bool ex = false;        // made by aclrtCreateEventExWithFlag (CANN's "new mode")
+  bool holds_id = false;  // holds one of its device's event ids as its own (until destroyed)
   Event *prev = nullptr, *next = nullptr;
 };
 std::mutex g_ev_mu;
@@ -786,6 +811,37 @@ std::set<Event *> &events() {
   static auto *s = new std::set<Event *>();
   return *s;
 }
+
+// A device's event ids (under g_ev_mu). CANN (event.cc): aclrtCreateEvent's event takes a new id at every
+// record and lets the previous one go once that record was reached (:536-546, :380-391, :109-124, :191-231);
+// aclrtCreateEventWithFlag with a waitable flag other than the default takes one at creation and keeps it
+// (:457-481, api_impl.cc:2062-2067); aclrtCreateEventExWithFlag's waitable event takes one per record, given
+// back when that record is reached; a destroyed event's ids go back once its records are reached
+// (event_task.cc:165-187). CANN's documentation gives 65535 per device (A2 training products); at the limit
+// the runtime retries, reclaiming finished tasks, and on a device without a task thread gives up after 1000
+// tries with ACL_ERROR_RT_NO_EVENT_RESOURCE (event.cc:401-427). The double gives up at once.
+constexpr uint32_t kDefaultEventIds = 65535;
+uint32_t g_ev_limit[kMaxDevices];    // 0: kDefaultEventIds
+uint32_t g_ev_holders[kMaxDevices];  // events holding an id of their own
+// Records holding an id until they are reached.
+std::vector<std::pair<Stream *, uint64_t>> &ev_pending_ids(int device) {
+  static auto *v = new std::vector<std::pair<Stream *, uint64_t>>[kMaxDevices];
+  return v[device];
+}
+uint32_t ev_limit(int device) { return g_ev_limit[device] != 0 ? g_ev_limit[device] : kDefaultEventIds; }
+// Requires g_ev_mu and no stream mutex. The ids of `device` in use now (records reached give theirs back).
+uint32_t ev_ids_in_use(int device) {
+  auto &v = ev_pending_ids(device);
+  v.erase(std::remove_if(v.begin(), v.end(),
+                         [](const std::pair<Stream *, uint64_t> &r) {
+                           std::lock_guard<std::mutex> l(r.first->mu);
+                           return r.first->completed >= r.second;
+                         }),
+          v.end());
+  return g_ev_holders[device] + static_cast<uint32_t>(v.size());
+}
+// Which ids a record of `ev` takes: one per record (aclrtCreateEvent's, and ExWithFlag's waitable ones).
+bool id_per_record(const Event *ev) { return waitable(ev->flag) && (ev->ex || ev->flag == kEvDefault); }
 int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
       .count();
@@ -1239,6 +1295,17 @@ bool allocation_extent(const void *ptr, Extent *out, uint64_t request_seq) {
   return true;
 }
 
+void set_event_id_limit(int device, uint32_t n) {
+  if (device < 0 || device >= kMaxDevices) throw std::invalid_argument("acl_sim::set_event_id_limit: bad device");
+  std::lock_guard<std::mutex> g(g_ev_mu);
+  g_ev_limit[device] = n;
+}
+uint32_t event_ids_in_use(int device) {
+  if (device < 0 || device >= kMaxDevices) return 0;
+  std::lock_guard<std::mutex> g(g_ev_mu);
+  return ev_ids_in_use(device);
+}
+
 void set_device_memory_capacity(int device, uint64_t bytes) {
   if (device < 0 || device >= kMaxDevices) throw std::invalid_argument("acl_sim::set_device_memory_capacity: bad device");
   std::lock_guard<std::mutex> g(g_mem_mu);
@@ -1254,6 +1321,10 @@ void reset() {
   {
     std::lock_guard<std::mutex> g(g_mem_mu);
     for (uint64_t &c : g_capacity) c = 0;
+  }
+  {
+    std::lock_guard<std::mutex> g(g_ev_mu);
+    for (uint32_t &n : g_ev_limit) n = 0;
   }
   reset_counters();
   clear_errors();
@@ -1291,6 +1362,34 @@ using namespace acl_sim;
 
 namespace {
 
+// aclrtSynchronizeStream(WithTimeout): the stream's work, or ACL_ERROR_RT_STREAM_SYNC_TIMEOUT once `timeout_ms`
+// (-1: none) passed (CANN: stream.cpp:137-165, api_impl.cc:1704-1765).
+aclError sync_stream(aclrtStream stream, int32_t timeout_ms) {
+  Stream *s = get_stream(stream);
+  if (s == nullptr) return ACL_ERROR_RT_INVALID_HANDLE;
+  {
+    std::lock_guard<std::mutex> l(s->mu);
+    if (s->capture != nullptr) {
+      invalidate_locked(s, "aclrtSynchronizeStream on the capturing stream");
+      return ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT;
+    }
+  }
+  C().host_blocking++;
+  Deadline d;
+  return wait_idle(s, true, deadline_after(timeout_ms, &d)) ? ACL_SUCCESS : ACL_ERROR_RT_STREAM_SYNC_TIMEOUT;
+}
+
+// aclrtSynchronizeDevice(WithTimeout): every stream of the current device (CANN: device.cpp:159-184).
+aclError sync_device(int32_t timeout_ms) {
+  const int dev = cur_device();
+  if (invalidate_captures_on(dev, "aclrtSynchronizeDevice while a stream of the device captures", false))
+    return ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT;
+  C().host_blocking++;
+  C().device_synchronizations++;
+  Deadline d;
+  return sync_all_streams(dev, true, deadline_after(timeout_ms, &d)) ? ACL_SUCCESS : ACL_ERROR_RT_STREAM_SYNC_TIMEOUT;
+}
+
 // Device of the allocation record (live or freed) holding p, or -1.
 int alloc_device(const void *p) {
   std::lock_guard<std::mutex> g(g_mem_mu);
@@ -1313,6 +1412,39 @@ aclError check_copy_sides(void *dst, const void *src, aclrtMemcpyKind kind, int 
 
 aclError submitted(Submit how) {
   return how == Submit::kInvalidated ? ACL_ERROR_RT_STREAM_CAPTURE_INVALIDATED : ACL_SUCCESS;
+}
+
+// aclrtCreateEvent (flag RT_EVENT_DEFAULT), aclrtCreateEventWithFlag, aclrtCreateEventExWithFlag (`ex`). The flag
+// checks are CANN's (src/runtime/api/impl/api_error.cc:1628-1679); the kinds the double does not model (MC2,
+// EXTERNAL, IPC) are refused as not supported.
+aclError make_event(aclrtEvent *event, uint32_t flag, bool ex) {
+  if (event == nullptr) return ACL_ERROR_INVALID_PARAM;
+  const uint32_t most = ex ? (kEvDdsyncNs | kEvStreamMark | kEvDdsync | kEvTimeLine | kEvIpc)
+                           : (kEvDdsyncNs | kEvStreamMark | kEvDdsync | kEvTimeLine | kEvMc2 | kEvExternal);
+  for (uint32_t alone : {kEvMc2, kEvExternal, kEvIpc})
+    if ((flag & alone) != 0 && (flag & ~alone) != 0) return ACL_ERROR_RT_PARAM_INVALID;
+  if ((flag & most) == 0 || flag > most) return ACL_ERROR_RT_PARAM_INVALID;
+  if ((flag & (kEvMc2 | kEvExternal | kEvIpc)) != 0) return ACL_ERROR_RT_FEATURE_NOT_SUPPORT;
+  auto *ev = new Event();
+  ev->device = cur_device();
+  ev->flag = flag;
+  ev->ex = ex;
+  {
+    std::lock_guard<std::mutex> g(g_ev_mu);
+    if (!ex && flag != kEvDefault && waitable(flag)) {  // its id now (CANN retries 10 times, 50 ms apart)
+      if (ev_ids_in_use(ev->device) + 1 > ev_limit(ev->device)) {
+        delete ev;
+        return ACL_ERROR_RT_NO_EVENT_RESOURCE;
+      }
+      ev->holds_id = true;
+      g_ev_holders[ev->device]++;
+    }
+    events().insert(ev);
+  }
+  C().events_created++;
+  C().live_events++;
+  *event = ev;
+  return ACL_SUCCESS;
 }
 
 }  // namespace
@@ -1424,6 +1556,8 @@ aclError aclrtMemcpyAsync(void *dst, size_t destMax, const void *src, size_t cou
                           aclrtStream stream) {
   if (aclError e = fault(kApiMemcpyAsync)) return e;
   if (count > destMax || dst == nullptr || src == nullptr) return ACL_ERROR_INVALID_PARAM;
+  // CANN's aclrtMemcpyAsync page: a host-to-host copy is not supported on the training products.
+  if (kind == ACL_MEMCPY_HOST_TO_HOST) return ACL_ERROR_RT_FEATURE_NOT_SUPPORT;
   Stream *s = get_stream(stream);
   if (s == nullptr) return ACL_ERROR_RT_INVALID_HANDLE;
   if (s->device != cur_device()) return ACL_ERROR_RT_STREAM_CONTEXT;
@@ -1519,44 +1653,17 @@ aclError aclrtDestroyStream(aclrtStream stream) {
 
 aclError aclrtSynchronizeStream(aclrtStream stream) {
   if (aclError e = fault(kApiSynchronizeStream)) return e;
-  Stream *s = get_stream(stream);
-  if (s == nullptr) return ACL_ERROR_RT_INVALID_HANDLE;
-  {
-    std::lock_guard<std::mutex> l(s->mu);
-    if (s->capture != nullptr) {
-      invalidate_locked(s, "aclrtSynchronizeStream on the capturing stream");
-      return ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT;
-    }
-  }
-  C().host_blocking++;
-  wait_idle(s, true);
-  return ACL_SUCCESS;
+  return sync_stream(stream, -1);
 }
 
 aclError aclrtSynchronizeDevice(void) {
   if (aclError e = fault(kApiSynchronizeDevice)) return e;
-  const int dev = cur_device();
-  if (invalidate_captures_on(dev, "aclrtSynchronizeDevice while a stream of the device captures", false))
-    return ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT;
-  C().host_blocking++;
-  C().device_synchronizations++;
-  sync_all_streams(dev, true);
-  return ACL_SUCCESS;
+  return sync_device(-1);
 }
 
 aclError aclrtCreateEvent(aclrtEvent *event) {
   if (aclError e = fault(kApiCreateEvent)) return e;
-  if (event == nullptr) return ACL_ERROR_INVALID_PARAM;
-  auto *ev = new Event();
-  ev->device = cur_device();
-  {
-    std::lock_guard<std::mutex> g(g_ev_mu);
-    events().insert(ev);
-  }
-  C().events_created++;
-  C().live_events++;
-  *event = ev;
-  return ACL_SUCCESS;
+  return make_event(event, kEvDefault, false);
 }
 
 aclError aclrtDestroyEvent(aclrtEvent event) {
@@ -1564,6 +1671,10 @@ aclError aclrtDestroyEvent(aclrtEvent event) {
   std::lock_guard<std::mutex> g(g_ev_mu);
   auto *ev = static_cast<Event *>(event);
   if (!events().erase(ev)) return ACL_ERROR_RT_INVALID_HANDLE;
+  if (ev->holds_id) {  // back once its last record is reached (a record not reached yet keeps the event)
+    g_ev_holders[ev->device]--;
+    if (ev->s != nullptr) ev_pending_ids(ev->device).emplace_back(ev->s, ev->target);
+  }
   drop_stamp(ev);
   delete ev;
   C().live_events--;
@@ -1579,11 +1690,20 @@ aclError aclrtRecordEvent(aclrtEvent event, aclrtStream stream) {
   auto *ev = static_cast<Event *>(event);
   if (!events().count(ev)) return ACL_ERROR_RT_INVALID_HANDLE;
   if (ev->device != s->device) return ACL_ERROR_RT_INVALID_HANDLE;  // an event of another device
+  // A record that takes an id takes it before the previous one goes back: at the limit it fails.
+  const bool takes_id = id_per_record(ev);
+  const bool ids_left = !takes_id || ev_ids_in_use(ev->device) + 1 <= ev_limit(ev->device);
   std::lock_guard<std::mutex> l(s->mu);
   if (s->capture != nullptr) {
     if (s->capture->status != ACL_MODEL_RI_CAPTURE_STATUS_ACTIVE) return ACL_ERROR_RT_STREAM_CAPTURE_INVALIDATED;
     invalidate_locked(s, "aclrtRecordEvent on the capturing stream");
     return ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT;
+  }
+  if (!ids_left) return ACL_ERROR_RT_NO_EVENT_RESOURCE;
+  if (takes_id && !ev->ex) {  // aclrtCreateEvent's: the new id is its own; the previous record's goes back once reached
+    if (ev->holds_id) ev_pending_ids(ev->device).emplace_back(ev->s, ev->target);
+    if (!ev->holds_id) g_ev_holders[ev->device]++;
+    ev->holds_id = true;
   }
   // The last record is forgotten. Two stream locks at once only here, under g_ev_mu: no other order exists.
   if (ev->s == s) {
@@ -1601,6 +1721,7 @@ aclError aclrtRecordEvent(aclrtEvent event, aclrtStream stream) {
         t.heap_args = nullptr;
       },
       &wake);
+  if (takes_id && ev->ex) ev_pending_ids(ev->device).emplace_back(s, ev->target);  // back once reached
   ev->s = s;
   ev->stamp_ns = -1;
   ev->fresh = true;
@@ -1637,7 +1758,8 @@ aclError aclrtQueryEventStatus(aclrtEvent event, aclrtEventRecordedStatus *statu
   // a query made right after the record finds it not reached. The double answers so on the first query
   // of every record, whatever its worker did meanwhile (deterministic on a loaded machine), unless a
   // host synchronisation already covered the record; later queries answer whether the stream reached it.
-  bool done = true;
+  // Never recorded: CANN's "new mode" (ExWithFlag) answers complete, the others not ready (event.cc:1193-1198).
+  bool done = ev->ex;
   if (ev->s != nullptr) {
     std::lock_guard<std::mutex> l(ev->s->mu);
     done = ev->s->completed >= ev->target && (!ev->fresh || ev->s->host_seen >= ev->target);
@@ -1647,10 +1769,11 @@ aclError aclrtQueryEventStatus(aclrtEvent event, aclrtEventRecordedStatus *statu
   return ACL_SUCCESS;
 }
 
-// CANN (acl_rt.h): the time between two events, each recorded and complete. Never waits. Its documentation
-// names no error code; the double answers with the runtime's own (rt_error_codes.h): never recorded
-// ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID, recorded but not reached yet ACL_ERROR_RT_EVENT_NOT_COMPLETE,
-// the end reached before the start ACL_ERROR_RT_EVENT_TIMESTAMP_REVERSAL.
+// CANN (acl_rt.h): the time between two events, each recorded and complete. Never waits. CANN's runtime
+// (event.cc:1247-1279): an event never recorded is RT_ERROR_EVENT_RECORDER_NULL, which reaches the caller as
+// ACL_ERROR_RT_INTERNAL_ERROR (errcode_manage.cc:197); a record whose completion the host has not taken in
+// yet has no stamp: ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID. The end reached before the start: CANN gives a
+// negative time; the double refuses with ACL_ERROR_RT_EVENT_TIMESTAMP_REVERSAL.
 aclError aclrtEventElapsedTime(float *ms, aclrtEvent startEvent, aclrtEvent endEvent) {
   if (aclError e = fault(kApiEventElapsedTime)) return e;
   if (ms == nullptr) return ACL_ERROR_INVALID_PARAM;
@@ -1660,12 +1783,12 @@ aclError aclrtEventElapsedTime(float *ms, aclrtEvent startEvent, aclrtEvent endE
   for (int i = 0; i < 2; ++i)
     if (!events().count(evs[i])) return ACL_ERROR_RT_INVALID_HANDLE;
   for (int i = 0; i < 2; ++i)
-    if (evs[i]->s == nullptr) return ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID;
+    if (evs[i]->s == nullptr) return ACL_ERROR_RT_INTERNAL_ERROR;
   for (int i = 0; i < 2; ++i) {
     // Known complete to the host only through a query after the first, or a host synchronisation.
     std::lock_guard<std::mutex> l(evs[i]->s->mu);
     if (evs[i]->pending || (evs[i]->fresh && evs[i]->s->host_seen < evs[i]->target))
-      return ACL_ERROR_RT_EVENT_NOT_COMPLETE;
+      return ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID;
     stamp[i] = evs[i]->stamp_ns;
   }
   if (stamp[1] < stamp[0]) return ACL_ERROR_RT_EVENT_TIMESTAMP_REVERSAL;
@@ -1736,13 +1859,16 @@ aclError aclmdlRICaptureBegin(aclrtStream stream, aclmdlRICaptureMode mode) {
   return ACL_SUCCESS;
 }
 
+// CANN (model_ri.cpp:62-91): the stream must be given (no default stream here) and at least one of status and
+// modelRI; an invalid handle is ACL_ERROR_RT_INVALID_HANDLE (runtime_handle_guard.cc:70-92); a stream that does
+// not capture: NONE and no model (context_aclgraph.cc:656-688).
 aclError aclmdlRICaptureGetInfo(aclrtStream stream, aclmdlRICaptureStatus *status, aclmdlRI *modelRI) {
   if (aclError e = fault(kApiCaptureGetInfo)) return e;
-  if (status == nullptr) return ACL_ERROR_INVALID_PARAM;
+  if (stream == nullptr || (status == nullptr && modelRI == nullptr)) return ACL_ERROR_INVALID_PARAM;
   Stream *s = get_stream(stream);
   if (s == nullptr) return ACL_ERROR_RT_INVALID_HANDLE;
   std::lock_guard<std::mutex> l(s->mu);
-  *status = s->capture == nullptr ? ACL_MODEL_RI_CAPTURE_STATUS_NONE : s->capture->status;
+  if (status != nullptr) *status = s->capture == nullptr ? ACL_MODEL_RI_CAPTURE_STATUS_NONE : s->capture->status;
   if (modelRI != nullptr) *modelRI = s->capture == nullptr ? nullptr : s->capture->model;
   return ACL_SUCCESS;
 }
@@ -1823,6 +1949,10 @@ aclError aclmdlRIDestroy(aclmdlRI modelRI) {
 // stream and event internals; declared in internal.h.
 namespace acl_sim {
 namespace internal {
+// CANN (event.cc:586-632, :709-761): an ExWithFlag event never recorded is not waited for; a wait for an event
+// of the other kinds never recorded fails (ACL_ERROR_RT_PARAM_INVALID); an event that cannot be waited for
+// (no ACL_EVENT_SYNC among its flags, CANN's documentation of aclrtCreateEventExWithFlag) is refused: CANN's
+// runtime lets an ExWithFlag one pass without waiting and fails an older kind's unless its record is done.
 aclError stream_wait_event(aclrtStream stream, aclrtEvent event) {
   Stream *s = get_stream(stream);
   if (s == nullptr) return ACL_ERROR_RT_INVALID_HANDLE;
@@ -1834,8 +1964,11 @@ aclError stream_wait_event(aclrtStream stream, aclrtEvent event) {
     if (!events().count(ev)) return ACL_ERROR_RT_INVALID_HANDLE;
     other = ev->s;
     target = ev->target;
+    if (other == nullptr && ev->ex) return ACL_SUCCESS;
+    if (other == nullptr) return ACL_ERROR_RT_PARAM_INVALID;
+    if (!waitable(ev->flag)) return ev->ex ? ACL_ERROR_RT_FEATURE_NOT_SUPPORT : ACL_ERROR_RT_PARAM_INVALID;
   }
-  if (other == nullptr || other == s) return ACL_SUCCESS;  // never recorded, or already ordered
+  if (other == s) return ACL_SUCCESS;  // already ordered
   Submit how = Submit::kQueued;
   enqueue(
       s,
@@ -1849,6 +1982,11 @@ aclError stream_wait_event(aclrtStream stream, aclrtEvent event) {
       &how);
   return submitted(how);
 }
+
+aclError create_event(aclrtEvent *event, uint32_t flag, bool ex) { return make_event(event, flag, ex); }
+
+aclError synchronize_stream(aclrtStream stream, int32_t timeout_ms) { return sync_stream(stream, timeout_ms); }
+aclError synchronize_device(int32_t timeout_ms) { return sync_device(timeout_ms); }
 
 aclError synchronize_event(aclrtEvent event) {
   Stream *s;

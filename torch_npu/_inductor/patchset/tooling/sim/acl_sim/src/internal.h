@@ -30,6 +30,11 @@ void probe_reset();
 // such stream), the calling thread's device (-1: never set).
 aclError stream_wait_event(aclrtStream stream, aclrtEvent event);
 aclError synchronize_event(aclrtEvent event);
+// aclrtCreateEventWithFlag (`ex` false) and aclrtCreateEventExWithFlag (`ex` true): the flag checked as CANN does.
+aclError create_event(aclrtEvent *event, uint32_t flag, bool ex);
+// The stream's / the current device's synchronisation with a timeout in ms (-1: none); the caller checks it.
+aclError synchronize_stream(aclrtStream stream, int32_t timeout_ms);
+aclError synchronize_device(int32_t timeout_ms);
 aclError stream_idle(aclrtStream stream, bool *idle);
 int stream_device(aclrtStream stream);
 int thread_device();

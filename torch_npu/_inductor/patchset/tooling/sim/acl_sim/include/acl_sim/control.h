@@ -51,13 +51,15 @@
 //    The first aclrtQueryEventStatus of a record answers NOT_READY, whatever
 //    the worker did meanwhile, unless a host synchronisation (of the event,
 //    its stream or its device) covered it; a later query answers whether the
-//    stream reached it; the synchronisations wait for it (never-recorded:
-//    COMPLETE). The moment the worker reached it is the record's stamp:
+//    stream reached it; the synchronisations wait for it (never recorded:
+//    COMPLETE for an aclrtCreateEventExWithFlag event, NOT_READY for the
+//    others, as CANN answers). The moment the worker reached it is the record's stamp:
 //    aclrtEventElapsedTime gives the milliseconds between two stamps, never
 //    waiting, once each record is known complete (a later query, or a
-//    synchronisation); never recorded: ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID,
-//    not known complete: ACL_ERROR_RT_EVENT_NOT_COMPLETE, the end's stamp
-//    before the start's: ACL_ERROR_RT_EVENT_TIMESTAMP_REVERSAL.
+//    synchronisation); never recorded: ACL_ERROR_RT_INTERNAL_ERROR, not known
+//    complete: ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID (CANN's codes), the end's
+//    stamp before the start's: ACL_ERROR_RT_EVENT_TIMESTAMP_REVERSAL (CANN
+//    gives a negative time). Event kinds and their ids: set_event_id_limit.
 //  * at_npu::native::allocate_workspace (the workspace allocator's only
 //    exported entry point): see the stand-in NPUWorkspaceAllocator.h. The
 //    simulation remembers every request's extent, so the probe kernel can
@@ -204,6 +206,20 @@ void pause_point(const char *function, bool after);
 struct OutOfMemoryError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
+
+// A device's event ids (CANN's limit on events that another stream can wait
+// for: 65535 per device on the A2 training products, its aclrtCreateEvent
+// page). aclrtCreateEvent's event takes a new id at each record and gives the
+// previous one back once that record is reached; a waitable
+// aclrtCreateEventWithFlag event takes one at creation; a waitable
+// aclrtCreateEventExWithFlag event one per record, back once reached; a
+// destroyed event's ids go back once its records are reached. A record (or
+// such a creation) that finds none left fails with
+// ACL_ERROR_RT_NO_EVENT_RESOURCE at once (CANN retries, reclaiming finished
+// tasks, and then gives up). `n` lowers the limit for a test (0: back to
+// 65535; reset() does so too).
+void set_event_id_limit(int device, uint32_t n);
+uint32_t event_ids_in_use(int device);
 
 // Number of simulated devices (1..16, default 8). Shrinking it does not
 // delete streams of the devices dropped.
