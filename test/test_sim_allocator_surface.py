@@ -231,6 +231,7 @@ DATAPTR_MEMBERS = {
     "get": r"void\s*\*\s*get\(\)\s*const",
     "release_context": r"void\s*\*\s*release_context\(\)",
     "get_deleter": r"DeleterFnPtr\s+get_deleter\(\)\s*const",
+    "operator bool": r"operator\s+bool\(\)\s*const",
 }
 #: One use of every member of the stand-ins of torch's types, compiled against the stand-ins and against torch.
 _C10_USE = r"""
@@ -249,6 +250,7 @@ c10::DataPtr use(c10::Allocator *allocator, int8_t index) {
   c10::DataPtr c;
   c = std::move(b);
   c10::DataPtr d(std::move(c));
+  if (!d) return c10::DataPtr();
   const c10::DeleterFnPtr del = a.get_deleter();
   del(a.release_context());
   a.clear();
@@ -266,8 +268,9 @@ def test_data_ptr_and_allocator_stand_ins_are_torchs(tmp_path):
     assert re.search(r"using\s+DeleterFnPtr\s*=\s*void\s*\(\s*\*\s*\)\s*\(\s*void\s*\*\s*\)\s*;", unique)
     assert re.search(r"using\s+DeleterFnPtr\s*=\s*void\s*\(\s*\*\s*\)\s*\(\s*void\s*\*\s*\)\s*;", ours)
     public = _without_bodies(ours.split("class DataPtr", 1)[1].split("private:", 1)[0])
-    names = set(re.findall(r"(~?\w+|operator=)\s*\([^;@]*\)", public))
-    assert names == {"DataPtr", "operator=", "~DataPtr", "clear", "get", "release_context", "get_deleter"}, names
+    names = set(re.findall(r"(~?\w+|operator=|operator bool)\s*\([^;@]*\)", public))
+    assert names == {"DataPtr", "operator=", "~DataPtr", "clear", "get", "release_context", "get_deleter",
+                     "operator bool"}, names
     for what, sig in DATAPTR_MEMBERS.items():
         assert re.search(sig, real), f"torch's DataPtr has no {what}"
         assert re.search(sig, ours), f"the stand-in has no {what}"

@@ -381,9 +381,10 @@ def test_sim_torch_npu_prototypes_match(version):
     stream_text = _text(w.include / "torch_npu/csrc/core/npu/NPUStream.h")
     stream_h = _norm(stream_text)
     ours = _text(SIM_TORCH_NPU / "csrc/core/npu/NPUStream.h")
-    assert _public_members(ours, "C10_NPU_API NPUStream") == {"operator==", "operator!=", "device_index", "stream"}
+    assert _public_members(ours, "C10_NPU_API NPUStream") == {"operator==", "operator!=", "device_index", "id", "stream"}
     assert re.search(r"class\s+C10_NPU_API\s+NPUStream\b", stream_text), version
     for proto in ("aclrtStream stream(const bool need_empty) const;", "c10::DeviceIndex device_index() const",
+                  "c10::StreamId id() const",
                   "bool operator==(const NPUStream& other) const noexcept",
                   "bool operator!=(const NPUStream& other) const noexcept"):
         assert _norm(proto) in stream_h, (version, proto)

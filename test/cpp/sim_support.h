@@ -110,17 +110,17 @@ inline acl_sim::ProbeRecord record(uint64_t id) {
 }
 // Holds a stream before its next task until released (a kernel that waits): a use's event stays incomplete by
 // construction, not by timing. Released at the latest when it goes out of scope, then the stream drained.
-class Gate {
+class StreamGate {
  public:
-  explicit Gate(aclrtStream s) : s_(s) {
-    static aclrtFuncHandle kernel = acl_sim::register_kernel("gate", &Gate::wait, nullptr);
-    Gate *self = this;
+  explicit StreamGate(aclrtStream s) : s_(s) {
+    static aclrtFuncHandle kernel = acl_sim::register_kernel("gate", &StreamGate::wait, nullptr);
+    StreamGate *self = this;
     if (aclrtLaunchKernelWithHostArgs(kernel, 1, s, nullptr, &self, sizeof self, nullptr, 0) != ACL_SUCCESS)
       throw std::runtime_error("the gate kernel could not be launched");
   }
-  Gate(const Gate &) = delete;
-  Gate &operator=(const Gate &) = delete;
-  ~Gate() {
+  StreamGate(const StreamGate &) = delete;
+  StreamGate &operator=(const StreamGate &) = delete;
+  ~StreamGate() {
     open();
     (void)aclrtSynchronizeStream(s_);
   }
@@ -132,7 +132,7 @@ class Gate {
 
  private:
   static void wait(const acl_sim::KernelCall &call) {
-    Gate *self = nullptr;
+    StreamGate *self = nullptr;
     std::memcpy(&self, call.args, sizeof self);
     std::unique_lock<std::mutex> l(self->mu_);
     self->cv_.wait(l, [&] { return self->open_; });

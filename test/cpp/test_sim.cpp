@@ -634,7 +634,7 @@ TEST_CASE(a_block_freed_with_a_recorded_use_waits_for_its_event) {
   const OnPoolStream on;
   CHECK_EQ(ca::get()->name(), std::string("native"));
   CHECK(ca::get()->allocate(0).get() == nullptr);
-  Gate gate(on.stream());
+  StreamGate gate(on.stream());
   c10::DataPtr plain = ca::get()->allocate(4096);
   void *const q = plain.get();
   plain.clear();  // no use recorded: free at once, even while the stream is held
@@ -671,7 +671,7 @@ TEST_CASE(empty_cache_and_the_out_of_memory_retry_free_blocks_behind_their_event
   {
     const OnPoolStream on(kDevice);
     {  // empty_cache: the block's event synchronised, then the block freed to the device
-      Gate gate(on.stream());
+      StreamGate gate(on.stream());
       c10::DataPtr a = ca::get()->allocate(kBlock);
       ca::recordStream(a, on.npu());
       a.clear();
@@ -683,7 +683,7 @@ TEST_CASE(empty_cache_and_the_out_of_memory_retry_free_blocks_behind_their_event
     }
     // the retry: a second block fits only once the first, waiting for its event, is freed. The stream is held until
     // the retry began (its counter, an order, not a time), then the retry's synchronisation waits for it.
-    Gate gate(on.stream());
+    StreamGate gate(on.stream());
     c10::DataPtr a = ca::get()->allocate(kBlock);
     ca::recordStream(a, on.npu());
     a.clear();

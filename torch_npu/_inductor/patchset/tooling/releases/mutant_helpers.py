@@ -26,7 +26,9 @@ renamed into a namespace of its own and edited (:data:`HELPER_EDITS`):
   block stays allocated when the allocator needs the memory;
 * ``given-back-without-a-use``: a block goes back to the allocator without its stream recorded as a use: free in
   its cache at once, so another thread's empty_cache, whose device synchronisation came first, frees it under its
-  kernel.
+  kernel;
+* ``no-memory-taken-as-memory``: an allocator's answer of no memory without an error (a pluggable one's may) taken
+  as a block: the kernel's regions start at address 0.
 """
 from __future__ import annotations
 
@@ -190,6 +192,8 @@ HELPER_EDITS = {
         ("bool Execute() override { return kept->give_back(true) != 0; }",
          "bool Execute() override { return kept->give_back(false) != 0; }"),),
     "given-back-without-a-use": ((_USE, ""),),
+    "no-memory-taken-as-memory": (("if (c10::DataPtr block = npu_alloc::get()->allocate(bytes)) return block;",
+                                   "return npu_alloc::get()->allocate(bytes);"),),
 }
 CLASS_NAMES = tuple(_CLASSES)  # the earlier and wrong rules, each a LaunchMemory class of its own
 NAMES = CLASS_NAMES + tuple(HELPER_EDITS)

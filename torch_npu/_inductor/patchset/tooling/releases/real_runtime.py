@@ -39,8 +39,11 @@ Command line: ``python -m torch_npu._inductor.patchset launcher --samples --real
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import math
+import os
 import re
+import subprocess
 from pathlib import Path
 from typing import Sequence
 
@@ -211,6 +214,11 @@ SCENARIO_SETUPS = {
            ("thread-ended", "ended", "a thread makes 4 launches needing 32 MiB each, then ends"),
            ("block-replaced", "replaced", "a thread makes a launch needing 8 MiB, then 4 needing 32 MiB (the "
             "first block replaced), then stays alive and idle"))},
+    "pluggable-allocator-no-memory": Scenario(
+        "a pluggable allocator (torch.npu.memory.change_current_allocator, set before torch_npu's first allocation) "
+        "whose malloc answers requests of 1 MiB and more with no memory and no error, as a user's may: the 8 MiB "
+        "launch is refused on the calling thread with the helper's error, nothing queued, no kernel reached "
+        "(issue 47, point 5)", mode="pluggable", threads=1, per_thread=1, alone=True, exercises=()),
 }
 SCENARIOS = {name: sc.what for name, sc in SCENARIO_SETUPS.items()}
 #: capture-then-empty-cache-grow: launches captured, replays, the eager launches ``run_capture`` makes (a warm-up,
@@ -525,6 +533,8 @@ def scenario_spec(built: Built, name: str, tag: str, per_thread: int | None = No
     elif sc.mode == "pressure":
         spec.update(variant=sc.variant, grow=sc.grow, device_bytes=PRESSURE_DEVICE_BYTES,
                     tensor_bytes=PRESSURE_TENSOR_BYTES, kernels=per_thread + (sc.variant == "replaced"))
+    elif sc.mode == "pluggable":
+        spec.update(pluggable=str(pluggable_allocator()), kernels=0)
     elif sc.mode == "oom-fill":
         spec.update(rounds=OOM_ROUNDS, per_round=OOM_LAUNCHES, fill_bytes=list(FILL_BYTES),
                     kernels=OOM_ROUNDS * OOM_LAUNCHES)
@@ -595,6 +605,40 @@ def run_scenarios(release: str, names: Sequence[str], *, as_shipped: bool = Fals
                                         larger=larger.get(n))
     return {n: combine_runs({q: runs[n][q] for q in SCENARIO_SETUPS[n].queues}, scenario=n, release=release,
                             as_shipped=as_shipped, mutant=mutant, what=SCENARIOS[n]) for n in names}
+
+
+#: pluggable-allocator-no-memory's allocator (torch_npu's NPUPluggableAllocator signatures): device memory from the
+#: host ACL library for requests below 1 MiB, none (and no error) from 1 MiB on.
+_PLUGGABLE_SOURCE = r"""
+#include <dlfcn.h>
+#include <stddef.h>
+static void *acl(const char *name) { return dlsym(dlopen("libascendcl.so", RTLD_LAZY | RTLD_NOLOAD), name); }
+void *npu_patchset_pluggable_malloc(size_t size, int device, void *stream) {
+  void *p = NULL;
+  (void)device, (void)stream;
+  if (size >= (1u << 20)) return NULL;
+  return ((int (*)(void **, size_t, int))acl("aclrtMalloc"))(&p, size ? size : 1, 0) == 0 ? p : NULL;
+}
+void npu_patchset_pluggable_free(void *ptr, size_t size, int device, void *stream) {
+  (void)size, (void)device, (void)stream;
+  if (ptr != NULL) ((int (*)(void *))acl("aclrtFree"))(ptr);
+}
+"""
+
+
+def pluggable_allocator() -> Path:
+    """The shared object of :data:`_PLUGGABLE_SOURCE`, built once into the build cache."""
+    key = hashlib.sha256(_PLUGGABLE_SOURCE.encode()).hexdigest()[:12]
+    out = ra.build_cache() / f"pluggable-allocator-{key}.so"
+    if not out.exists():
+        src = out.with_suffix(".c")
+        src.parent.mkdir(parents=True, exist_ok=True)
+        src.write_text(_PLUGGABLE_SOURCE)
+        tmp = out.with_name(f".{out.name}.{os.getpid()}")
+        subprocess.run(["cc", "-shared", "-fPIC", "-O1", "-o", str(tmp), str(src), "-ldl"], check=True,
+                       capture_output=True, text=True)
+        os.replace(tmp, out)
+    return out
 
 
 def expect_of(built: Built, ln: dict, grow: int = 1) -> tuple:

@@ -163,6 +163,10 @@ def main() -> None:
     RESULT.update(torch=torch.__version__, torch_npu=torch_npu.__version__,
                   torch_npu_file=torch_npu.__file__, task_queue_enable=os.environ.get("TASK_QUEUE_ENABLE"),
                   patchset_imported=any(m.startswith("torch_npu._inductor.patchset") for m in sys.modules))
+    pluggable = [sp["pluggable"] for sp in SPEC.get("scenarios", [SPEC]) if sp.get("pluggable")]
+    if pluggable:  # before torch_npu's first allocation, as change_current_allocator requires
+        torch.npu.memory.change_current_allocator(torch.npu.memory.NPUPluggableAllocator(
+            pluggable[0], "npu_patchset_pluggable_malloc", "npu_patchset_pluggable_free"))
     torch.npu.set_device(0)
     RESULT["import_s"] = round(time.perf_counter() - T0, 2)
     step("imported torch_npu, device 0 set")
@@ -1159,10 +1163,28 @@ def run_pressure(torch, so: Launchers, sp: dict, out: dict) -> None:
     step("scenario done", out)
 
 
+def run_pluggable(torch, so: Launchers, sp: dict, out: dict) -> None:
+    """Under the pluggable allocator main() installed (no memory, and no error, for requests of 1 MiB and more): one
+    launch of the 8 MiB scenario kernel, which must be refused on the calling thread (the helper's error), nothing
+    queued. torch_npu's memory statistics are the caching allocator's: not read here."""
+    launcher = sp["launchers"][0]
+    torch.npu.set_device(0)
+    HOST.reset()
+    bufs = [torch.empty(launcher["xnumel"], device="npu", dtype=torch.float32) for _ in range(2)]
+    threw, err = so.call(launcher, bufs, torch.npu.current_stream().npu_stream)
+    sync_error = _synchronize_all(torch, [0])
+    bufs.clear()
+    out.update(calls=[{"thread": 0, "device": 0, "launch": 1, "what": "8 MiB under the pluggable allocator",
+                       "call_threw": threw, "call_error": err[:300], "expected_refusal": True}],
+               thread_errors=[], sync_error=sync_error, host=HOST.report(), refusal={"threw": threw, "error": err[:300]})
+    step("scenario done", out)
+
+
 RUNNERS = {"scenario": run_scenario, "capture": run_capture, "graphs": run_graphs,
            "global-capture": run_global_capture, "oom-fill": run_oom_fill, "interleave": run_interleave,
            "empty-cache-window": run_empty_cache_window, "queue-stops": run_queue_stops,
-           "eager-capture": run_eager_capture, "pressure": run_pressure}
+           "eager-capture": run_eager_capture, "pressure": run_pressure,
+           "pluggable": run_pluggable}
 
 
 if __name__ == "__main__":

@@ -242,7 +242,8 @@ def judge_scenario(expect: tuple, spec: dict, res: dict, *, queue: str, exercise
     records = [r for r in host.get("probe_records", []) if r["name"] == kernel]
     launches = spec["kernels"]
     rows = res.get("calls", [])
-    threw = [r for r in rows if r["call_threw"] and not r.get("reports_the_failure")]  # (queue-stops)
+    threw = [r for r in rows if r["call_threw"] and not r.get("reports_the_failure")  # (queue-stops)
+             and not r.get("expected_refusal")]  # (pluggable-allocator-no-memory: the judge reads its refusal below)
     kernel_issues: dict[str, int] = {}
     clean = 0
     for r in records:
@@ -295,6 +296,10 @@ def judge_scenario(expect: tuple, spec: dict, res: dict, *, queue: str, exercise
     problems += graph_problems(records, res)
     problems += retry_problems(res)
     problems += pressure_problems(res)
+    r = res.get("refusal")
+    if r is not None and (not r["threw"] or "the allocator returned no memory" not in r["error"]):
+        problems.append(f"the launch under an allocator that returned no memory was not refused with the helper's "
+                        f"error on the calling thread: {r}")
     exercised = not_exercised(exercises, res, spec, queue, records, operators, frees=frees, refused=refused)
     return {"queue": queue, "launches": launches, "calls_made": len(rows), "calls_threw": len(threw),
             "reached_kernel": len(records), "clean_kernels": clean, "host_error_kinds": by_kind,

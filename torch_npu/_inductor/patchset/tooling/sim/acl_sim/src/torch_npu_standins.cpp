@@ -17,6 +17,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -299,7 +300,7 @@ struct DeviceStreams {
   std::atomic<uint32_t> next[2] = {};
 };
 DeviceStreams g_streams[kMaxDevices];
-thread_local aclrtStream t_current_stream[kMaxDevices] = {};  // nullptr: the default stream
+thread_local std::optional<c10_npu::NPUStream> t_current_stream[kMaxDevices];  // none: the default stream
 
 // Runs `f` with `device` as the calling thread's device (torch_npu's SetDevice, then back).
 template <class F>
@@ -864,8 +865,8 @@ at::Tensor workspace_tensor(void *data) {
 namespace acl_sim {
 namespace detail {
 struct StreamAccess {
-  static c10_npu::NPUStream make(aclrtStream stream, int device) {
-    return c10_npu::NPUStream(stream, static_cast<c10::DeviceIndex>(device));
+  static c10_npu::NPUStream make(aclrtStream stream, int device, c10::StreamId id) {
+    return c10_npu::NPUStream(stream, static_cast<c10::DeviceIndex>(device), id);
   }
 };
 }  // namespace detail
@@ -886,19 +887,19 @@ NPUStream getStreamFromPool(const bool isHighPriority, c10::DeviceIndex device_i
     for (aclrtStream &s : d.pool[p]) s = new_stream(device);
   });
   const uint32_t i = d.next[p].fetch_add(1) % kStreamsPerPool;
-  return ::acl_sim::detail::StreamAccess::make(d.pool[p][i], device);
+  return ::acl_sim::detail::StreamAccess::make(d.pool[p][i], device, c10::StreamId((1 + p) << 5 | i));
 }
 
 NPUStream getNPUStreamFromPool(c10::DeviceIndex device) { return getStreamFromPool(false, device); }
 
 NPUStream getCurrentNPUStream(c10::DeviceIndex device_index) {  // :517-525
   const int device = checked_device(device_index);
-  aclrtStream s = t_current_stream[device];
-  return ::acl_sim::detail::StreamAccess::make(s != nullptr ? s : default_stream(device), device);
+  const std::optional<NPUStream> &s = t_current_stream[device];
+  return s ? *s : ::acl_sim::detail::StreamAccess::make(default_stream(device), device, 0);
 }
 
 void setCurrentNPUStream(NPUStream stream) {  // :733-744
-  t_current_stream[stream.device_index()] = stream.stream(false);
+  t_current_stream[stream.device_index()].emplace(stream);
 }
 
 }  // namespace c10_npu

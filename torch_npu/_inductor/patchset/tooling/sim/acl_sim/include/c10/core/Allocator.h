@@ -40,6 +40,7 @@ class DataPtr {
     if (ctx != nullptr && deleter_ != nullptr) deleter_(ctx);  // torch: a null deleter is deleteNothing
   }
   void *get() const { return data_; }
+  operator bool() const { return data_ != nullptr; }
   // The context, which no longer goes to the deleter; get() still answers the data pointer.
   void *release_context() { return std::exchange(ctx_, nullptr); }
   DeleterFnPtr get_deleter() const { return deleter_; }

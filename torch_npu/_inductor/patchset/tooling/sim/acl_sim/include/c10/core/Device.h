@@ -10,6 +10,7 @@
 namespace c10 {
 
 using DeviceIndex = int8_t;
+using StreamId = int64_t;  // c10/core/Stream.h
 
 enum class DeviceType : int8_t {
   CPU = 0,

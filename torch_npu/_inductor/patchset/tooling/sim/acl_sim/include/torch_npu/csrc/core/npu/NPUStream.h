@@ -1,7 +1,7 @@
 // HOST SIMULATION stand-in for torch_npu/csrc/core/npu/NPUStream.h (test double;
 // not torch_npu). Only what the helper and the simulation's launching users
 // use, with the real prototypes (test/test_sim_surface.py): NPUStream's
-// stream(need_empty), device_index() and comparison, and the exported
+// stream(need_empty), device_index(), id() and comparison, and the exported
 // functions that hand streams out and set the current one. Simulated
 // (src/torch_npu_standins.cpp, "torch_npu's streams"; NPUStream.cpp v2.7.1):
 //  * each device has a default stream and two pools (normal, high priority) of
@@ -16,6 +16,9 @@
 //    given (MakeSureQueueEmpty of the default stream's queue, :417-445): from
 //    that queue's own thread a self-wait, reported (acl_sim::ErrorKind).
 // An NPUStream is made only by those functions (the stand-in has no c10::Stream).
+// Its id is torch_npu's for its own streams (makeStreamId :186-193): 0 for the
+// default stream, (type << 5) | index for a pool's (type 1 normal, 2 high);
+// the stand-in has no external streams (an external id carries bit 30).
 #pragma once
 #include "acl/acl_base.h"
 #include "c10/core/Device.h"
@@ -36,13 +39,15 @@ class C10_NPU_API NPUStream {
   }
   bool operator!=(const NPUStream &other) const noexcept { return !(*this == other); }
   c10::DeviceIndex device_index() const { return device_; }
+  c10::StreamId id() const { return id_; }
   aclrtStream stream(const bool need_empty) const;
 
  private:
   friend struct ::acl_sim::detail::StreamAccess;
-  NPUStream(aclrtStream stream, c10::DeviceIndex device) : stream_(stream), device_(device) {}
+  NPUStream(aclrtStream stream, c10::DeviceIndex device, c10::StreamId id) : stream_(stream), device_(device), id_(id) {}
   aclrtStream stream_;
   c10::DeviceIndex device_;
+  c10::StreamId id_;
 };
 
 C10_NPU_API NPUStream getNPUStreamFromPool(c10::DeviceIndex device = -1);
