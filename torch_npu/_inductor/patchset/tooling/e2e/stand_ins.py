@@ -26,6 +26,9 @@ TRITON_ASCEND = "triton-ascend==3.2.0"
 #: own inductor imports it from 2.7.1.post11 on).
 TRITON_ASCEND_UNDECLARED = ("pybind11", "psutil")
 
+#: What the kernel executor needs beside triton-ascend: NumPy's bfloat16 type (exact.py), installed apart as well.
+EXECUTOR_NEEDS = ("ml_dtypes==0.5.4",)
+
 #: (what stands in, what it replaces, why the patch set's values do not depend on it)
 STAND_INS: tuple[tuple[str, str, str], ...] = (
     ("triton-ascend 3.2.0 from the package index",
@@ -115,6 +118,14 @@ def triton_ascend_dir() -> Path:
     return _publish(build, _cache() / TRITON_ASCEND.replace("==", "-"))
 
 
+def executor_deps_dir() -> Path:
+    """ml_dtypes for the kernel executor (exact.py), installed apart from the leg's environment."""
+    def build(tmp: Path) -> None:
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(tmp),
+                        *EXECUTOR_NEEDS], check=True, capture_output=True, text=True)
+    return _publish(build, _cache() / "-".join(EXECUTOR_NEEDS).replace("==", "-"))
+
+
 def tools_dir() -> Path:
     """``bin/`` with ``bisheng`` and ``bishengir-compile``, both the compiler stand-in."""
     script = Path(__file__).with_name("compiler_stand_in.py")
@@ -156,7 +167,7 @@ def child_env(release: str, *, patched: bool, work: Path) -> dict:
         "TORCHINDUCTOR_CACHE_DIR": str(work / "inductor"), "TRITON_CACHE_DIR": str(work / "triton"),
     })
     wheel, *rest = env["PYTHONPATH"].split(os.pathsep)
-    env["PYTHONPATH"] = os.pathsep.join([wheel, str(triton_ascend_dir()), *rest])
+    env["PYTHONPATH"] = os.pathsep.join([wheel, str(triton_ascend_dir()), str(executor_deps_dir()), *rest])
     env["PATH"] = os.pathsep.join([str(tools_dir()), env.get("PATH", "")])
     env.pop("TORCH_COMPILE_DEBUG", None)
     if patched:
