@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from torch_npu._inductor.patchset.tooling.commands import demo
+from torch_npu._inductor.patchset.tooling.e2e import matrix
 
 
 def test_changed_lines_are_only_what_differs_with_kernel_names_made_equal():
@@ -78,6 +79,9 @@ def test_demo_shows_null_and_aliasing_as_shipped_and_clean_patched():
     # its kernels executed: the gradients of q, k and v match CPU eager at every length
     assert all(x["grad_errors"] and all(e["close"] for e in x["grad_errors"].values()) for x in e2e["patched"]["runs"])
     assert any("the user's job, end to end on 2.7.1.post10" in line for line in steps)
+    # the matrix of the cases users run: one verdict per case, each ran or stopped where matrix.KNOWN_STOPS says
+    assert e2e["matrix_ok"] and [v["case"] for v in e2e["matrix"]] == list(matrix.CASES), e2e["matrix"]
+    assert {v["case"] for v in e2e["matrix"] if v["outcome"] == "stopped"} == set(matrix.KNOWN_STOPS), e2e["matrix"]
     states = {row["id"]: row["state"] for row in by["2.7.1.post10"]["status"]}
     assert states["cpp-wrapper-sync-resources"] == "applied"
     assert {row["id"]: row["state"] for row in by["2.7.1.post11"]["status"]}["kernel-sync-metadata"] == "upstream-has-fix"
