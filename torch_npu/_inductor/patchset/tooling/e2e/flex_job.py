@@ -91,7 +91,7 @@ def failed_step(exc: BaseException, path: str) -> str:
 
 
 def lengths(case: dict) -> list[tuple[int, int]]:
-    return list(zip(case["seq_lens"], case.get("kv_lens") or case["seq_lens"]))
+    return [tuple(x) for x in case["lengths"]]
 
 
 def record_error(exc: BaseException, forward_ran: bool) -> None:
@@ -106,7 +106,8 @@ def run_steps(upstream_test, executing: bool) -> None:
     """The upstream test's function: each length's forward and backward, and, where the kernels ran, the output and the
     gradients against eager."""
     case = SPEC["case"]
-    args = {k: (tuple(v) if isinstance(v, list) else v) for k, v in case.items() if k not in ("mode", "steps")}
+    args = {k: v for k, v in case.items() if k not in ("mode", "steps", "loss")}
+    args["lengths"] = lengths(case)
     try:
         for (s, n), (_, npu, eager) in zip(lengths(case), upstream_test.flex_attention_steps(**args)):
             run = {"seq_len": s, "kv_len": n, "forward": "ok", "backward": "ok", "shapes": [list(t.shape) for t in npu]}
@@ -132,7 +133,7 @@ def run_graph(executing: bool) -> None:
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
     case = SPEC["case"]
-    s, dtype = case["seq_lens"][0], getattr(torch, case["dtype"])
+    s, dtype = case["lengths"][0][0], getattr(torch, case["dtype"])
     ref_mask = create_block_mask(lambda b, h, i, j: i >= j, SPEC["batch"], SPEC["heads"], s, s, device="cpu")
     shape = (SPEC["batch"], SPEC["heads"], s, SPEC["dim"])
     compiled = torch.compile(flex_attention, dynamic=True, options={"cpp_wrapper": True})
@@ -190,7 +191,7 @@ def run_training(executing: bool) -> None:
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
     case = SPEC["case"]
-    s, dtype = case["seq_lens"][0], getattr(torch, case["dtype"])
+    s, dtype = case["lengths"][0][0], getattr(torch, case["dtype"])
     B, H, D = SPEC["batch"], SPEC["heads"], SPEC["dim"]
 
     class Tiny(torch.nn.Module):

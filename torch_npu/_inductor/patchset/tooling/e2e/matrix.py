@@ -24,8 +24,7 @@ CASES: dict[str, dict] = {
     "training-compiled-mean": {"mode": "train", "steps": 3, "loss": "compiled"},
 }
 #: The upstream function's defaults, for the tier's own modes and its reports (B=2, H=4, D=64 are fixed there).
-DEFAULTS = {"seq_lens": (384,), "kv_lens": None, "dtype": "bfloat16", "kv_heads": None, "mask": "causal",
-            "score_mod": None}
+DEFAULTS = {"lengths": ((384, 384),), "dtype": "bfloat16", "kv_heads": None, "mask": "causal", "score_mod": None}
 BATCH, HEADS, DIM = 2, 4, 64
 
 #: Largest error allowed against eager in float64, relative to the reference's largest magnitude (at least 1): the

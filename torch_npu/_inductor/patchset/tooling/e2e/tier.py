@@ -31,7 +31,7 @@ EXECUTOR = Path(__file__).with_name("executor.py")
 #: The seed's job (matrix.CASES["float32"]): lengths that are multiples of 128 (the templates need IS_DIVISIBLE with
 #: symbolic lengths, flex_job.py), several, to show one compile serves them; their mask block counts (5, 6, 8) differ
 #: from the batch and head counts, which Dynamo would otherwise guard equal ("duck sizing").
-SEQ_LENS = tuple(matrix.CASES["float32"]["seq_lens"])
+SEQ_LENS = tuple(q for q, _ in matrix.CASES["float32"]["lengths"])
 #: Batch, heads and head size (the upstream function's): B and H above 1, so that Dynamo keeps them symbolic.
 BATCH, HEADS, DIM = matrix.BATCH, matrix.HEADS, matrix.DIM
 

@@ -11,14 +11,14 @@ for the thread's next launch on the stream), the sizes and bad metadata; on an N
 PATH = "test/_inductor/test_npu_launch_resources.py"
 
 
-#: The cases users run, as ``flex_attention_steps(**case)`` (its defaults: bf16, one length of 384, a causal mask):
+#: The cases users run, as ``flex_attention_steps(**case)`` (its defaults: bf16, Q = KV = 384, a causal mask):
 #: the NPU test runs each; the end-to-end tier runs each without an NPU (tooling/e2e/matrix.py adds its own modes).
 NPU_CASES: dict[str, dict] = {
-    "float32": {"dtype": "float32", "seq_lens": (640, 768, 1024)},
+    "float32": {"dtype": "float32", "lengths": ((640, 640), (768, 768), (1024, 1024))},
     "bfloat16": {},
     "float16": {"dtype": "float16"},
-    "q-ne-kv": {"kv_lens": (640,)},
-    "off-grid": {"seq_lens": (257,), "kv_lens": (385,)},
+    "q-ne-kv": {"lengths": ((384, 640),)},
+    "off-grid": {"lengths": ((257, 385),)},
     "sliding-window": {"mask": "sliding"},
     "document": {"mask": "document"},
     "relative-bias": {"score_mod": "relative"},
@@ -65,8 +65,8 @@ def _module():  # standard library only: loaded by path, without torch_npu (data
 NPU_CASES = @NPU_CASES@
 
 
-def flex_attention_steps(seq_lens=(384,), kv_lens=None, dtype="bfloat16", kv_heads=None, mask="causal", score_mod=None):
-    """Per length: (length, out, dq, dk, dv compiled once, dynamic and cpp_wrapper, on the NPU, the same from eager)."""
+def flex_attention_steps(lengths=((384, 384),), dtype="bfloat16", kv_heads=None, mask="causal", score_mod=None):
+    """Per Q length: (it, out, dq, dk, dv compiled once, dynamic and cpp_wrapper, on the NPU, the same from eager)."""
     import torch
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention
     def mask_mod(device, n):  # causal; a sliding window of 128; three documents, causal within each
@@ -75,7 +75,7 @@ def flex_attention_steps(seq_lens=(384,), kv_lens=None, dtype="bfloat16", kv_hea
                 "document": lambda b, h, q, kv: (q >= kv) & (doc[q] == doc[kv])}[mask]
     bias = {"relative": lambda score, b, h, q, kv: score + (kv - q) * 0.01}.get(score_mod)
     compiled = torch.compile(flex_attention, dynamic=True, options={"cpp_wrapper": True})
-    for s, n in zip(seq_lens, kv_lens or seq_lens):
+    for s, n in lengths:  # Q, KV
         shapes = [(2, 4, s, 64), *[(2, kv_heads or 4, n, 64)] * 2, (2, 4, s, 64)]
         tensors, results = [torch.randn(shape).to(getattr(torch, dtype)) for shape in shapes], []
         for device, fn in (("npu", compiled), ("cpu", flex_attention)):
