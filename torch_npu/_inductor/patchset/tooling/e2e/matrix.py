@@ -45,12 +45,14 @@ COMPILES = {"training": 2, "training-compiled-mean": 2}
 #: (docs/facts.md, "The user's job end to end", has the evidence). A stop elsewhere is a failure.
 KNOWN_STOPS = {
     "off-grid": ("Cannot broadcast", "post10's Flex backward template: with IS_DIVISIBLE false (lengths off the 128 "
-                 "grid) its '# pta' kT/vT pointers are [N, D] while load_checked_2d masks them [D, N]; triton's "
-                 "front end rejects the load at post10's compile check, before any stand-in runs"),
-    "training-compiled-mean": ("Can not split expression", "post10's codegen (ir.py, transform_dims_in_indexing): the "
-                               "loss's mean, a reduction of every element with symbolic sizes, has an index it cannot "
-                               "split (ModularIndexing by s0*s1*s2*s3) and raises on Ascend910B-class SoCs (only "
-                               "Ascend950 falls back to SIMT), before any kernel compiles"),
+                 "grid) its '# pta' kT/vT pointers are [N, D] while load_checked_2d masks them [D, N] ([1, 16] against "
+                 "[16, 64]); triton's front end rejects the load when post10 compiles the backward kernel, before "
+                 "the compiler stand-in or any launch"),
+    "training-compiled-mean": ("transform_dims_in_indexing", "post10's codegen (ir.py, transform_dims_in_indexing): "
+                               "the loss graph's reductions over symbolic sizes have indices it cannot analyse "
+                               "(gcd of a symbolic modulus, or 'Can not split expression' for the mean of every "
+                               "element) and it raises on Ascend910B-class SoCs (only Ascend950 falls back to SIMT), "
+                               "before any kernel compiles"),
 }
 
 
