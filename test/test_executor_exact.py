@@ -147,3 +147,20 @@ def test_as_shipped_the_interpreter_adds_bf16_bit_patterns_and_says_nothing():
     """The defect the issue measured (a bf16 job off by 8e8, "ok"): the interpreter keeps bf16 as uint16."""
     add = _run("as-shipped")["bf16_add"]
     assert add["outcome"] == "ran" and add["got"] != add["want"], add
+
+
+def test_a_refused_launch_makes_the_case_refused_whatever_its_numbers_say():
+    """matrix.verdict: a launch the executor did not run (its error carried to the host ACL library's executions)
+    makes the case "refused", named, even when every comparison happened to pass; a clean run is "ran"."""
+    from torch_npu._inductor.patchset.tooling.e2e import matrix
+
+    close = {"max_abs": 1e-3, "max_ref": 2.0, "max_rel": 1e-3, "finite": True, "close": True}
+    run = {"seq_len": 384, "kv_len": 384, "forward": "ok", "backward": "ok", "errors": {"out": close}}
+    ok = {"case": "bfloat16", "done": True, "compiles": 1, "runs": [run],
+          "host": {"errors": [], "executions": [{"name": "triton_tem_fused_0", "ok": True, "error": ""}]}}
+    assert matrix.verdict(ok)["outcome"] == "ran"
+    error = "InterpreterError: NotExact('operation create_mod: not on the executor's list')"
+    refused = {**ok, "host": {"errors": [], "executions": [{"name": "triton_tem_fused_0", "ok": False, "error": error}]}}
+    v = matrix.verdict(refused)
+    assert v["outcome"] == "refused" and "triton_tem_fused_0" in v["what"] and "create_mod" in v["what"], v
+    assert matrix.line(v).startswith("bfloat16        bfloat16  384x384: refused: triton_tem_fused_0")
