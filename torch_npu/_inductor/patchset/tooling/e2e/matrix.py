@@ -74,15 +74,17 @@ def verdict(result: dict) -> dict:
         out["largest"] = {"result": worst[0], "max_abs": worst[1]["max_abs"], "max_ref": worst[1]["max_ref"],
                           "relative": worst[1]["max_abs"] / max(1.0, worst[1]["max_ref"])}
     errors = [r["error"] for r in runs if r.get("error")]
-    if refused:
-        return {**out, "outcome": "refused", "what": f"{refused[0]['name']}: {refused[0]['error']}"}
-    if errors:
+    what = f"{refused[0]['name']}: {refused[0]['error']}" if refused else None
+    if errors:  # a known stop is the case's outcome; a launch refused before it is said beside it
         needle, where = KNOWN_STOPS.get(name, (None, None))
         tail = " ".join(r.get("traceback_tail", "") + r["error"] for r in runs if r.get("error"))
         if needle is not None and needle in tail:
             return {**out, "outcome": "stopped", "where": where, "error": errors[0],
-                    "forward": runs[0].get("forward") == "ok"}
-        return {**out, "outcome": "FAILED", "error": errors[0]}
+                    "forward": runs[0].get("forward") == "ok", "refused": what}
+        if not refused:
+            return {**out, "outcome": "FAILED", "error": errors[0]}
+    if refused:
+        return {**out, "outcome": "refused", "what": what}
     ok = (result.get("done") and runs and not host.get("errors") and found
           and all(e["close"] and e["finite"] for _, e in found) and result.get("compiles") == COMPILES.get(name, 1))
     if not ok:
@@ -102,5 +104,7 @@ def line(v: dict) -> str:
     if v["outcome"] == "refused":
         return f"{head}: refused: {v['what']}"
     if v["outcome"] == "stopped":
-        return f"{head}: {'forward ran, backward ' if v['forward'] else ''}stopped: {v['where']}"
+        ran = ("forward launched, refused by the executor (" + v["refused"].split(": ", 1)[1][:160] + "), "
+               if v.get("refused") else "forward ran, ") if v["forward"] else ""
+        return f"{head}: {ran}{'backward ' if v['forward'] else ''}stopped: {v['where']}"
     return f"{head}: FAILED: {v['error']}"
