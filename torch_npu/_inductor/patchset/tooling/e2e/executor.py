@@ -18,8 +18,9 @@ process waits on nothing of the job's. A deadlock between them cannot happen.
 
 It decides nothing the patch set computes: the grid, the sizes and the addresses are the launch's own; it
 does not touch the lock or workspace region (a Triton kernel has no such argument; the probe's end checks
-would report a write there). What it cannot do fails the launch loudly: an atomic, an address outside the
-device memory, a signature it cannot match with the MLIR's.
+would report a write there). What it computes, it computes exactly, or the launch fails loudly, naming what it
+could not do (exact.py: the 16-bit float types, the operations' meaning, the whitelist of operations and types);
+so do an address outside the device memory and a signature it cannot match with the MLIR's.
 """
 from __future__ import annotations
 
@@ -131,8 +132,13 @@ class Executor:
         runtime_stand_ins = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(runtime_stand_ins)
         runtime_stand_ins.install_version_shims()  # the kernels' modules import what the job's do
+        spec = importlib.util.spec_from_file_location("e2e_exact", Path(__file__).with_name("exact.py"))
+        self.exact = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(self.exact)
         self.np, self.tl, self.interpreter = np, tl, interpreter
+        self.exact.install(interpreter)  # the 16-bit types, the operations' meaning, the reductions
         self._route_memory(interpreter.interpreter_builder)
+        self.exact.guard(interpreter.interpreter_builder)  # what is not known exact is refused, named
         patch_tensor = interpreter._patch_lang_tensor
 
         def patch_lang_tensor(tensor):
@@ -142,40 +148,12 @@ class Executor:
             tensor.__index__ = lambda t: int(t.handle.data.reshape(-1)[0]) if t.handle.data.size == 1 \
                 else int(t.handle.data)
         interpreter._patch_lang_tensor = patch_lang_tensor
-        self._speed_up(interpreter)
+        self._patch_once(interpreter)
 
     @staticmethod
-    def _speed_up(interpreter):
-        """Three shortcuts to what the interpreter already computes, none changing a value:
-        (1) triton-ascend's ``tl.max``/``tl.min`` reduce with combine functions of its own, which the interpreter
-        does not know, so it combines element by element in Python with ``np.maximum``/``np.minimum``: the same
-        reduction as one NumPy ``max``/``min`` (both propagate NaN); (2) the NumPy type of a Triton type, which the
-        interpreter rebuilds a table for at every call: kept; (3) ``_patch_lang``, which patches the same language
-        modules again at every call of a jit function: done once per set of modules."""
-        import numpy as np
-        import triton.triton_patch.language.standard as ascend_standard
-
-        reductions = {ascend_standard._elementwise_max_default: np.max,
-                      ascend_standard._elementwise_max_propagate_nan: np.max, ascend_standard._elementwise_min: np.min}
-        apply_impl = interpreter.ReduceOps.apply_impl
-
-        def reduce(self, input):
-            op = reductions.get(self.combine_fn)
-            return self.min_max(input[0], val_reduce_op=op) if op is not None else apply_impl(self, input)
-        interpreter.ReduceOps.apply_impl = reduce
-
-        np_dtype, known = interpreter._get_np_dtype, {}
-
-        def get_np_dtype(tt_dtype):
-            try:
-                return known[tt_dtype]
-            except KeyError:
-                known[tt_dtype] = found = np_dtype(tt_dtype)
-                return found
-            except TypeError:  # not hashable
-                return np_dtype(tt_dtype)
-        interpreter._get_np_dtype = get_np_dtype
-
+    def _patch_once(interpreter):
+        """``_patch_lang`` patches the same language modules again at every call of a jit function: done once per
+        set of modules (the same patching, not repeated)."""
         patch_lang, patched = interpreter._patch_lang, set()
 
         def patch_lang_once(fn):
@@ -190,26 +168,25 @@ class Executor:
         np, interpreter = self.np, self.interpreter
         load, store = builder.create_masked_load, builder.create_masked_store
 
-        def translated(ptrs, mask, accesses):
+        def translated(ptrs, mask, accesses, value=None):
+            kind = self.exact.np_type(ptrs.get_element_ty())
+            if value is not None and value.data.dtype != kind:  # the interpreter would copy value's itemsize
+                raise self.exact.NotExact(f"a store of {value.data.dtype} values through {ptrs.dtype} pointers")
             addrs = ptrs.data.astype(np.uint64)
             used = addrs[np.broadcast_to(mask.data, addrs.shape)] if mask is not None else addrs.ravel()
             if used.size and (int(used.min()) < self.arena.lo or int(used.max()) >= self.arena.hi):
                 raise RuntimeError(f"an address outside the device memory: [{int(used.min()):#x}, "
                                    f"{int(used.max()):#x}]")
-            accesses.add(used, np.dtype(interpreter._get_np_dtype(ptrs.get_element_ty())).itemsize)
+            accesses.add(used, kind.itemsize)
             return interpreter.TensorHandle(addrs + np.uint64(self.arena.delta), ptrs.dtype)
 
         def masked_load(ptrs, mask, other, *rest):
             return load(translated(ptrs, mask, self.reads), mask, other, *rest)
 
         def masked_store(ptrs, value, mask, *rest):
-            return store(translated(ptrs, mask, self.writes), value, mask, *rest)
-
-        def atomic(*args, **kwargs):
-            raise NotImplementedError("the executor does not run atomics (none of the job's kernels has one)")
+            return store(translated(ptrs, mask, self.writes, value), value, mask, *rest)
 
         builder.create_masked_load, builder.create_masked_store = masked_load, masked_store
-        builder.create_atomic_rmw = builder.create_atomic_cas = atomic
 
     def entry(self, token: str) -> dict:
         if token not in self.entries:
@@ -256,6 +233,8 @@ class Executor:
             if sig is None or sig == "constexpr" or not types:
                 raise RuntimeError(f"cannot match argument {name!r} ({sig}) with the MLIR's {entry['own_arg_types']}")
             mlir = types.pop(0)
+            if not mlir.startswith("memref") and mlir not in _SCALARS:
+                raise self.exact.NotExact(f"argument {name!r}: a {mlir} scalar, not one the executor decodes exactly")
             size = 8 if mlir.startswith("memref") else _SIZES[mlir]
             off = -(-off // size) * size
             chunk = raw[off:off + size]
@@ -264,6 +243,7 @@ class Executor:
             if mlir.startswith("memref") != sig.startswith("*"):
                 raise RuntimeError(f"argument {name!r}: the signature says {sig}, the MLIR {mlir}")
             if sig.startswith("*"):
+                self.exact.np_type(ty.element_ty)  # a pointer to values the executor does not compute: refused
                 handle = interpreter.TensorHandle(np.array([struct.unpack("<Q", chunk)[0]], dtype=np.uint64), ty)
             else:
                 value = struct.unpack(_SCALARS[mlir], chunk)[0]

@@ -26,6 +26,9 @@ TRITON_ASCEND = "triton-ascend==3.2.0"
 #: own inductor imports it from 2.7.1.post11 on).
 TRITON_ASCEND_UNDECLARED = ("pybind11", "psutil")
 
+#: What the kernel executor needs beside triton-ascend: NumPy's bfloat16 type (exact.py), installed apart as well.
+EXECUTOR_NEEDS = ("ml_dtypes==0.5.4",)
+
 #: (what stands in, what it replaces, why the patch set's values do not depend on it)
 STAND_INS: tuple[tuple[str, str, str], ...] = (
     ("triton-ascend 3.2.0 from the package index",
@@ -64,16 +67,36 @@ STAND_INS: tuple[tuple[str, str, str], ...] = (
      "it decides no size, grid, address or lock value (all come from the launch's argument struct), has no access to "
      "the lock or workspace region (a Triton kernel has no such argument; the probe's checks around it are unchanged "
      "and would report a write there), and every device range it read or wrote is checked by the host ACL library "
-     "as its copies are (bounds, use after free, uninitialised bytes); what it cannot run (an atomic, an address "
-     "outside device memory, a signature it cannot match) fails the launch. It computes in IEEE float32 with NumPy: "
-     "not the NPU's cube unit"),
+     "as its copies are (bounds, use after free, uninitialised bytes). It computes exactly or refuses (exact.py): "
+     "float32 as IEEE float32 (not the NPU's cube unit, whose float32 dot may round its inputs), bf16 and fp16 with "
+     "16-bit storage and float32 arithmetic rounded to the type at each 16-bit operation, dots accumulated in "
+     "float32; an operation, element type or argument not on its list of known-exact ones, an address outside "
+     "device memory or a signature it cannot match fails the launch, named (the matrix's verdict: refused)"),
     ("compile observer (runtime_stand_ins._recording_compile)", "nothing of CANN: the link from kernel.o to its source",
      "around each triton.compile call it tells the compiler stand-in (through the environment) which Triton function, "
      "constants and signature the compile was asked for; triton.compile runs unchanged"),
-    ("interpreter adaptations (executor.Executor)", "nothing: triton-ascend 3.2.0's interpreter as shipped",
-     "one-element arrays converted to int as NumPy 2 requires; triton-ascend's tl.max/tl.min combine functions "
-     "reduced by one NumPy max/min (the values the interpreter's element-by-element np.maximum/np.minimum give); "
-     "two pure functions cached"),
+    ("interpreter adaptations (executor.Executor, exact.py)", "nothing: triton-ascend 3.2.0's interpreter as shipped",
+     "one-element arrays converted to int as NumPy 2 requires; bf16 values typed ml_dtypes.bfloat16 (the "
+     "interpreter kept their bits as uint16 and computed on them); maxnum/minnum, unordered compares, fma and "
+     "float casts given the IR's meaning; triton-ascend's tl.max/tl.min combine functions reduced by one NumPy "
+     "fmax/fmin/maximum reduction (the values their element-by-element form gives); the language patched once"),
+    ("document ids and block masks made on the CPU (the upstream test's flex_attention_steps)",
+     "torch.arange and create_block_mask on the device",
+     "the host ACL library has no arithmetic operator; the tensors are made on the CPU and copied to the device, "
+     "where the compiled kernels read them (the upstream test does the same on an NPU)"),
+    ("compiled optimizer step (flex_job.run_training)", "torch.optim.SGD.step run eagerly on the NPU",
+     "the host ACL library has no arithmetic operator: the step is compiled (dynamic, cpp_wrapper) like the loss, "
+     "its kernels executed; eager SGD in float64 on the CPU is the reference it is checked against"),
+    ("the training loss's mean taken on the CPU (flex_job.run_training, the matrix's training case)",
+     "the mean compiled with the model, or aclnn's mean run eagerly on the NPU",
+     "post10 cannot compile that full reduction with dynamic shapes on Ascend910B (the training-compiled-mean case "
+     "shows where it stops) and the host ACL library has no eager operator: the compiled model gives the squared "
+     "errors, their backward is seeded with the mean's gradient (1/N, torch_npu's own fill), and the mean of the "
+     "errors copied back is taken on the CPU; every gradient and weight update is computed by compiled kernels"),
+    ("per-channel projections of the tiny model (flex_job.run_training)", "torch.nn.Linear projections",
+     "post10 lowers torch.mm to an aclnn operator, which the host ACL library does not have: the model's q, k, v "
+     "and output weights are per channel (elementwise), so every kernel is a Triton kernel the job compiles and "
+     "the executor runs; the attention, its backward, the loss and the weights' gradients are the user's"),
     ("ASCEND_HOME_PATH (prepare_ascend_home)", "a CANN install",
      "include/ holds only the stand-in runtime/runtime/rt.h (releases/real_artifacts.STAND_IN_HEADERS), lib64/ "
      "the host ACL library; runtime/, compiler/ and opp/ are empty folders torch_npu checks exist"),
@@ -113,6 +136,14 @@ def triton_ascend_dir() -> Path:
         subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(tmp),
                         TRITON_ASCEND, *TRITON_ASCEND_UNDECLARED], check=True, capture_output=True, text=True)
     return _publish(build, _cache() / TRITON_ASCEND.replace("==", "-"))
+
+
+def executor_deps_dir() -> Path:
+    """ml_dtypes for the kernel executor (exact.py), installed apart from the leg's environment."""
+    def build(tmp: Path) -> None:
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(tmp),
+                        *EXECUTOR_NEEDS], check=True, capture_output=True, text=True)
+    return _publish(build, _cache() / "-".join(EXECUTOR_NEEDS).replace("==", "-"))
 
 
 def tools_dir() -> Path:
@@ -156,7 +187,7 @@ def child_env(release: str, *, patched: bool, work: Path) -> dict:
         "TORCHINDUCTOR_CACHE_DIR": str(work / "inductor"), "TRITON_CACHE_DIR": str(work / "triton"),
     })
     wheel, *rest = env["PYTHONPATH"].split(os.pathsep)
-    env["PYTHONPATH"] = os.pathsep.join([wheel, str(triton_ascend_dir()), *rest])
+    env["PYTHONPATH"] = os.pathsep.join([wheel, str(triton_ascend_dir()), str(executor_deps_dir()), *rest])
     env["PATH"] = os.pathsep.join([str(tools_dir()), env.get("PATH", "")])
     env.pop("TORCH_COMPILE_DEBUG", None)
     if patched:

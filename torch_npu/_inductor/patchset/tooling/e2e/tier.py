@@ -1,6 +1,6 @@
 """Run the user's job (flex_job.py) in a child over a released wheel and the host ACL library.
 
-    run_job(release, patched=True, one_pass=None) -> dict
+    run_job(release, patched=True, one_pass=None, case="float32") -> dict     one case of matrix.CASES
 
 The verdict: the child's result (each sequence length's forward and backward, the frames compiled, the
 host ACL library's report), the C++ wrappers Inductor generated, and what the compiler stand-in
@@ -10,6 +10,7 @@ share one run of the same code.
 """
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -22,16 +23,17 @@ from pathlib import Path
 
 from ..releases import host_runtime, real_artifacts
 from ..upstream import test_text
-from . import compiler_stand_in, stand_ins
+from . import compiler_stand_in, matrix, stand_ins
 
 JOB = Path(__file__).with_name("flex_job.py")
 RUNTIME_STAND_INS = Path(__file__).with_name("runtime_stand_ins.py")
 EXECUTOR = Path(__file__).with_name("executor.py")
-#: Multiples of 128 (see flex_job.py), several, to show one compile serves them; their mask block counts
-#: (5, 6, 8) differ from the batch and head counts, which Dynamo would otherwise guard equal ("duck sizing").
-SEQ_LENS = (640, 768, 1024)
-#: Batch, heads and head size: B and H above 1, so that Dynamo keeps them symbolic (with 1 it specialises).
-BATCH, HEADS, DIM = 2, 4, 64
+#: The seed's job (matrix.CASES["float32"]): lengths that are multiples of 128 (the templates need IS_DIVISIBLE with
+#: symbolic lengths, flex_job.py), several, to show one compile serves them; their mask block counts (5, 6, 8) differ
+#: from the batch and head counts, which Dynamo would otherwise guard equal ("duck sizing").
+SEQ_LENS = tuple(q for q, _ in matrix.CASES["float32"]["lengths"])
+#: Batch, heads and head size (the upstream function's): B and H above 1, so that Dynamo keeps them symbolic.
+BATCH, HEADS, DIM = matrix.BATCH, matrix.HEADS, matrix.DIM
 
 
 def _key(*parts) -> str:
@@ -39,7 +41,8 @@ def _key(*parts) -> str:
     patchset = real_artifacts.PATCHSET_DIR
     files = sorted(p for p in patchset.rglob("*") if p.is_file() and p.suffix in (".py", ".h")
                    and ("tooling" not in p.relative_to(patchset).parts or p.parent == JOB.parent
-                        or p == Path(test_text.__file__)))  # the job's body is the upstream test's
+                        or p == Path(test_text.__file__))  # the job's body is the upstream test's
+                   and p.name != "matrix.py")  # its verdicts read a run; the case and its tolerance are in parts
     h = hashlib.sha256(repr(parts).encode())
     for p in files:
         h.update(str(p.relative_to(patchset)).encode() + p.read_bytes())
@@ -50,32 +53,35 @@ def _key(*parts) -> str:
 
 
 @lru_cache(maxsize=None)
-def run_job(release: str, *, patched: bool, one_pass: bool | None, seq_lens: tuple[int, ...] = SEQ_LENS,
-            batch: int = BATCH, heads: int = HEADS, dim: int = DIM, divisible: bool = True, execute: bool = True,
-            timeout: float = 1200) -> dict:
+def run_job(release: str, *, patched: bool, one_pass: bool | None, case: str = "float32", execute: bool = True,
+            timeout: float = 1800) -> dict:
     """``one_pass``: ``triton.autotune_at_compile_time`` (None: torch's default, which is one pass when triton is
-    there); ``divisible``: the job says ``IS_DIVISIBLE`` (its lengths must then be multiples of 128); ``execute``:
-    the compiled kernels run (the executor stand-in, executor.py) and the gradients are compared."""
-    cached = real_artifacts.CACHE_ROOT / "e2e" / "results" / (
-        _key(release, patched, one_pass, seq_lens, batch, heads, dim, divisible, execute) + ".json")
-    if cached.exists():
-        return {**json.loads(cached.read_text()), "cached": True}
-    result = _run(release, patched, one_pass, seq_lens, batch, heads, dim, divisible, execute, timeout)
-    if result.get("done") or result.get("runs"):  # a verdict; a child that died early is never kept
-        cached.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cached.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(result))
-        os.replace(tmp, cached)
+    there); ``case``: a name of matrix.CASES; ``execute``: the compiled kernels run (the executor stand-in,
+    executor.py) and the results are compared with eager. One run per verdict key at a time: a second process
+    asking for the same run (the demo beside the tests) waits for the first's verdict and reads it."""
+    spec = {**matrix.DEFAULTS, **matrix.CASES[case]}
+    key = _key(release, patched, one_pass, sorted(spec.items()), matrix.TOLERANCE[spec["dtype"]], execute)
+    cached = real_artifacts.CACHE_ROOT / "e2e" / "results" / (key + ".json")
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    with open(cached.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if cached.exists():
+            return {**json.loads(cached.read_text()), "cached": True}
+        result = _run(release, patched, one_pass, case, spec, execute, timeout)
+        if result.get("done") or result.get("runs"):  # a verdict; a child that died early is never kept
+            tmp = cached.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(result))
+            os.replace(tmp, cached)
     return {**result, "cached": False}
 
 
-def _run(release: str, patched: bool, one_pass: bool | None, seq_lens: tuple[int, ...], batch: int, heads: int,
-         dim: int, divisible: bool, execute: bool, timeout: float) -> dict:
+def _run(release: str, patched: bool, one_pass: bool | None, name: str, case: dict, execute: bool,
+         timeout: float) -> dict:
     with tempfile.TemporaryDirectory(prefix="e2e-flex-") as tmp:
         work = Path(tmp)
         out, log = work / "result.json", work / "compiled.jsonl"
-        spec = {"out": str(out), "batch": batch, "heads": heads, "dim": dim, "seq_lens": list(seq_lens),
-                "one_pass": one_pass, "divisible": divisible, "stand_ins": str(RUNTIME_STAND_INS),
+        spec = {"out": str(out), "case": case, "tolerance": matrix.TOLERANCE[case["dtype"]], "batch": BATCH,
+                "heads": HEADS, "dim": DIM, "one_pass": one_pass, "stand_ins": str(RUNTIME_STAND_INS),
                 "upstream_test": str(work / "upstream_test.py"), "executor": str(EXECUTOR) if execute else None,
                 "manifest": str(work / "kernels.jsonl")}
         (work / "upstream_test.py").write_text(test_text.text("", ""))  # its test body; no branch file is read
@@ -89,7 +95,7 @@ def _run(release: str, patched: bool, one_pass: bool | None, seq_lens: tuple[int
         proc = subprocess.run([sys.executable, str(JOB), str(work / "spec.json")], cwd=work / "cwd", env=env,
                               capture_output=True, text=True, timeout=timeout)
         result = json.loads(out.read_text()) if out.exists() else {"done": False}
-        result.update(release=release, patched=patched, one_pass=one_pass, returncode=proc.returncode,
+        result.update(release=release, patched=patched, one_pass=one_pass, case=name, returncode=proc.returncode,
                       seconds=round(time.perf_counter() - started, 1), stderr_tail=proc.stderr[-4000:])
         result["compiled"] = [json.loads(x) for x in log.read_text().splitlines()] if log.exists() else []
         sources = {str(p.relative_to(work)): p.read_text() for p in sorted((work / "inductor").rglob("*.cpp"))}
@@ -98,21 +104,26 @@ def _run(release: str, patched: bool, one_pass: bool | None, seq_lens: tuple[int
 
 
 def summary(result: dict) -> str:
-    """One line per length, for messages: each step, and the gradients' comparison with eager where the kernels ran."""
-    def grads(r: dict) -> str:
-        errors = r.get("grad_errors")
-        return "" if not errors else ", " + " ".join(
+    """One line per length, for messages: each step, and each result's comparison with eager where the kernels ran."""
+    def errors(r: dict) -> str:
+        found = r.get("errors")
+        return "" if not found else ", " + " ".join(
             f"{k} {'close' if e['close'] else 'DIFFERS'} (max abs {e['max_abs']:.1e}, rel {e['max_rel']:.1e})"
-            for k, e in errors.items())
-    runs = "; ".join(f"S={r['seq_len']}: " + (r.get("error") or f"forward {r.get('forward')}, backward "
-                                               f"{r.get('backward')}{grads(r)}") for r in result.get("runs", []))
-    return (f"{result['release']} patched={result['patched']} one_pass={result['one_pass']} "
+            for k, e in found.items())
+    runs = "; ".join(f"S={r['seq_len']}x{r.get('kv_len')}: " + (r.get("error") or f"forward {r.get('forward')}, "
+                                                                f"backward {r.get('backward')}{errors(r)}")
+                     for r in result.get("runs", []))
+    return (f"{result['release']} {result.get('case')} patched={result['patched']} one_pass={result['one_pass']} "
             f"rc={result['returncode']} done={result.get('done')} ({result['seconds']} s): {runs}")
 
 
-if __name__ == "__main__":  # python -m ...tooling.e2e.tier RELEASE [unpatched] [one-pass | two-pass]
+if __name__ == "__main__":  # python -m ...tooling.e2e.tier RELEASE [CASE | matrix] [unpatched] [one-pass | two-pass]
     mode = True if "one-pass" in sys.argv else False if "two-pass" in sys.argv else None
-    r = run_job(sys.argv[1], patched="unpatched" not in sys.argv, one_pass=mode)
-    print(summary(r))
-    print(r["stderr_tail"][-1500:] if not r.get("done") else "", file=sys.stderr)
+    names = [a for a in sys.argv[2:] if a in matrix.CASES] or (list(matrix.CASES) if "matrix" in sys.argv
+                                                                else ["float32"])
+    for name in names:
+        r = run_job(sys.argv[1], patched="unpatched" not in sys.argv, one_pass=mode, case=name)
+        print(matrix.line(matrix.verdict(r)) if r["patched"] else summary(r), flush=True)
+        print(summary(r) if r["patched"] else "", r["stderr_tail"][-1500:] if not r.get("done") else "",
+              file=sys.stderr)
     os._exit(0)

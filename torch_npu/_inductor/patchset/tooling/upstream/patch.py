@@ -270,7 +270,9 @@ def _message(layout: str, changes: list[str], base: str) -> str:
         "allocator and OpCommand) over a host test double of ACL, with TASK_QUEUE_ENABLE",
         "1, 0 and 2 (in a host simulation of ACL where the line's torch cannot be",
         "installed without an NPU). test/_inductor/test_npu_launch_resources.py runs on",
-        "an NPU too.",
+        "an NPU too: the dynamic Flex Attention job in each case of its NPU_CASES (bf16,",
+        "fp16, float32; Q != KV; lengths off the 128 grid; causal, sliding-window and",
+        "document masks; a relative-bias score_mod; GQA), out and gradients against eager.",
     ]
     return "\n".join(body) + "\n"
 

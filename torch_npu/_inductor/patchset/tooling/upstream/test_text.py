@@ -11,8 +11,39 @@ for the thread's next launch on the stream), the sizes and bad metadata; on an N
 PATH = "test/_inductor/test_npu_launch_resources.py"
 
 
+#: The cases users run, as ``flex_attention_steps(**case)`` (its defaults: bf16, Q = KV = 384, a causal mask):
+#: the NPU test runs each; the end-to-end tier runs each without an NPU (tooling/e2e/matrix.py adds its own modes).
+NPU_CASES: dict[str, dict] = {
+    "float32": {"dtype": "float32", "lengths": ((640, 640), (768, 768), (1024, 1024))},
+    "bfloat16": {},
+    "float16": {"dtype": "float16"},
+    "q-ne-kv": {"lengths": ((384, 640),)},
+    "off-grid": {"lengths": ((257, 385),)},
+    "sliding-window": {"mask": "sliding"},
+    "document": {"mask": "document"},
+    "relative-bias": {"score_mod": "relative"},
+    "gqa": {"kv_heads": 2},
+}
+
+
+def cases_literal() -> str:
+    """NPU_CASES as the test's source says them: packed in lines of at most 120 characters."""
+    def literal(value) -> str:
+        return repr(value).replace("'", '"')
+    rows = [f'"{name}": {{{", ".join(f"{literal(k)}: {literal(v)}" for k, v in case.items())}}}'
+            for name, case in NPU_CASES.items()]
+    lines, line = [], "NPU_CASES = {"
+    for row in rows:
+        if len(line) + len(row) + 2 > 120:
+            lines.append(line.rstrip())
+            line = "    "
+        line += row + ", "
+    return "\n".join([*lines, line.rstrip(", ") + "}"])[len("NPU_CASES = "):]
+
+
 def text(wrapper: str, heuristics: str) -> str:
-    return TEMPLATE.replace("@WRAPPER@", wrapper).replace("@HEURISTICS@", heuristics)
+    return TEMPLATE.replace("@WRAPPER@", wrapper).replace("@HEURISTICS@", heuristics).replace(
+        "@NPU_CASES@", cases_literal())
 
 
 TEMPLATE = r'''import importlib.util
@@ -31,30 +62,30 @@ def _module():  # standard library only: loaded by path, without torch_npu (data
     return module
 
 
-def flex_attention_steps(seq_lens, kernel_options=None, batch=2, heads=4, dim=64):
-    """The dynamic Flex Attention forward and backward with a causal mask, compiled once with cpp_wrapper, on NPU
-    tensors: per length, yields (length, "forward", None) once the compiled forward ran, then (length, "backward",
-    (compiled, eager)): the gradients of q, k and v on the NPU, and from eager causal SDPA on the CPU."""
+NPU_CASES = @NPU_CASES@
+
+
+def flex_attention_steps(lengths=((384, 384),), dtype="bfloat16", kv_heads=None, mask="causal", score_mod=None):
+    """Per Q length: (it, out, dq, dk, dv compiled once, dynamic and cpp_wrapper, on the NPU, the same from eager)."""
     import torch
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention
-
-    def causal(b, h, q_idx, kv_idx):
-        return q_idx >= kv_idx
-
+    def mask_mod(device, n):  # causal; a sliding window of 128; three documents, causal within each
+        doc = (torch.arange(n) * 3 // n).to(device)
+        return {"causal": lambda b, h, q, kv: q >= kv, "sliding": lambda b, h, q, kv: (q >= kv) & (q - kv <= 128),
+                "document": lambda b, h, q, kv: (q >= kv) & (doc[q] == doc[kv])}[mask]
+    bias = {"relative": lambda score, b, h, q, kv: score + (kv - q) * 0.01}.get(score_mod)
     compiled = torch.compile(flex_attention, dynamic=True, options={"cpp_wrapper": True})
-    for s in seq_lens:
-        inputs, grads = [torch.randn(batch, heads, s, dim) for _ in range(3)], []
-        for device in ("npu", "cpu"):
-            q, k, v = (t.to(device).requires_grad_() for t in inputs)
-            if device == "npu":
-                mask = create_block_mask(causal, batch, heads, s, s, device="cpu").to(device)
-                out = compiled(q, k, v, block_mask=mask, kernel_options=kernel_options)
-                yield s, "forward", None
-            else:
-                out = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
-            out.backward(torch.ones(batch, heads, s, dim).to(device))
-            grads.append([q.grad, k.grad, v.grad])
-        yield s, "backward", grads
+    for s, n in lengths:  # Q, KV
+        shapes = [(2, 4, s, 64), *[(2, kv_heads or 4, n, 64)] * 2, (2, 4, s, 64)]
+        tensors, results = [torch.randn(shape).to(getattr(torch, dtype)) for shape in shapes], []
+        for device, fn in (("npu", compiled), ("cpu", flex_attention)):
+            q, k, v, grad = (t.to(device) if device == "npu" else t.double() for t in tensors)
+            block_mask = create_block_mask(mask_mod("cpu", max(s, n)), 2, 4, s, n, device="cpu").to(device)
+            block_mask.mask_mod = mask_mod(device, max(s, n))
+            out = fn(*(t.requires_grad_() for t in (q, k, v)), bias, block_mask, enable_gqa=kv_heads is not None,
+                     kernel_options={"IS_DIVISIBLE": True} if device == "npu" and s % 128 == n % 128 == 0 else None)
+            results.append([out, *torch.autograd.grad(out, (q, k, v), grad)])
+        yield s, *results
 
 
 class TestNpuLaunchResources(unittest.TestCase):
@@ -124,11 +155,13 @@ class TestNpuLaunchResources(unittest.TestCase):
         torch = self._torch_on_an_npu()
         from torch._dynamo.utils import counters
 
-        counters.clear()  # lengths that are multiples of 128: the templates need IS_DIVISIBLE with symbolic lengths
-        for _, step, grads in flex_attention_steps((640, 768, 1024), {"IS_DIVISIBLE": True}):
-            if step == "backward":  # the gradients of q, k and v: compiled, eager
-                torch.testing.assert_close([g.cpu() for g in grads[0]], grads[1], rtol=2e-2, atol=2e-2)
-        self.assertEqual(counters["stats"]["unique_graphs"], 1)  # one compile serves every length
+        for name, case in NPU_CASES.items():  # as the end-to-end tier runs them; one compile serves every length
+            counters.clear()
+            tol = 2e-2 if case.get("dtype") == "float32" else 5e-2
+            with self.subTest(name):
+                for _, npu, eager in flex_attention_steps(**case):
+                    torch.testing.assert_close([t.cpu().double() for t in npu], eager, rtol=tol, atol=tol)
+                self.assertEqual(counters["aot_autograd"]["total"], 1)  # eager flex_attention compiles too, no AOT
 
 
 if __name__ == "__main__":

@@ -1,0 +1,166 @@
+"""The kernel executor computes exactly or refuses (issue 48; tooling/e2e/exact.py).
+
+triton-ascend 3.2.0's interpreter, as the executor runs it (exact.install, then exact.guard on its builder), on CPU
+tensors in a child with triton-ascend and ml_dtypes on the path (the tier's own folders, stand_ins.child_env's
+order): 16-bit kernels come out as torch computes them (16-bit storage, float32 arithmetic rounded to the 16-bit
+type at each operation the kernel types as 16-bit, dots accumulated in float32), and a kernel with an operation,
+a type or an argument it cannot compute exactly is refused, naming it. As shipped, the same bf16 kernel runs
+"fine" and is wrong: the defect the whitelist and the typing fix exist for.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+from torch_npu._inductor.patchset.tooling.e2e import stand_ins
+
+EXACT = Path(stand_ins.__file__).with_name("exact.py")
+pytestmark = pytest.mark.skipif(not torch.__version__.startswith("2.7.1"),
+                                reason="the end-to-end tier's triton-ascend runs on the 2.7.1 leg")
+
+SCRIPT = textwrap.dedent('''
+    import importlib.util, json, sys
+    import torch
+    import triton
+    import triton.language as tl
+    from triton.runtime import interpreter
+
+    spec = importlib.util.spec_from_file_location("exact", sys.argv[1])
+    exact = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(exact)
+    if sys.argv[2] == "exact":
+        exact.install(interpreter)
+        exact.guard(interpreter.interpreter_builder)
+    patch = interpreter._patch_lang_tensor
+
+    def patch_lang_tensor(tensor):  # NumPy 2 and one-element arrays, as executor.py does
+        patch(tensor)
+        tensor.__index__ = lambda t: int(t.handle.data.reshape(-1)[0])
+    interpreter._patch_lang_tensor = patch_lang_tensor
+
+    @triton.jit
+    def attention_like(X, Y, W, O, M, N: tl.constexpr):
+        r = tl.arange(0, N)
+        tile = r[:, None] * N + r[None, :]
+        x, y, w = tl.load(X + tile), tl.load(Y + tile), tl.load(W + tile)
+        s = x * 0.125 + y  # 16-bit operations: each rounded to the 16-bit type
+        acc = tl.dot(s, w)  # float32 accumulation
+        m = tl.max(acc, 1)
+        p = tl.exp2(acc - m[:, None])
+        tl.store(O + tile, (p / tl.sum(p, 1)[:, None]).to(O.dtype.element_ty))
+        tl.store(M + r, m)
+
+    @triton.jit
+    def add(X, Y, O, N: tl.constexpr):
+        r = tl.arange(0, N)
+        tl.store(O + r, tl.load(X + r) + tl.load(Y + r))
+
+    @triton.jit
+    def float_remainder(X, O, N: tl.constexpr):
+        r = tl.arange(0, N)
+        tl.store(O + r, tl.load(X + r) % 3.0)
+
+    @triton.jit
+    def atomic(X, O, N: tl.constexpr):
+        r = tl.arange(0, N)
+        tl.atomic_add(O + r, tl.load(X + r))
+
+    @triton.jit
+    def to_fp8(X, O, N: tl.constexpr):
+        r = tl.arange(0, N)
+        tl.store(O + r, tl.load(X + r).to(tl.float8e5).to(tl.float32))
+
+    @triton.jit
+    def half_sum(X, O, N: tl.constexpr):
+        r = tl.arange(0, N)
+        tl.store(O, tl.sum(tl.load(X + r), 0))
+
+    def outcome(fn, *args):
+        try:
+            fn[(1,)](*args)
+            return "ran"
+        except Exception as exc:
+            while exc.__cause__ is not None:  # the interpreter wraps each jit call's error: its root
+                exc = exc.__cause__
+            return f"{type(exc).__name__}: {exc}"
+
+    torch.manual_seed(0)
+    out = {}
+    for name in ("bfloat16", "float16", "float32"):
+        dt, n = getattr(torch, name), 32
+        x, y, w = (torch.randn(n, n).to(dt) for _ in range(3))
+        o, m = torch.empty(n, n, dtype=dt), torch.empty(n)
+        got = outcome(attention_like, x, y, w, o, m, n)
+        s = x * 0.125 + y  # torch: each 16-bit operation in float32, rounded to the type
+        acc = s.float() @ w.float()
+        ref_m = acc.max(1).values
+        p = torch.exp2(acc - ref_m[:, None])
+        ref = (p / p.sum(1, keepdim=True)).to(dt)
+        out[name] = {"outcome": got, "out": (o.float() - ref.float()).abs().max().item() if got == "ran" else None,
+                     "max": (m - ref_m).abs().max().item() if got == "ran" else None}
+    a, b = torch.tensor([1.5, -2.25, 3.0]).bfloat16(), torch.tensor([0.25, 4.0, -1.0]).bfloat16()
+    o = torch.empty(3, dtype=torch.bfloat16)
+    out["bf16_add"] = {"outcome": outcome(add, a, b, o, 3), "got": o.float().tolist(), "want": (a + b).float().tolist()}
+    x16 = torch.randn(16)
+    out["refused"] = {"frem": outcome(float_remainder, x16, torch.empty(16), 16),
+                      "atomic": outcome(atomic, x16, torch.zeros(16), 16),
+                      "fp8": outcome(to_fp8, x16, torch.empty(16), 16),
+                      "fp16_sum": outcome(half_sum, x16.half(), torch.empty(1, dtype=torch.half), 16)}
+    print(json.dumps(out))
+''')
+
+
+def _run(mode: str) -> dict:
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": os.pathsep.join(
+        [str(stand_ins.triton_ascend_dir()), str(stand_ins.executor_deps_dir()), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([sys.executable, "-c", SCRIPT, str(EXACT), mode], env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.splitlines()[-1])
+
+
+def test_16_bit_kernels_compute_as_torch_does_and_float32_as_ieee():
+    out = _run("exact")
+    for name in ("bfloat16", "float16"):  # the same roundings as torch's: bit for bit, but for the dot's order
+        assert out[name]["outcome"] == "ran", out[name]
+        assert out[name]["out"] <= 2 ** -8 and out[name]["max"] < 1e-5, out[name]
+    assert out["float32"]["outcome"] == "ran" and out["float32"]["out"] < 1e-6 and out["float32"]["max"] < 1e-5
+    assert out["bf16_add"] == {"outcome": "ran", "got": [1.75, 1.75, 2.0], "want": [1.75, 1.75, 2.0]}
+
+
+def test_what_it_cannot_compute_exactly_is_refused_by_name():
+    refused = _run("exact")["refused"]
+    assert refused["frem"].startswith("NotExact: operation create_mod"), refused  # an operation it lacks
+    assert refused["atomic"].startswith("NotExact: operation create_atomic_rmw"), refused
+    assert refused["fp8"].startswith("NotExact: operation get_fp8e5_ty"), refused  # a type it does not compute
+    assert refused["fp16_sum"].startswith("NotExact: a reduction of fp16 by _sum_combine"), refused
+
+
+def test_as_shipped_the_interpreter_adds_bf16_bit_patterns_and_says_nothing():
+    """The defect the issue measured (a bf16 job off by 8e8, "ok"): the interpreter keeps bf16 as uint16."""
+    add = _run("as-shipped")["bf16_add"]
+    assert add["outcome"] == "ran" and add["got"] != add["want"], add
+
+
+def test_a_refused_launch_makes_the_case_refused_whatever_its_numbers_say():
+    """matrix.verdict: a launch the executor did not run (its error carried to the host ACL library's executions)
+    makes the case "refused", named, even when every comparison happened to pass; a clean run is "ran"."""
+    from torch_npu._inductor.patchset.tooling.e2e import matrix
+
+    close = {"max_abs": 1e-3, "max_ref": 2.0, "max_rel": 1e-3, "finite": True, "close": True}
+    run = {"seq_len": 384, "kv_len": 384, "forward": "ok", "backward": "ok", "errors": {"out": close}}
+    ok = {"case": "bfloat16", "done": True, "compiles": 1, "runs": [run],
+          "host": {"errors": [], "executions": [{"name": "triton_tem_fused_0", "ok": True, "error": ""}]}}
+    assert matrix.verdict(ok)["outcome"] == "ran"
+    error = "InterpreterError: NotExact('operation create_mod: not on the executor's list')"
+    refused = {**ok, "host": {"errors": [], "executions": [{"name": "triton_tem_fused_0", "ok": False, "error": error}]}}
+    v = matrix.verdict(refused)
+    assert v["outcome"] == "refused" and "triton_tem_fused_0" in v["what"] and "create_mod" in v["what"], v
+    assert matrix.line(v).startswith("bfloat16        bfloat16  384x384: refused: triton_tem_fused_0")
