@@ -1,8 +1,7 @@
 // npu_launch_resources: a block kept per (calling thread, stream), reused by that thread's next launch there with
 // no allocator call and no event (its lambdas run in order on one task queue, its kernels in order on the stream).
-// Once every lambda that used it has run, it goes back to torch_npu's caching allocator with its stream recorded as
-// a use, as a tensor's record_stream does: the allocator frees it only behind an event on that stream (when it
-// completes, or in emptyCache and the out-of-memory retry, after synchronising it). docs/design.md of
+// Once all its lambdas have run it goes back to torch_npu's caching allocator with its stream recorded as a use
+// (record_stream): the allocator frees it behind an event on that stream. docs/design.md of
 // torch-npu-inductor-patches, "When the block goes back". Nothing here waits.
 #pragma once
 
@@ -156,7 +155,6 @@ class KeptBlocks {
   std::atomic<size_t> retired_{0};
 };
 
-// Made as each wrapper library loads, before any launch can run: the free-memory callback is registered then.
-inline KeptBlocks &kept_blocks_at_load = KeptBlocks::all();
+inline KeptBlocks &kept_blocks_at_load = KeptBlocks::all();  // as a wrapper loads: registers the callback
 
 TORCH_NPU_LAUNCH_RESOURCES_END_NAMESPACE
