@@ -198,6 +198,52 @@ bool threads_share_a_block(aclrtStream s) {
   return mine[0].regions.locks == mine[1].regions.locks;
 }
 
+// Another stream's capture registered with torch_npu's caching allocator (beginAllocateToPool, and markCaptureBegin
+// where the release has it), so that the helper asks CANN about the launch's own stream, and CANN answers with an
+// error (ACL_ERROR_RT_FEATURE_NOT_SUPPORT, as on a chip without ACL graphs): the launch's block, right after the
+// launch was queued behind a held stream, still allocated (1) or already back in the cache (0). (2.13.0 asks CANN
+// about the current stream itself first, and answers that no capture is underway there: the helper never asks.)
+// The edited helper (its own LockLayout, LaunchRegions, LaunchDone): the generated launcher's launch, no kernel.
+inline void capture_error_mutant_launch(aclrtStream s) {
+  namespace m = wrapper_shape::npu_mutant_capture_error_read_as_capturing::unversioned;
+  const OnStream current(s);
+  m::LockLayout l;
+  l.legacy_slots = 2;
+  l.init_value = 1;
+  m::LaunchMemory memory("status_error", s, 1, 1, 1, 1, 256, l);
+  const m::LaunchRegions regions = memory.regions();
+  at_npu::native::OpCommand::RunOpApiV2("status_error", [=]() -> int {
+    const m::LaunchDone done{regions};
+    return regions.write_locks("status_error", s);
+  });
+  memory.handed();
+}
+inline void helper_launch_status_error(aclrtStream s) {
+  static aclrtFuncHandle h = probe("status_error", 16, 256);
+  (void)generated_launch("status_error", h, s, 1, 1, 1, 1, 256, legacy(2, 1));
+}
+int64_t held_after_a_capture_status_error(void (*launch)(aclrtStream), aclrtStream s, aclrtStream capturing) {
+  namespace ca = c10_npu::NPUCachingAllocator;
+  static unsigned long long next_pool = 434343;  // a pool id once released is not begun again
+  const std::pair<unsigned long long, unsigned long long> pool{0, next_pool++};
+  ca::beginAllocateToPool(0, pool, [capturing](aclrtStream st) { return st == capturing; });
+  mark_capture(ca::get(), true, 0);
+  CHECK_EQ(acl_host_inject_fault("aclmdlRICaptureGetInfo", marks_captures(ca::get(), 0) ? 2 : 1, 207000), 0);
+  const int64_t before = blocks().live;
+  int64_t held = -1;
+  {
+    StreamHold hold(s);
+    launch(s);
+    held = blocks().live - before;
+    hold.release();
+  }
+  sync(s);
+  mark_capture(ca::get(), false, 0);
+  ca::endAllocateToPool(0, pool);
+  ca::releasePool(0, pool);
+  return held;
+}
+
 }  // namespace kept_rule_test
 
 TEST_CASE(a_block_replaced_by_a_larger_one_goes_back_only_after_its_kernel) {
@@ -207,6 +253,18 @@ TEST_CASE(a_block_replaced_by_a_larger_one_goes_back_only_after_its_kernel) {
   settle_held();
   CHECK_EQ(freed_while_the_old_kernel_runs<wrapper_shape::npu_mutant_retire_at_once::LaunchMemory>(s), 1);  // caught
   wrapper_shape::npu_mutant_retire_at_once::release_all();
+}
+
+// Point 2 of issue 47: an error from CANN's capture status is no capture.
+TEST_CASE(a_capture_status_error_is_no_capture) {
+  using namespace kept_rule_test;
+  aclrtStream s = stream(7), capturing = stream(8);
+  CHECK_EQ(held_after_a_capture_status_error(helper_launch_status_error, s, capturing), 1);  // kept, the thread's
+  settle_held();
+  acl_host_reset();  // the fault, if 2.13.0 never asked
+  CHECK_EQ(held_after_a_capture_status_error(capture_error_mutant_launch, s, capturing),
+           marks_captures(c10_npu::NPUCachingAllocator::get(), 0) ? 1 : 0);  // caught where the helper asks
+  wrapper_shape::npu_mutant_capture_error_read_as_capturing::unversioned::KeptBlocks::all().give_back(true);
 }
 
 TEST_CASE(threads_never_share_a_block) {

@@ -27,6 +27,9 @@ renamed into a namespace of its own and edited (:data:`HELPER_EDITS`):
 * ``given-back-without-a-use``: a block goes back to the allocator without its stream recorded as a use: free in
   its cache at once, so another thread's empty_cache, whose device synchronisation came first, frees it under its
   kernel;
+* ``capture-error-read-as-capturing``: an error from CANN's capture status of the launch's stream (a chip without ACL
+  graphs answers every stream so) read as an active capture: the launch takes the graph pool's path, whose block
+  goes back once queued, though no graph holds it;
 * ``no-memory-taken-as-memory``: an allocator's answer of no memory without an error (a pluggable one's may) taken
   as a block: the kernel's regions start at address 0.
 """
@@ -192,6 +195,7 @@ HELPER_EDITS = {
         ("bool Execute() override { return kept->give_back(true) != 0; }",
          "bool Execute() override { return kept->give_back(false) != 0; }"),),
     "given-back-without-a-use": ((_USE, ""),),
+    "capture-error-read-as-capturing": ((": ACL_MODEL_RI_CAPTURE_STATUS_INVALIDATED;", ": ACL_MODEL_RI_CAPTURE_STATUS_ACTIVE;"),),
     "no-memory-taken-as-memory": (("if (c10::DataPtr block = npu_alloc::get()->allocate(bytes)) return block;",
                                    "return npu_alloc::get()->allocate(bytes);"),),
 }

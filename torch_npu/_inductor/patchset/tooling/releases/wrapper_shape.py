@@ -112,7 +112,7 @@ def header() -> str:
            "inline void launchKernel(std::function<int()> launch_call, const char* kernel_name) {",
            "  at_npu::native::OpCommand::RunOpApiV2(kernel_name, launch_call);",
            "  if (sync_after_each != nullptr) (void)aclrtSynchronizeStream(sync_after_each);",
-           "}", *(mutant_helpers.definition(n) for n in mutant_helpers.CLASS_NAMES)]
+           "}", *(mutant_helpers.definition(n) for n in (*mutant_helpers.CLASS_NAMES, "capture-error-read-as-capturing"))]
     for v in VARIANTS:
         out.append(wrapper_source(v))
     out.append("}  // namespace wrapper_shape")
