@@ -199,7 +199,8 @@ SCENARIO_SETUPS = {
         "returns (a pause of the host ACL library), the stream held (its kernels stay pending), a new thread "
         "launches (8 MiB) and then needs a block 4 x larger, which replaces the first (with the queue on, the "
         "first lambda has run: reading the stream empties torch_npu's queue); the other thread's emptyCache then "
-        "frees what torch_npu caches, and only then does the stream run; TASK_QUEUE_ENABLE 0, 1",
+        "frees what torch_npu caches, or stops as it is about to wait for an allocator event (one behind the held "
+        "kernels), and only then does the stream run; TASK_QUEUE_ENABLE 0, 1",
         # alone: after a scenario that initialised device 1, emptyCache synchronises a device again after the
         # pause, which waits for the held stream (until the hold's limit): only device 0 may be initialised
         queues=("0", "1"), mode="empty-cache-window", threads=1, per_thread=0, grow=4, rounds=2, alone=True,

@@ -831,9 +831,9 @@ def _pause_arm(functions: bytes, after: bool) -> int:
     return HOST.lib.acl_host_pause_arm(functions, int(after), int(WAIT_S * 1000))
 
 
-def _pause_reached(pid: int) -> bool:
+def _pause_reached(pid: int, wait_s: float = WAIT_S) -> bool:
     HOST.lib.acl_host_pause_reached.argtypes = [ctypes.c_uint64, ctypes.c_uint32]
-    return HOST.lib.acl_host_pause_reached(pid, int(WAIT_S * 1000)) == 1
+    return HOST.lib.acl_host_pause_reached(pid, int(wait_s * 1000)) == 1
 
 
 def _pause_release(pid: int) -> int:
@@ -934,8 +934,9 @@ def run_empty_cache_window(torch, so: Launchers, sp: dict, out: dict) -> None:
     what is launched now stays pending; a launching thread (a new one each round) makes a launch (8 MiB: a segment
     of its own, nothing being cached at the round's start) and one needing a block sp["grow"] times larger, which
     replaces the first one's; then the other thread's emptyCache goes on and frees what is cached (a dropped
-    tensor's segment at least), and only then does the stream run: the first kernel finds its memory live
-    only if its block never went back to the cache while it was pending."""
+    tensor's segment at least), or stops before it waits for an allocator event (the replaced block's, behind the
+    held kernels), and only then does the stream run: the first kernel finds its memory live only if its block
+    never became free in the cache while it was pending."""
     launcher = sp["launchers"][0]
     larger = dict(launcher, xnumel=launcher["xnumel"] * sp["grow"])
     torch.npu.set_device(0)
@@ -950,6 +951,8 @@ def run_empty_cache_window(torch, so: Launchers, sp: dict, out: dict) -> None:
             try:
                 torch.npu.set_device(0)
                 box["pause"] = _pause_arm(SYNCHRONIZE_DEVICE, after=True)
+                # and later, before it waits for an allocator event (one behind a block handed back with a use)
+                box["event_pause"] = _pause_arm(b"aclrtSynchronizeEvent", after=False)
                 armed.set()
                 box["error"] = so.empty_cache()
             except Exception as exc:
@@ -987,12 +990,21 @@ def run_empty_cache_window(torch, so: Launchers, sp: dict, out: dict) -> None:
         del scratch
         if "pause" in box:
             _pause_release(box["pause"])
-        other.join()
+        # The emptyCache now either frees what is cached and returns, or first waits for an allocator event behind
+        # the held kernels (the replaced block went back with its stream as a use): it stops before that wait. Either
+        # way the kernels are still pending here; then the stream runs, and the emptyCache goes on.
+        waited = False
+        while other.is_alive() and "event_pause" in box and not waited:
+            waited = _pause_reached(box["event_pause"], 0.05)
         held = _stream_release(hold) == 1 if hold else False  # the kernels were still pending until here
+        if "event_pause" in box:
+            _pause_release(box["event_pause"])
+        other.join()
         if box.get("error"):
             errors.append(f"round {r + 1}: the other thread's emptyCache threw: {box['error']}")
         torch.npu.synchronize()
-        windows.append({"round": r + 1, "paused": bool(reached), "held": held, "hold": hold})
+        windows.append({"round": r + 1, "paused": bool(reached), "held": held, "hold": hold,
+                        "empty_cache_waited_for_an_event": waited})
         step(f"round {r + 1} done", out)
     sync_error = _synchronize_all(torch, [0])
     bufs.clear()

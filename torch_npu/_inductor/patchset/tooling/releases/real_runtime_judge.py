@@ -311,7 +311,7 @@ def judge_scenario(expect: tuple, spec: dict, res: dict, *, queue: str, exercise
             "operators_on_their_own_thread": sum(o["tid_phase1"] == res.get("operator_tid") for o in operators),
             "replays": res.get("replays"), "captured_tasks": res.get("captured_tasks"),
             "eager_during_capture": res.get("eager_during_capture"), "launch_phases": res.get("launch_phases"),
-            "user_tensor": res.get("user_tensor"),
+            "user_tensor": res.get("user_tensor"), "windows": res.get("windows"),
             "kernel_devices": sorted({r["device"] for r in records}),
             "timed_out": bool(res.get("timed_out")), "seconds": res.get("seconds"),
             "memory_allocated": {"before": before.get("allocated"), "after": after.get("allocated")},

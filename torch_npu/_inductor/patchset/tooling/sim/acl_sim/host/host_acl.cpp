@@ -1004,7 +1004,10 @@ aclError aclrtCreateEventExWithFlag(aclrtEvent *event, uint32_t flag) {
   return acl_sim::internal::create_event(event, flag, true);
 }
 
-aclError aclrtSynchronizeEvent(aclrtEvent event) { return acl_sim::internal::synchronize_event(event); }
+aclError aclrtSynchronizeEvent(aclrtEvent event) {
+  acl_sim::pause_point("aclrtSynchronizeEvent", false);  // a window before the wait (the real-runtime scenarios)
+  return acl_sim::internal::synchronize_event(event);
+}
 
 // ---- settings torch_npu writes (and reads back)
 aclError aclrtSetSysParamOpt(aclSysParamOpt opt, int64_t value) {
