@@ -106,7 +106,7 @@ def main() -> None:
 
     torch.npu.set_device(0)
     RESULT.update(torch=torch.__version__, torch_npu=torch_npu.__version__, import_s=round(time.perf_counter() - t0, 2),
-                  memcpy=os.environ.get("ACL_HOST_MEMCPY", "waits"), task_queue=os.environ.get("TASK_QUEUE_ENABLE"))
+                  task_queue=os.environ.get("TASK_QUEUE_ENABLE"))
     host = ctypes.CDLL(os.environ.get("ACL_HOST_LIBRARY") or SPEC["host_library"], mode=os.RTLD_NOLOAD | os.RTLD_GLOBAL)
     host.acl_host_report_json.restype = ctypes.c_char_p
     host.acl_host_reset.restype = None
