@@ -33,8 +33,8 @@ def test_import_overhead_script_runs(tmp_path):
 # ---- --real-runtime: torch_npu's own runtime over the host ACL library (a test double of CANN, in subprocesses) ----
 LEG = ".".join(importlib.metadata.version("torch").split("+")[0].split(".")[:3])
 #: The leg whose torch line the benchmark's releases (2.7.1.post10, post11) run on; the tiny run takes post11 alone
-#: (its own fix, with the host ACL library's copy waiting and not, and the patch set: one build, two children).
-REAL_RUNTIME_CASES = {"2.7.1": [("own-fix", "own-fix-nowait", "patch-post11")]}.get(LEG, [])
+#: (its own fix and the patch set: one build, one child).
+REAL_RUNTIME_CASES = {"2.7.1": [("own-fix", "patch-post11")]}.get(LEG, [])
 KERNEL_US = 20
 REAL_TINY = ["--real-runtime", "--layouts", "ordered", "--kernel-us", str(KERNEL_US), "--launches", "40", "--gated", "20",
              "--rounds", "2", "--warmup", "5", "--repeats", "1"]
@@ -46,9 +46,9 @@ def test_real_runtime_tiny_run_counts_per_launch(tmp_path, cells):
     block and nothing that waits, its kernel gets clean memory; torch_npu's own fix makes two workspace-allocator
     calls and a blocking copy per launch, and its kernel's regions alias. The counts come from torch_npu's own
     allocator statistics and the host ACL library's call records, so a launcher that changed would show here. The own
-    fix's copy waits for the kernel queued before it (20 us each) on torch_npu's queue thread; told not to wait
-    (ACL_HOST_MEMCPY=immediate), the host ACL library lets the kernels start with wrong lock content: shown with the
-    stream held while the lambdas run, so that no verdict depends on the machine's speed."""
+    fix's synchronous copy waits for no stream, as CANN's does (api_impl.cc:2745-2774), so it rewrites the aliased
+    locks while the kernel queued before it may still run, and the kernels start with wrong lock content: shown with
+    the stream held while the lambdas run, so that no verdict depends on the machine's speed."""
     from torch_npu._inductor.patchset.tooling.releases import real_runtime_bench as rrb
 
     release_wheels.fetched(rrb.OWN_FIX_RELEASE)
@@ -60,8 +60,8 @@ def test_real_runtime_tiny_run_counts_per_launch(tmp_path, cells):
     doc = json.loads(out.read_text())
     rows = {r["cell"]: r for r in doc["rows"]}
     assert set(rows) == set(cells) and all(r["batches"] == 2 for r in rows.values()), rows
-    patch, own, nowait = rows["patch-post11"], rows["own-fix"], rows["own-fix-nowait"]
-    for r in (patch, own, nowait):
+    patch, own = rows["patch-post11"], rows["own-fix"]
+    for r in (patch, own):
         assert r["call_ns"] > 0 and r["queue_ns"] > 0 and r["launches_per_s"] > 0, r
         assert r["launch_calls"] == 1, r  # every launch reached aclrtLaunchKernelWithHostArgs once
     assert patch["verdict"] == "clean", patch["problems"]
@@ -90,18 +90,15 @@ def test_real_runtime_tiny_run_counts_per_launch(tmp_path, cells):
     assert own["host_blocking_calls"] == 1 and own["peak_live_blocks"] == 0, own
     assert any("regions overlap" in p for p in own["problems"]), own["problems"]  # its two requests alias
     assert patch["total_vs_own_fix"] == patch["total_ns"] / own["total_ns"]
-    assert (nowait["workspace_allocator_calls"], nowait["sync_copies"]) == (2, 1), nowait  # the same launcher
-    # each waiting copy outlasts the kernel queued before it: the queue thread's time per launch is at least that
-    assert own["queue_wall_ns"] >= 0.9 * KERNEL_US * 1000, own
-    # and the next launch's locks are written after that kernel, which wrote into them (the two requests alias);
-    # a copy that does not wait writes them before, and the kernel before overwrites them. That the kernel before is
-    # still running is made, not hoped for: the no-wait cell's held check runs every lambda while the stream is held
-    # (the host ACL library's stream hold), then the kernels; the timed cells have none
-    assert (nowait["held_checks"], own["held_checks"], patch["held_checks"]) == (1, 0, 0), (own, nowait, patch)
-    held = [p for p in nowait["problems"] if p.startswith("with the kernel before held: ")]
-    assert any("lock content" in p for p in held), nowait["problems"]
+    # The copy waits for no stream (CANN's synchronous aclrtMemcpy, and the host ACL library's): the next launch's
+    # locks are written while the kernel before may still run, and that kernel writes into them (the two requests
+    # alias). That the kernel before is still running is made, not hoped for: the own fix's held check runs every
+    # lambda while the stream is held (the host ACL library's stream hold), then the kernels; the patch set has none
+    assert (own["held_checks"], patch["held_checks"]) == (1, 0), (own, patch)
+    held = [p for p in own["problems"] if p.startswith("with the kernel before held: ")]
+    assert any("lock content" in p for p in held), own["problems"]
     assert not any("did not get through" in p or "let go by its limit" in p for p in held), held
-    assert "lock-content" not in own["verdict"] and "lock-content" in nowait["verdict"], (own, nowait)
+    assert "lock-content" in own["verdict"] and "lock-content" not in patch["verdict"], (own, patch)
 
 
 @pytest.mark.parametrize("flag", [["--real-runtime"], []], ids=["real-runtime", "no-flag"])
@@ -118,12 +115,25 @@ def test_real_runtime_children_alternate_and_rotate():
     from torch_npu._inductor.patchset.tooling.releases import real_runtime_bench_cells as cells
 
     plan = cells.child_plan([0, 20], 2)
-    kinds = {(rel, mem) for _k, rel, mem in plan}
-    assert kinds == {("2.7.1.post10", "waits"), ("2.7.1.post11", "waits"), ("2.7.1.post11", "immediate")}
-    assert len(plan) == 2 * 2 * 3 and [k for k, _r, _m in plan[:3]] == [0, 0, 0]
-    firsts = [plan[i][1:] for i in range(0, len(plan), 3)]  # who goes first, per repeat and kernel time
-    assert len(set(firsts)) == 3  # no child always first
-    assert cells.cells_of("2.7.1.post11", "waits") == [("own-fix", "upstream"), ("patch-post11", "patched")]
+    assert {rel for _k, rel in plan} == {"2.7.1.post10", "2.7.1.post11"}  # a child per release, no copy mode
+    assert len(plan) == 2 * 2 * 2 and [k for k, _r in plan[:2]] == [0, 0]
+    firsts = [plan[i][1] for i in range(0, len(plan), 2)]  # who goes first, per repeat and kernel time
+    assert len(set(firsts)) == 2  # no child always first
+    assert cells.cells_of("2.7.1.post11") == [("own-fix", "upstream"), ("patch-post11", "patched")]
+    assert cells.HELD_CHECK == ("own-fix",)
+
+
+def test_real_runtime_from_json_of_the_old_copy_model_says_run_again(tmp_path, capsys):
+    """A record whose children had a copy mode was measured when the host ACL library's synchronous copy waited for
+    the device's streams by default (kinder than CANN): summarised again, its own-fix cell would mix both models."""
+    from torch_npu._inductor.patchset.tooling.releases import real_runtime_bench as rrb
+
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps({"metadata": {}, "children": [{"release": "2.7.1.post11", "memcpy": "waits"}]}))
+    assert rrb.main(["--from-json", str(old)]) == 1
+    err = capsys.readouterr().err
+    assert "waited for the device's streams" in err and "run the benchmark again" in err, err
+    assert len(err.strip().splitlines()) == 1, err
 
 
 def test_real_runtime_heap_counter_that_miscounts_fails_the_verdict():

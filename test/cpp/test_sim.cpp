@@ -142,36 +142,58 @@ TEST_CASE(pageable_async_copy_completes_on_return) {
   CHECK(back == host);
 }
 
-TEST_CASE(memcpy_models) {
-  aclrtFuncHandle h = probe("runner", 64, 0, 300000);
+// A synchronous aclrtMemcpy copies at once, as CANN's runtime does (hicann/runtime api_impl.cc:2745-2774: through
+// the driver, no stream waited for): it returns while a kernel queued before it still runs, and that kernel sees its
+// locks change. The kernel stays running until the test lets it go (its execute hook, after the probe's start
+// checks), so "while it runs" and "returned first" are orders, not times.
+struct Running {
+  std::atomic<bool> started{false}, go{false};
+};
+TEST_CASE(a_synchronous_copy_does_not_wait_for_streams) {
+  static Running run;  // the kernel's context: registered kernels live as long as the process
+  run.started = false;
+  run.go = false;
+  acl_sim::ProbeConfig c;
+  c.name = "runner";
+  c.lock_bytes = 64;
+  c.own_args_bytes = 12;  // one pointer + one int32 of the kernel's own (sim_support.h's probe)
+  c.execute = [](const acl_sim::KernelCall &, const acl_sim::ProbeRecord &, void *ctx) {
+    auto *r = static_cast<Running *>(ctx);
+    r->started = true;
+    // bounded only against a hang: a copy that waited for this kernel would wait out the bound, then be caught below
+    for (int i = 0; i < 60000 && !r->go.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  };
+  c.execute_ctx = &run;
+  aclrtFuncHandle h = acl_sim::register_probe_kernel(c);
   int32_t grid[3] = {1, 1, 1};
   void *d = nullptr;
   CHECK_EQ(aclrtMalloc(&d, 64, ACL_MEM_MALLOC_HUGE_FIRST), ACL_SUCCESS);
   CHECK_EQ(aclrtMemsetAsync(d, 64, 0, 64, stream(0)), ACL_SUCCESS);
-  std::vector<int64_t> host(8, 9);
-  // waits: the copy happens after the running kernel, which sees no change
-  acl_sim::set_memcpy_model(acl_sim::MemcpyModel::kWaits);
-  uint64_t a = launch(h, stream(0), d, nullptr, 1, grid);
-  std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  auto t0 = Clock::now();
-  CHECK_EQ(aclrtMemcpy(d, 64, host.data(), 64, ACL_MEMCPY_HOST_TO_DEVICE), ACL_SUCCESS);
-  CHECK(Clock::now() - t0 > std::chrono::milliseconds(100));
-  CHECK(record(a).locks_unchanged);
-  CHECK_EQ(acl_sim::errors().size(), 0u);
-  // immediate: the copy lands while the kernel runs
-  acl_sim::set_memcpy_model(acl_sim::MemcpyModel::kImmediate);
   uint64_t b = launch(h, stream(0), d, nullptr, 1, grid);
-  std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  std::vector<int64_t> other(8, 4);
+  struct LetGo {  // a failing check lets the kernel end, so that the stream drains for the cases after this one
+    Running &r;
+    ~LetGo() { r.go = true; }
+  } let_go{run};
   aclrtEvent b_done = record_after(stream(0));
+  // the kernel has read its locks and runs (bounded only against a hang)
+  for (int i = 0; i < 60000 && !run.started.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  CHECK(run.started.load());
+  std::vector<int64_t> other(8, 4);
   CHECK_EQ(aclrtMemcpy(d, 64, other.data(), 64, ACL_MEMCPY_HOST_TO_DEVICE), ACL_SUCCESS);
-  CHECK(!completed(b_done));  // returned while the kernel ran: it did not wait (an order, not a time limit)
+  CHECK(!completed(b_done));  // returned while the kernel still ran: it waited for no stream
+  run.go = true;
   sync(stream(0));
+  CHECK(completed(b_done));
   CHECK_EQ(aclrtDestroyEvent(b_done), ACL_SUCCESS);
   CHECK(!record(b).locks_unchanged);
   CHECK_EQ(acl_sim::error_count(acl_sim::ErrorKind::kLocksChangedWhileRunning), 1u);
   CHECK_EQ(acl_sim::error_count(acl_sim::ErrorKind::kOverlapWithRunningKernel), 1u);
-  CHECK_EQ(acl_sim::counters().sync_copies, 2u);
+  std::vector<int64_t> back(8, 0);
+  CHECK_EQ(aclrtMemcpy(back.data(), 64, d, 64, ACL_MEMCPY_DEVICE_TO_HOST), ACL_SUCCESS);
+  CHECK(back == other);  // the copy landed
+  auto n = acl_sim::counters();
+  CHECK_EQ(n.sync_copies, 2u);
+  CHECK_EQ(n.host_blocking, 3u);  // the two copies and the stream synchronisation
 }
 
 TEST_CASE(fault_injection_hits_the_nth_call) {

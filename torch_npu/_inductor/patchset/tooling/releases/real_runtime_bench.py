@@ -8,12 +8,11 @@ here). Cells:
 
 * ``floor``: 2.7.1.post10 as shipped (NULL workspace and lock pointers);
 * ``own-fix``: 2.7.1.post11 as shipped (two ``allocate_workspace`` requests in the lambda, the locks written by a
-  synchronous ``aclrtMemcpy``), and ``own-fix-nowait``: the same with the host ACL library's synchronous copy not
-  waiting for the work queued before it (``ACL_HOST_MEMCPY=immediate``; by default it waits);
+  synchronous ``aclrtMemcpy``, which copies at once, waiting for no stream, as CANN's does);
 * ``patch-post10`` / ``patch-post11``: both releases patched.
 
 Per cell: the benchmark's layouts (:data:`LAYOUTS`) x simulated kernel time (the probe kernel's run time on the
-host ACL library's stream thread). Children (one per release, kernel time and copy mode) run alternately, in a
+host ACL library's stream thread). Children (one per release and kernel time) run alternately, in a
 rotating order, ``repeats`` times; inside a child the launchers take turns (``real_runtime_bench_child.py`` says
 what each measures), and the cells of :data:`HELD_CHECK` get a held check besides, which adds to their verdict and
 to no figure. Numbers are medians over every batch of a cell; counters per launch, the worst batch
@@ -191,8 +190,8 @@ def build(release: str) -> BenchBuild:
 
 
 # ---- run ------------------------------------------------------------------------------------------------
-def run_child(release: str, spec: dict, memcpy: str, timeout: float) -> dict:
-    """The child over ``release``'s runtime (TASK_QUEUE_ENABLE=1, the host ACL library's copy mode ``memcpy``).
+def run_child(release: str, spec: dict, timeout: float) -> dict:
+    """The child over ``release``'s runtime (TASK_QUEUE_ENABLE=1).
     ``timeout``: how long the child may go without progress once its launchers are loaded (its watchdog, and this
     parent's bound beyond it: ``runtime_run.start_and_wait``); nothing bounds the run's total time."""
     with tempfile.TemporaryDirectory(prefix="real-runtime-bench-") as tmp:
@@ -204,8 +203,7 @@ def run_child(release: str, spec: dict, memcpy: str, timeout: float) -> dict:
         spec = dict(spec, out=str(out), cubin_dir=str(cubins), stall_s=float(timeout),
                     import_bound_s=runtime_run.CHILD_IMPORT_BOUND_S)
         (Path(tmp) / "spec.json").write_text(json.dumps(spec))
-        env = heap_count.preload_env(host_runtime.subprocess_env(release, {"TASK_QUEUE_ENABLE": "1",
-                                                                           "ACL_HOST_MEMCPY": memcpy}))
+        env = heap_count.preload_env(host_runtime.subprocess_env(release, {"TASK_QUEUE_ENABLE": "1"}))
         code, stderr = runtime_run.start_and_wait(release, CHILD, Path(tmp) / "spec.json", out, env, timeout, cwd=tmp)
         res = json.loads(out.read_text()) if out.exists() else {"steps": [], "done": False, "batches": []}
     res["exit_code"] = code
@@ -237,19 +235,19 @@ def run(settings: dict, layouts: Sequence[str], kernel_us: Sequence[int], cells:
     log(f"built in {time.perf_counter() - t_start:.1f} s")
     results = []
     plan = child_plan(kernel_us, settings["repeats"], cells)
-    for i, (k, rel, mem) in enumerate(plan):
-        tags = {tag for _c, tag in cells_of(rel, mem, cells)}
-        held_tags = {tag for c, tag in cells_of(rel, mem, cells) if c in HELD_CHECK}
+    for i, (k, rel) in enumerate(plan):
+        tags = {tag for _c, tag in cells_of(rel, cells)}
+        held_tags = {tag for c, tag in cells_of(rel, cells) if c in HELD_CHECK}
         launchers = [ln for ln in built[rel].launchers if ln["tag"] in tags and ln["layout"] in layouts]
         spec = {"so": str(built[rel].shared_object), "helper_so": str(helper), "host_library": rr.HOST_LIBRARY,
                 "launchers": launchers, "binary": rr.probe_binary(built[rel], k, SAMPLE_BY_KEY),
                 "held_keys": [ln["key"] for ln in launchers if ln["tag"] in held_tags], "held_launches": HELD_LAUNCHES,
                 "in_flight_max": GATED_MAX, **{x: settings[x] for x in ("launches", "gated", "rounds", "warmup")}}
         t0 = time.perf_counter()
-        res = run_child(rel, spec, mem, timeout)
-        res.update(release=rel, kernel_us=k, memcpy=mem, cells=list(cells))
+        res = run_child(rel, spec, timeout)
+        res.update(release=rel, kernel_us=k, cells=list(cells))
         results.append(res)
-        log(f"  child {i + 1}/{len(plan)}: {rel} k={k} us copy {mem}: {time.perf_counter() - t0:.1f} s"
+        log(f"  child {i + 1}/{len(plan)}: {rel} k={k} us: {time.perf_counter() - t0:.1f} s"
             + (f" FAILED: {res['failure']}" if res.get("failure") else ""))
     return record(built, results, settings, layouts, kernel_us, cells, time.perf_counter() - t_start)
 
@@ -312,6 +310,10 @@ def main(argv=None) -> int:
     try:
         if a.from_json:  # a earlier run's batches summarised again (the same builds, from the cache)
             old = json.loads(Path(a.from_json).read_text())
+            if any("memcpy" in c for c in old["children"]):  # its children had a copy mode: the old default waited
+                raise BenchError(f"{a.from_json} was measured when the host ACL library's synchronous aclrtMemcpy "
+                                 "waited for the device's streams (kinder than CANN, whose copy waits for none): "
+                                 "run the benchmark again")
             m = old["metadata"]
             doc = record({rel: build(rel) for rel in {c["release"] for c in old["children"]}}, old["children"],
                          m["settings"], list(m["layouts"]), m["kernel_us"], list(m["cells"]), m["duration_s"])

@@ -10,19 +10,20 @@ from typing import Sequence
 from ..sim.samples import Sample
 
 FLOOR_RELEASE, OWN_FIX_RELEASE = "2.7.1.post10", "2.7.1.post11"
-#: cell -> (release, rendering, host ACL library's synchronous copy)
+#: cell -> (release, rendering)
 CELLS = {
-    "floor": (FLOOR_RELEASE, "upstream", "waits"),
-    "own-fix": (OWN_FIX_RELEASE, "upstream", "waits"),
-    "own-fix-nowait": (OWN_FIX_RELEASE, "upstream", "immediate"),
-    "patch-post10": (FLOOR_RELEASE, "patched", "waits"),
-    "patch-post11": (OWN_FIX_RELEASE, "patched", "waits"),
+    "floor": (FLOOR_RELEASE, "upstream"),
+    "own-fix": (OWN_FIX_RELEASE, "upstream"),
+    "patch-post10": (FLOOR_RELEASE, "patched"),
+    "patch-post11": (OWN_FIX_RELEASE, "patched"),
 }
 PATCH_SET = ("patch-post10", "patch-post11")
-#: Cells whose verdict needs a kernel still running while the next launch's lambda runs (the own fix's copy that does
-#: not wait writes the next launch's locks while the kernel before, whose regions alias them, still writes there): the
-#: child makes that overlap by construction in a held check (``real_runtime_bench_child.py``), beside the timed batches.
-HELD_CHECK = ("own-fix-nowait",)
+#: Cells whose verdict needs a kernel still running while the next launch's lambda runs: the own fix's synchronous
+#: ``aclrtMemcpy`` waits for no stream (CANN's runtime copies at once, ``api_impl.cc:2745-2774``; so does the host ACL
+#: library), so it writes the next launch's locks while the kernel before, whose regions alias them, may still write
+#: there. The child makes that overlap by construction in a held check (``real_runtime_bench_child.py``), beside the
+#: timed batches.
+HELD_CHECK = ("own-fix",)
 HELD_LAUNCHES = 4  # calls behind the hold: the second kernel on starts where the one before left the locks
 GRID = 4  # launched blocks (below the 48-core clamp)
 #: The layouts: what compilers report (BiSheng: lock init value 0; docs/facts.md) and the init-7 layout.
@@ -52,18 +53,18 @@ def bench_samples() -> tuple[Sample, ...]:
 SAMPLE_BY_KEY = {s.key: s for s in bench_samples()}
 
 
-def child_plan(kernel_us: Sequence[int], repeats: int, cells: Sequence[str] = tuple(CELLS)) -> list[tuple[int, str, str]]:
-    """(kernel us, release, copy mode) of every child, in the order they run: per repeat and kernel time each
-    release's child (and the no-wait child) once, the order rotated so that none is always first."""
-    kinds = list(dict.fromkeys((CELLS[c][0], CELLS[c][2]) for c in cells))
+def child_plan(kernel_us: Sequence[int], repeats: int, cells: Sequence[str] = tuple(CELLS)) -> list[tuple[int, str]]:
+    """(kernel us, release) of every child, in the order they run: per repeat and kernel time each release's child
+    once, the order rotated so that none is always first."""
+    releases = list(dict.fromkeys(CELLS[c][0] for c in cells))
     out, turn = [], 0
     for _rep in range(repeats):
         for k in kernel_us:
-            out += [(k, *kinds[(turn + i) % len(kinds)]) for i in range(len(kinds))]
+            out += [(k, releases[(turn + i) % len(releases)]) for i in range(len(releases))]
             turn += 1
     return out
 
 
-def cells_of(release: str, memcpy: str, cells: Sequence[str] = tuple(CELLS)) -> list[tuple[str, str]]:
-    """(cell, rendering) that a child of ``release`` with copy mode ``memcpy`` measures."""
-    return [(c, CELLS[c][1]) for c in cells if CELLS[c][0] == release and CELLS[c][2] == memcpy]
+def cells_of(release: str, cells: Sequence[str] = tuple(CELLS)) -> list[tuple[str, str]]:
+    """(cell, rendering) that a child of ``release`` measures."""
+    return [(c, CELLS[c][1]) for c in cells if CELLS[c][0] == release]

@@ -131,18 +131,18 @@ def summarise(built: dict, results: list[dict]) -> list[dict]:
         by_key = {ln["key"]: ln for ln in b.launchers}
         for batch in res.get("batches", []):
             ln = by_key[batch["key"]]
-            cell = next(c for c, t in cells_of(res["release"], res["memcpy"], res["cells"]) if t == ln["tag"])
+            cell = next(c for c, t in cells_of(res["release"], res["cells"]) if t == ln["tag"])
             a = acc.setdefault((ln["layout"], res["kernel_us"], cell), {"batches": [], "problems": []})
             a["batches"].append(dict(batch, counters_per_launch=batch_counters(batch, res.get("synchronize_calls", {}))))
             a["problems"] += batch_verdict(b, ln, batch) + heap_counter_problems(res)
         for check in res.get("held_checks", []):  # adds to the verdict only: no figure comes from it
             ln = by_key[check["key"]]
-            cell = next(c for c, t in cells_of(res["release"], res["memcpy"], res["cells"]) if t == ln["tag"])
+            cell = next(c for c, t in cells_of(res["release"], res["cells"]) if t == ln["tag"])
             a = acc.setdefault((ln["layout"], res["kernel_us"], cell), {"batches": [], "problems": []})
             a["held_checks"] = a.get("held_checks", 0) + 1
             a["problems"] += held_check_problems(b, ln, check)
         for failure in filter(None, [res.get("failure")]):
-            for cell, tag in cells_of(res["release"], res["memcpy"], res["cells"]):
+            for cell, tag in cells_of(res["release"], res["cells"]):
                 for ln in (x for x in b.launchers if x["tag"] == tag):
                     acc.setdefault((ln["layout"], res["kernel_us"], cell), {"batches": [], "problems": []})[
                         "problems"].append(f"child: {failure}")
@@ -155,7 +155,7 @@ def summarise(built: dict, results: list[dict]) -> list[dict]:
                     continue
                 bs = a["batches"]
                 row = {"layout": layout, "kernel_us": k, "cell": cell, "release": CELLS[cell][0],
-                       "rendering": CELLS[cell][1], "copy": CELLS[cell][2], "batches": len(bs),
+                       "rendering": CELLS[cell][1], "batches": len(bs),
                        "held_checks": a.get("held_checks", 0)}
                 if bs:
                     call = _median([x["call_ns_median"] for x in bs])
@@ -337,7 +337,7 @@ LEGEND = ("call: host ns per launch on the calling thread (median over a batch's
           "the launchers' own code made (the rendered launcher with the helper inlined: the std::function its "
           "lambda goes to torch_npu's queue in); peak = most caching-allocator allocations live at once in a free run beyond those before it "
           "(the launch blocks held), peak B = the same in bytes; verdict: the probe kernel's records by the simulation's rules and the host ACL "
-          "library's error reports ('clean', or what they found; for the no-wait cell also a held check, which no figure "
+          "library's error reports ('clean', or what they found; for the own-fix cell also a held check, which no figure "
           "includes: its launches' lambdas all run while the stream is held, then their kernels).")
 
 
@@ -347,8 +347,8 @@ def render(doc: dict) -> str:
     head = (f"Launch overhead on torch_npu's own runtime (released wheels over the host ACL library, a test double of "
             f"CANN): per cell and child {s['rounds']} rounds of {s['launches']} free-running and {s['gated']} gated "
             f"launches ({s['warmup']} warm-up), grid {GRID} blocks, TASK_QUEUE_ENABLE=1; {s['repeats']} alternating "
-            f"repeats; medians over the batches. Synchronous copy: waits for the work queued before it on the device "
-            f"(\"copy no-wait\": copies at once).")
+            f"repeats; medians over the batches. A synchronous aclrtMemcpy copies at once, waiting for no stream, as "
+            f"CANN's does.")
     return "\n".join([head, table(doc["rows"]), LEGEND, "goals (issues 30, 39):", *(f"  {g}" for g in doc["goals"]),
                       f"total {doc['metadata']['duration_s']} s"])
 

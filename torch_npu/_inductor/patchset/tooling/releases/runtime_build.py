@@ -122,8 +122,8 @@ extern "C" __attribute__((visibility("default"))) long long npu_patchset_real_ru
   std::lock_guard<std::mutex> g(nprt::gate_mu);
   return nprt::queue_tid;
 }
-// What torch_npu's allocator's free-memory callback does at a cache miss: every kept block of this device whose
-// kernels have finished goes back (and the retired ones whose event completed); how many.
+// What torch_npu's allocator's free-memory callback does at a cache miss: every idle or retired kept block of this
+// device whose lambdas have run goes back to the allocator, its stream recorded as a use; how many.
 extern "C" __attribute__((visibility("default"))) int npu_patchset_real_runtime_give_back() {
   return static_cast<int>(torch_npu::inductor::KeptBlocks::all().give_back(true));
 }

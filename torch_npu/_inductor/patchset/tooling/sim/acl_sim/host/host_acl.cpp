@@ -59,18 +59,9 @@ const int kDevices = [] {
 }();
 const uint64_t kDeviceMemory = uint64_t(env_int("ACL_HOST_DEVICE_GIB", 16)) * kGiB;
 
-// ACL_HOST_MEMCPY=immediate: a synchronous aclrtMemcpy copies at once, without waiting for the work queued
-// before it on the device's streams (the default, "waits", drains them first; CANN's documentation does not say
-// which it does): the benchmark keeps both figures side by side.
-const bool kMemcpyImmediate = [] {
-  const char *v = std::getenv("ACL_HOST_MEMCPY");
-  return v != nullptr && std::string(v) == "immediate";
-}();
-
 void apply_configuration() {
   acl_sim::set_device_count(kDevices);
   for (int d = 0; d < kDevices; ++d) acl_sim::set_device_memory_capacity(d, kDeviceMemory);
-  acl_sim::set_memcpy_model(kMemcpyImmediate ? acl_sim::MemcpyModel::kImmediate : acl_sim::MemcpyModel::kWaits);
 }
 const bool g_configured = (apply_configuration(), true);
 

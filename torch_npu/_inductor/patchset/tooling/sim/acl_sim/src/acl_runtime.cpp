@@ -896,7 +896,6 @@ bool kernel_known(Kernel *k) {
   t_known_kernels[t_known_kernel_next++ % kKernelMemo] = k;
   return true;
 }
-std::atomic<int> g_memcpy_model{static_cast<int>(MemcpyModel::kWaits)};
 
 uintptr_t hw_sync_addr() {
   static uintptr_t a = [] {
@@ -1194,7 +1193,6 @@ void clear_errors() {
   errs().clear();
 }
 
-void set_memcpy_model(MemcpyModel m) { g_memcpy_model = static_cast<int>(m); }
 void set_device_base_offset(size_t bytes) { g_base_offset = bytes; }
 
 void inject_fault(const char *api, uint64_t nth, aclError code) {
@@ -1331,7 +1329,6 @@ void reset() {
   clear_faults();
   release_pause(0);
   internal::probe_reset();
-  set_memcpy_model(MemcpyModel::kWaits);
   set_device_base_offset(0);
   clear_app_logs();
 }
@@ -1548,7 +1545,8 @@ aclError aclrtMemcpy(void *dst, size_t destMax, const void *src, size_t count, a
     return ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT;
   C().sync_copies++;
   C().host_blocking++;
-  if (static_cast<MemcpyModel>(g_memcpy_model.load()) == MemcpyModel::kWaits) sync_all_streams(dev, false);
+  // At once, as CANN's runtime copies (api_impl.cc:2745-2774: through the driver, no stream waited for): work
+  // queued before it may still run, and a kernel that uses these bytes sees them change (reported).
   return do_copy(dst, src, count, kind, nullptr, true, "aclrtMemcpy");
 }
 

@@ -44,8 +44,10 @@
 //    from page-locked memory is queued; when it runs it checks that the source
 //    is still a live page-locked buffer ("stale pinned source" otherwise).
 //    From pageable memory it completes before returning (host blocking).
-//  * aclrtMemcpy: synchronous; model kWaits drains all streams first, model
-//    kImmediate copies at once even while kernels run.
+//  * aclrtMemcpy: synchronous, and copies at once, as CANN's runtime does
+//    (hicann/runtime api_impl.cc:2745-2774: through the driver, no stream
+//    waited for): a kernel queued before it that still runs sees the bytes
+//    change under it.
 //  * Events: a record is a task on its stream (as CANN's); the event is
 //    reached only once the stream's worker ran it, even on an idle stream.
 //    The first aclrtQueryEventStatus of a record answers NOT_READY, whatever
@@ -173,8 +175,6 @@ size_t error_count(ErrorKind k);
 void clear_errors();
 
 // ---- configuration ---------------------------------------------------------
-enum class MemcpyModel { kWaits, kImmediate };
-void set_memcpy_model(MemcpyModel m);
 // Offset added to every device allocation's base (default 0: bases are
 // 512-byte aligned). Lets tests check that carving does not rely on it.
 void set_device_base_offset(size_t bytes);
@@ -353,7 +353,7 @@ const char *extent_kind_name(ExtentKind k);
 // The allocation `p` lies in. For a workspace block: the latest request on
 // that block made no later than `request_seq` (0 = the latest of all).
 bool allocation_extent(const void *p, Extent *out, uint64_t request_seq = 0);
-// Counters, errors, faults, hooks, probe records, memcpy model, device
+// Counters, errors, faults, hooks, probe records, device
 // capacities and the queues' pause back to defaults. Streams, memory and
 // allocator blocks are kept.
 void reset();
