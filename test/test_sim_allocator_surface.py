@@ -195,6 +195,22 @@ def torch_include() -> Path:
     return Path(spec.origin).parent / "include"
 
 
+def _with_included(inc: Path, header: str) -> str:
+    """`header` and the torch headers it includes, recursively, comments removed: torch 2.10+ declares
+    ``c10::DeviceType`` in ``torch/headeronly/core/DeviceType.h``, which ``c10/core/DeviceType.h`` includes."""
+    seen: list[str] = []
+    todo = [header]
+    while todo:
+        name = todo.pop()
+        path = inc / name
+        if name in seen or not path.is_file():
+            continue
+        seen.append(name)
+        text = _COMMENT.sub(" ", path.read_text())
+        todo += [n for n in re.findall(r'#\s*include\s*[<"]((?:c10|torch/headeronly)/[^>"]+)[>"]', text)]
+    return "\n".join(_COMMENT.sub(" ", (inc / n).read_text()) for n in seen)
+
+
 def _without_bodies(text: str) -> str:
     """`text` with every brace-enclosed body emptied (innermost first) and member initialiser lists dropped."""
     while True:
@@ -207,15 +223,16 @@ def _without_bodies(text: str) -> str:
 def test_device_stand_in_is_torchs():
     inc = torch_include()
     device_h = _COMMENT.sub(" ", (inc / "c10" / "core" / "Device.h").read_text())
-    device_type_h = _COMMENT.sub(" ", (inc / "c10" / "core" / "DeviceType.h").read_text())
+    device_type_h = _with_included(inc, "c10/core/DeviceType.h")
     ours = _COMMENT.sub(" ", (C10_STAND_IN / "Device.h").read_text())
     assert re.search(r"using\s+DeviceIndex\s*=\s*int8_t\s*;", device_h)
     assert re.search(r"using\s+DeviceIndex\s*=\s*int8_t\s*;", ours)
-    assert re.search(r"enum\s+class\s+DeviceType\s*:\s*int8_t\s*\{", device_type_h)
+    torchs = re.search(r"enum\s+class\s+DeviceType\s*:\s*int8_t\s*\{([^}]*)\}", device_type_h)
+    assert torchs, "torch declares no `enum class DeviceType : int8_t`"
     enumerators = dict(re.findall(r"\b(\w+)\s*=\s*(\d+)\s*,", ours.split("enum class DeviceType", 1)[1].split("}", 1)[0]))
     assert enumerators == {"CPU": "0", "PrivateUse1": "20"}
     for name, value in enumerators.items():
-        assert re.search(rf"\b{name}\s*=\s*{value}\s*,", device_type_h), name
+        assert re.search(rf"\b{name}\s*=\s*{value}\s*,", torchs.group(1)), name
     ctor = _norm("Device(DeviceType type, DeviceIndex index = -1)")
     assert ctor in _norm(device_h) and ctor in _norm(ours)
     public = _without_bodies(ours.split("struct Device final", 1)[1].split("private:", 1)[0])
