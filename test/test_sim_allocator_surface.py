@@ -198,17 +198,15 @@ def torch_include() -> Path:
 def _with_included(inc: Path, header: str) -> str:
     """`header` and the torch headers it includes, recursively, comments removed: torch 2.10+ declares
     ``c10::DeviceType`` in ``torch/headeronly/core/DeviceType.h``, which ``c10/core/DeviceType.h`` includes."""
-    seen: list[str] = []
+    texts: dict[str, str] = {}
     todo = [header]
     while todo:
         name = todo.pop()
-        path = inc / name
-        if name in seen or not path.is_file():
+        if name in texts or not (inc / name).is_file():
             continue
-        seen.append(name)
-        text = _COMMENT.sub(" ", path.read_text())
-        todo += [n for n in re.findall(r'#\s*include\s*[<"]((?:c10|torch/headeronly)/[^>"]+)[>"]', text)]
-    return "\n".join(_COMMENT.sub(" ", (inc / n).read_text()) for n in seen)
+        texts[name] = _COMMENT.sub(" ", (inc / name).read_text())
+        todo += re.findall(r'#\s*include\s*[<"]((?:c10|torch/headeronly)/[^>"]+)[>"]', texts[name])
+    return "\n".join(texts.values())
 
 
 def _without_bodies(text: str) -> str:
