@@ -20,6 +20,15 @@ an operand is NaN and ``one`` is false then; comparison results are typed int1; 
 the exact product of two float32). What it still cannot do exactly, or what nobody checked, is not on the list and
 fails the launch, naming itself: an atomic, ``frem`` (the interpreter uses Python's sign rule), an extern or inline
 assembly call, a histogram, fp8 types, a 16-bit float reduction by sum, a dot with a 16-bit accumulator.
+
+int1 (issue 52): the masked Flex kernels (IS_DIVISIBLE false, every length off the block grid) build masks,
+``tl.where`` on them and masked loads with ``other``; the interpreter's ``dtype.to_ir`` asks for ``get_int1_ty``,
+which it lacks. An int1 value is a NumPy bool, whose &, |, ^, *, ==, !=, order (False < True: the front end's int1 is
+unsigned), select, broadcast and conversions to numbers (0, 1) are the IR's i1 operations; where NumPy's bool is not
+i1 it is corrected (_int1): + and - are modulo 2, signed operations read true as -1, all ones is true, a sum is a
+parity. Integer sums and scans keep their width (modulo 2**n, NumPy's widen to int64), and every reduction's result,
+like every builder result, must hold the NumPy type its Triton type says. Division, remainder, shifts and float
+conversions into int1, which the front end never makes, are refused, named.
 """
 from __future__ import annotations
 
@@ -64,7 +73,7 @@ create_idiv ternary_op create_select create_fma unary_op create_fabs create_exp 
 create_sqrt create_precise_sqrt create_rsqrt create_floor create_ceil create_iabs create_reshape create_trans
 create_dot create_make_range create_addptr create_tensor_pointer_load create_tensor_pointer_store
 create_expand_dims create_broadcast create_join create_split create_splat create_assert create_assume
-create_barrier create_make_block_ptr create_advance
+create_barrier create_make_block_ptr create_advance get_int1_ty
 """.split())
 
 _CMP = {"LT": np.less, "GT": np.greater, "LE": np.less_equal, "GE": np.greater_equal, "EQ": np.equal}
@@ -137,9 +146,9 @@ def _corrected_semantics(interpreter) -> None:
         return TensorHandle((x.data.astype(f64) * y.data.astype(f64) + z.data.astype(f64)).astype(z.data.dtype),
                             z.dtype.scalar)
 
-    def compare(op, unordered, ordered_ne=False):
+    def compare(op, unordered, ordered_ne=False, signed=None):  # signed: icmpS* (True), icmpU* (False)
         def run(self, lhs, rhs):
-            out = op(lhs.data, rhs.data)
+            out = op(lhs.data, rhs.data) if signed is None else op(_as(lhs.data, signed), _as(rhs.data, signed))
             if unordered or ordered_ne:
                 nan = np.isnan(lhs.data) | np.isnan(rhs.data)
                 out = out | nan if unordered else out & ~nan
@@ -157,15 +166,92 @@ def _corrected_semantics(interpreter) -> None:
     B.create_fcmpUNE = compare(np.not_equal, False)  # true when either is NaN: np.not_equal's own answer
     for key, op in (*_CMP.items(), ("NE", np.not_equal)):
         for sign in ("S", "U") if key not in ("EQ", "NE") else ("",):
-            setattr(B, f"create_icmp{sign}{key}", compare(op, False))
+            setattr(B, f"create_icmp{sign}{key}", compare(op, False, signed={"S": True, "U": False}.get(sign)))
     B.create_maxnumf = lambda self, lhs, rhs: self.binary_op(lhs, rhs, np.fmax)  # the operand that is not NaN
     B.create_minnumf = lambda self, lhs, rhs: self.binary_op(lhs, rhs, np.fmin)
+
+
+def _as(data, signed: bool):
+    """An integer's bits as the IR's signed or unsigned operation reads them (NumPy reads them by the array's type):
+    an int1 true is -1 signed and 1 unsigned; a value's top bit is its sign only for the signed operations."""
+    kind = data.dtype.kind
+    if kind == "b":
+        return -data.astype(np.int8) if signed else data
+    if kind in "iu" and (kind == "i") != signed:
+        return data.view(f"{'int' if signed else 'uint'}{8 * data.dtype.itemsize}")
+    return data
+
+
+def _int1(interpreter) -> None:
+    """int1 (i1) as the IR means it, where NumPy's bool differs, and the signed and unsigned integer operations by the
+    operation, not by the array's NumPy type. int1 values are NumPy bools: &, |, ^, * (and), ==, !=, select, splat,
+    broadcast, reshape and the masks of loads and stores are NumPy's own bool operations, which are i1's. Corrected:
+    + and - are modulo 2 (xor; NumPy's + is or, its - raises); the signed compares, minsi/maxsi, si_to_fp and a
+    signed int_cast read true as -1 (the unsigned ones as 1: the front end's int1 is unsigned); int_cast to i1 keeps
+    the low bit (NumPy's astype(bool) is != 0); all ones is true. Refused (the front end never makes them for int1,
+    and most of their inputs are undefined there): division, remainder, shifts, float to int1."""
+    B, TensorHandle, tl = interpreter.InterpreterBuilder, interpreter.TensorHandle, interpreter.tl
+    B.get_int1_ty = lambda self: tl.int1  # the interpreter's dtype.to_ir asks for it (tl.where, masks, bool casts)
+
+    def all_ones(self, type):  # -1 in the type's width (NumPy 2 refuses np.full(-1) for unsigned types and bool)
+        kind = np_type(type)
+        if kind.kind not in "biu":
+            raise NotExact(f"get_all_ones_value of {type}: integer types only")
+        return TensorHandle(np.array([-1]).astype(kind), type.scalar)
+
+    def modulo_2(name):
+        original = getattr(B, name)
+
+        def run(self, lhs, rhs):
+            if lhs.data.dtype.kind == "b":
+                return TensorHandle(lhs.data ^ rhs.data, lhs.dtype.scalar)
+            return original(self, lhs, rhs)
+        return run
+
+    def min_max(op, signed):
+        def run(self, lhs, rhs):
+            out = op(_as(lhs.data, signed), _as(rhs.data, signed))
+            return TensorHandle(out != 0 if lhs.data.dtype.kind == "b" else out.view(lhs.data.dtype), lhs.dtype.scalar)
+        return run
+
+    def int_cast(self, src, dst_type, is_signed):  # extends as the flag says (extsi / extui), truncates to the bits
+        data, kind = src.data, np_type(dst_type)
+        if kind.kind == "b" and data.dtype.kind != "b":
+            data = (data & 1) != 0  # trunc to i1: the low bit
+        return TensorHandle(_as(data, is_signed).astype(kind), dst_type.scalar)
+
+    def to_fp(signed):
+        return lambda self, src, dst_type: TensorHandle(_as(src.data, signed).astype(np_type(dst_type)),
+                                                        dst_type.scalar)
+
+    def no_int1(name, operand=0):
+        original = getattr(B, name)
+
+        def run(self, *args):
+            value = args[operand]
+            if (value.data.dtype if operand == 0 else np_type(value)).kind == "b":
+                raise NotExact(f"operation {name} on int1: not computed by the executor (the front end never makes "
+                               "it for int1; most of its inputs are undefined in the IR)")
+            return original(self, *args)
+        return run
+
+    B.get_all_ones_value, B.create_int_cast = all_ones, int_cast
+    B.create_add, B.create_sub = modulo_2("create_add"), modulo_2("create_sub")
+    B.create_minsi, B.create_maxsi = min_max(np.minimum, True), min_max(np.maximum, True)
+    B.create_minui, B.create_maxui = min_max(np.minimum, False), min_max(np.maximum, False)
+    B.create_si_to_fp, B.create_ui_to_fp = to_fp(True), to_fp(False)
+    for name in ("create_sdiv", "create_udiv", "create_srem", "create_urem", "create_idiv", "create_shl",
+                 "create_lshr", "create_ashr"):
+        setattr(B, name, no_int1(name))
+    for name in ("create_fp_to_si", "create_fp_to_ui"):
+        setattr(B, name, no_int1(name, operand=1))
 
 
 def _reductions(interpreter) -> None:
     """Reductions and scans: a combine function the interpreter has a NumPy form for, exact in the input's type, or
     its element-by-element form (builder operations, each checked). A 16-bit float sum or scan is refused (its
-    accumulator's width on the NPU is not the NumPy loop's); tl.sum promotes bf16 itself."""
+    accumulator's width on the NPU is not the NumPy loop's); tl.sum promotes bf16 itself. Integer sums and scans
+    stay in the input's width; every result is typed as the builder's are."""
     import triton.language.standard as standard
     import triton.triton_patch.language.standard as ascend
 
@@ -193,7 +279,43 @@ def _reductions(interpreter) -> None:
         no_16_bit_sum(self, input, "scan")
         return scan_impl(self, input)
 
-    interpreter.ReduceOps.apply_impl, interpreter.ScanOps.apply_impl = reduce, scan
+    ops, scans = interpreter.ReduceOps, interpreter.ScanOps
+    sum_impl, cumsum_impl, cumprod_impl = ops.sum, scans.cumsum, scans.cumprod
+
+    # Integers add and multiply in their own width, modulo 2**n as the IR's addi and muli, whatever the order (NumPy
+    # widens a sum to int64); int1's + is xor (NumPy's bool sum counts), its * is and.
+    def reduce_sum(self, x):
+        data = x.handle.data
+        if data.dtype.kind == "b":
+            return self.to_tensor(np.bitwise_xor.reduce(data, axis=self.axis, keepdims=self.keep_dims), x.dtype)
+        if data.dtype.kind in "iu":
+            return self.to_tensor(np.sum(data, axis=self.axis, keepdims=self.keep_dims, dtype=data.dtype), x.dtype)
+        return sum_impl(self, x)
+
+    def scan_sum(self, x):
+        data = x.handle.data
+        if data.dtype.kind == "b":
+            return [self.to_tensor(np.bitwise_xor.accumulate(data, axis=self.axis), x.dtype)]
+        if data.dtype.kind in "iu":
+            return [self.to_tensor(np.cumsum(data, axis=self.axis, dtype=data.dtype), x.dtype)]
+        return cumsum_impl(self, x)
+
+    def scan_prod(self, x):
+        data = x.handle.data
+        if data.dtype.kind in "biu":
+            return [self.to_tensor(np.cumprod(data, axis=self.axis, dtype=data.dtype), x.dtype)]
+        return cumprod_impl(self, x)
+
+    def typed(what, method):  # as the builder's results: each holds the NumPy type its Triton type says
+        def run(self, input):
+            out = method(self, input)
+            for r in out if isinstance(out, (tuple, list)) else (out,):
+                _typed(f"a {what} by {getattr(self.combine_fn, '__name__', self.combine_fn)}", r.handle)
+            return out
+        return run
+
+    ops.sum, scans.cumsum, scans.cumprod = reduce_sum, scan_sum, scan_prod
+    ops.apply_impl, scans.apply_impl = typed("reduction", reduce), typed("scan", scan)
 
 
 def guard(builder) -> None:
@@ -218,4 +340,5 @@ def install(interpreter) -> None:
     NP_TYPES["bf16"] = _bfloat16()
     interpreter._get_np_dtype = np_type
     _corrected_semantics(interpreter)
+    _int1(interpreter)
     _reductions(interpreter)
