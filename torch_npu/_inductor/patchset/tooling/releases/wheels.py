@@ -40,6 +40,7 @@ import types
 import zipfile
 from pathlib import Path
 
+from .. import cache_root
 from ..sim.samples import VECTOR_CORES  # the stand-in device's vector cores, defined once
 
 #: What the stand-ins answer (an Ascend 910B-like device). torch_npu's Ascend910B1 is 220; from
@@ -73,11 +74,11 @@ def cache_dir() -> Path:
     override = os.environ.get("TORCH_NPU_PATCHSET_WHEEL_CACHE")
     if override:
         return Path(override)
-    return Path.home() / ".cache" / "torch-npu-inductor-patches" / "wheels"
+    return CACHE_ROOT / "wheels"
 
 
 #: The project's cache folder (wheels, builds, environments of torch lines, the end-to-end tier's results).
-CACHE_ROOT = Path(os.environ.get("TORCH_NPU_PATCHSET_CACHE", Path.home() / ".cache" / "torch-npu-inductor-patches"))
+CACHE_ROOT = cache_root.root()
 
 # ---- a release's files, and the torch they require: what every later step of a release's way reads --------------
 #: Releases served from an installed torch_npu instead of their released wheel: version -> the folder holding

@@ -28,6 +28,8 @@ import tempfile
 from pathlib import Path
 from typing import Iterable, Sequence
 
+from .. import cache_root
+
 __all__ = ["build_dir", "sim_library", "compile_program", "compile_shared_library", "CXX_FLAGS", "include_dirs",
            "CORE_SOURCES", "STANDIN_SOURCES"]
 
@@ -42,13 +44,13 @@ STANDIN_SOURCES: tuple[Path, ...] = (SIM_SOURCES / "torch_npu_standins.cpp",)
 CSRC = _HERE.parents[1] / "csrc"  # the runtime helper
 
 CXX_FLAGS: tuple[str, ...] = ("-std=c++17", "-O2", "-g", "-pthread", "-Wall", "-Wextra", "-Werror")
-_DEFAULT_CACHE = Path("~/.cache/torch-npu-inductor-patches/build")
+
 
 
 def build_dir() -> Path:
     """Where build outputs are cached (env TORCH_NPU_PATCHSET_BUILD_CACHE)."""
     d = os.environ.get("TORCH_NPU_PATCHSET_BUILD_CACHE")
-    p = Path(d).expanduser() if d else _DEFAULT_CACHE.expanduser()
+    p = Path(d).expanduser() if d else cache_root.root() / "build"
     p.mkdir(parents=True, exist_ok=True)
     return p
 
