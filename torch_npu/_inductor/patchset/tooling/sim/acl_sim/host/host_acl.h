@@ -29,7 +29,8 @@
 //    "operators":     [{op, launch_id, captured_launch_id, device, stream, tid_phase1, tid_phase2,
 //                       tid_kernel, dtype, elements, workspace, workspace_size, workspace_extent,
 //                       access_errors, overlaps_with_running}]   one per op-api operator run on a
-//                     stream (opapi.cpp; a replayed one names its captured launch),
+//                     stream (opapi.cpp; a replayed one names its captured launch); aclnnMm and aclnnMatmul
+//                     add m, k, n, batch (out is batch x m x n; dtype and elements are out's) and cube_math_type,
 //    "kernels":       [{"name", "binary", "has_ffts", "simt_only", "lock_bytes", "workspace_bytes",
 //                       "own_args_bytes", "sim_time_us", "execute"}],
 //    "executions":    [{launch_id, name, ok, error, reads, read_bytes, writes, written_bytes, access_errors,

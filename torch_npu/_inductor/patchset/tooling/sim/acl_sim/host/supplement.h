@@ -58,14 +58,14 @@ typedef int32_t (*ProfCommandHandle)(uint32_t type, void *data, uint32_t len);
 int32_t MsprofRegisterCallback(uint32_t moduleId, ProfCommandHandle handle);
 #endif
 
-// op-api (libopapi.so / libnnopbase.so): what torch_npu's op-plugin calls for aclnnInplaceFillScalar and
-// aclnnInplaceZero (host/opapi.cpp). The wheels from 2.7.1 on declare the tensor and scalar calls
-// themselves, as op-plugin's function-pointer types (third_party/op-plugin/op_plugin/utils/
-// op_api_common_base.h), turned into declarations by tooling/sim/host_library.py: those win. The rest is CANN's public op-api headers:
-// aclnn/aclnn_base.h (aclnnStatus), aclnn/acl_meta.h (the opaque types, aclCreateTensor, aclCreateScalar,
-// aclDestroyTensor, aclDestroyScalar), aclnnop/aclnn_fill_scalar.h and aclnnop/aclnn_zero.h (the two
-// phases of each operator), prototypes as CANN's documentation gives them ("aclnnInplaceFillScalar",
-// "aclnnInplaceZero", "aclCreateTensor").
+// op-api (libopapi.so / libnnopbase.so): what torch_npu's op-plugin calls for aclnnInplaceFillScalar,
+// aclnnInplaceZero, aclnnMm, aclnnMatmul and aclnnInplaceCopy (host/opapi.cpp). The wheels from 2.7.1 on declare
+// the tensor and scalar calls themselves, as op-plugin's function-pointer types (third_party/op-plugin/op_plugin/
+// utils/op_api_common_base.h), turned into declarations by tooling/sim/host_library.py: those win. The rest is
+// CANN's public op-api headers: aclnn/aclnn_base.h (aclnnStatus), aclnn/acl_meta.h (the opaque types,
+// aclCreateTensor, aclCreateScalar, aclDestroyTensor, aclDestroyScalar), aclnnop/aclnn_fill_scalar.h and
+// aclnnop/aclnn_zero.h (the two phases of each operator), prototypes as CANN's documentation gives them
+// ("aclnnInplaceFillScalar", "aclnnInplaceZero", "aclCreateTensor"); the matrix multiplies' and the copy's below.
 #ifndef ACL_HOST_HAS_aclnnStatus
 typedef int32_t aclnnStatus;
 #endif
@@ -105,6 +105,31 @@ aclnnStatus aclnnInplaceZeroGetWorkspaceSize(aclTensor *selfRef, uint64_t *works
 #endif
 #ifndef ACL_HOST_HAS_aclnnInplaceZero
 aclnnStatus aclnnInplaceZero(void *workspace, uint64_t workspaceSize, aclOpExecutor *executor, aclrtStream stream);
+#endif
+// aclnnop/aclnn_mm.h and aclnnop/aclnn_matmul.h (hicann/ops-nn matmul/mat_mul_v3/op_host/op_api/; CANN's
+// "aclnnMm" and "aclnnMatmul" pages): what op-plugin's mm, mm.out, matmul and matmul_backward call.
+#ifndef ACL_HOST_HAS_aclnnMmGetWorkspaceSize
+aclnnStatus aclnnMmGetWorkspaceSize(const aclTensor *self, const aclTensor *mat2, aclTensor *out, int8_t cubeMathType,
+                                    uint64_t *workspaceSize, aclOpExecutor **executor);
+#endif
+#ifndef ACL_HOST_HAS_aclnnMm
+aclnnStatus aclnnMm(void *workspace, uint64_t workspaceSize, aclOpExecutor *executor, aclrtStream stream);
+#endif
+#ifndef ACL_HOST_HAS_aclnnMatmulGetWorkspaceSize
+aclnnStatus aclnnMatmulGetWorkspaceSize(const aclTensor *self, const aclTensor *mat2, aclTensor *out,
+                                        int8_t cubeMathType, uint64_t *workspaceSize, aclOpExecutor **executor);
+#endif
+#ifndef ACL_HOST_HAS_aclnnMatmul
+aclnnStatus aclnnMatmul(void *workspace, uint64_t workspaceSize, aclOpExecutor *executor, aclrtStream stream);
+#endif
+// aclnnop/aclnn_copy.h (hicann/ops-math conversion/view_copy/op_api/aclnn_copy.h; CANN's "aclnnInplaceCopy" page):
+// torch_npu's copy_ between tensors of one device (a strided host-to-device copy's last step too), clone, contiguous.
+#ifndef ACL_HOST_HAS_aclnnInplaceCopyGetWorkspaceSize
+aclnnStatus aclnnInplaceCopyGetWorkspaceSize(aclTensor *selfRef, const aclTensor *src, uint64_t *workspaceSize,
+                                             aclOpExecutor **executor);
+#endif
+#ifndef ACL_HOST_HAS_aclnnInplaceCopy
+aclnnStatus aclnnInplaceCopy(void *workspace, uint64_t workspaceSize, aclOpExecutor *executor, aclrtStream stream);
 #endif
 
 #ifdef __cplusplus
