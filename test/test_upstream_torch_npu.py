@@ -325,15 +325,22 @@ def status_command(version: str) -> str:
     return proc.stdout
 
 
+def status_row(pid: str, state: str) -> str:
+    """A row of the status table: its id column is as wide as the longest patch id, plus two."""
+    from torch_npu._inductor.patchset import _declarations
+
+    return f"{pid:<{max(len(d.id) for d in _declarations.load()) + 2}}{state}"
+
+
 def test_status_command_against_wheels():
     """The user-facing command: post11 replaced, post6 (older layout) patched too."""
     needs_torch_271()
     runs = {version: status_command(version) for version in (FIXED, LEGACY)}
     assert f"torch_npu      {FIXED} (wheel code" in runs[FIXED]
-    assert "cpp-wrapper-sync-resources             applied" in runs[FIXED]
+    assert status_row("cpp-wrapper-sync-resources", "applied") in runs[FIXED]
     assert "replaced upstream's allocation" in runs[FIXED]
     for pid in ("kernel-sync-metadata", "cpp-wrapper-sync-resources", "npu-flex-attention-backward-grid"):
-        assert f"{pid:<39}applied" in runs[LEGACY], runs[LEGACY]
+        assert status_row(pid, "applied") in runs[LEGACY], runs[LEGACY]
     assert "target-missing" not in runs[LEGACY]
 
 
@@ -343,9 +350,9 @@ def test_status_command_against_the_newest_wheel():
     needs_matching_torch(NEWEST)
     out = status_command(NEWEST)
     assert f"torch_npu      {NEWEST} (wheel code" in out and "autoload failure" not in out
-    assert "kernel-sync-metadata                   upstream-has-fix" in out
-    assert "cpp-wrapper-sync-resources             applied" in out and "add_device_include" in out
-    assert "flex-attention-backward-symbolic-grid  upstream-has-fix" in out
+    assert status_row("kernel-sync-metadata", "upstream-has-fix") in out
+    assert status_row("cpp-wrapper-sync-resources", "applied") in out and "add_device_include" in out
+    assert status_row("flex-attention-backward-symbolic-grid", "upstream-has-fix") in out
 
 
 # ---- unknown shapes are refused without touching anything (no wheel needed) -------------------
