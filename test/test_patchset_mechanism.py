@@ -25,7 +25,7 @@ FIXTURE_DECLS = FIXTURES / "declarations"
 HEURISTICS = "patchset_fixture.upstream_shape.heuristics"
 REAL_IDS = ["kernel-sync-metadata", "cpp-wrapper-sync-resources", "aot-npu-launch-lambda",
             "flex-attention-backward-symbolic-grid", "npu-flex-attention-backward-grid",
-            "npu-flex-attention-masked-loads"]
+            "npu-codegen-symbolic-modulus", "cpp-wrapper-numel-sizes", "npu-flex-attention-masked-loads"]
 STATES = {"applied", "upstream-has-fix", "target-missing", "disabled", "failed", "pending"}
 
 
