@@ -34,6 +34,26 @@ REPO = Path(__file__).resolve().parents[1]
 BRANCHES = ("master", "v2.7.1", "v2.7.1-26.1.0", "v2.9.0", "v2.9.0-26.1.0", "v2.10.0", "v2.10.0-26.1.0",
             "v2.11.0", "v2.11.0-26.1.0", "v2.12.0", "v2.12.0-26.1.0")
 LEGACY = {"v2.10.0-26.1.0", "v2.11.0", "v2.11.0-26.1.0", "v2.12.0", "v2.12.0-26.1.0"}
+#: Branches whose Flex Attention lowering gets a SymbolicGridFn (torch's template on v2.7.1, its own on -26.1.0).
+FLEX_GRID = {"v2.7.1", "v2.7.1-26.1.0"}
+#: torch_npu's own Flex backward template lays kT / vT / qT out [N, D] (its "# pta" lines) and loads them with
+#: torch's [D, N] argument order on these heads (v2.7.1, v2.10.0 and master replaced the template), and in the
+#: released 2.7.1.post10 and post6; the patch gives the loads the [N, D] order.
+FLEX_LOADS = {"v2.7.1-26.1.0", "v2.9.0", "v2.9.0-26.1.0"}
+FLEX_LOADS_RELEASES = {"2.7.1.post10", "2.7.1.post6"}
+#: The forward's K block load and the backward's three loads as those heads have them, and as the patch leaves them.
+MASKED_AS_DN = (
+    "k = load_checked_block(K_block_ptr, IS_DIVISIBLE, SAFE_HEAD_DIM)",
+    "kT = load_checked_2d(kT_ptrs, offs_k, offs_n2, None, None, SAFE_HEAD_DIM, IS_DIVISIBLE, QK_HEAD_DIM, KV_LEN)",
+    "vT = load_checked_2d(vT_ptrs, offs_v, offs_n2, None, None, SAFE_HEAD_DIM, IS_DIVISIBLE, V_HEAD_DIM, KV_LEN)",
+    "qT = load_checked_2d(qT_ptrs, offs_k, offs_m1, None, None, SAFE_HEAD_DIM, IS_DIVISIBLE, QK_HEAD_DIM, Q_LEN)",
+)
+MASKED_AS_ND = (
+    "k = load_checked_block(K_block_ptr, SAFE_HEAD_DIM, IS_DIVISIBLE)",
+    "kT = load_checked_2d(kT_ptrs, offs_n2, offs_k, None, None, IS_DIVISIBLE, SAFE_HEAD_DIM, KV_LEN, QK_HEAD_DIM)",
+    "vT = load_checked_2d(vT_ptrs, offs_n2, offs_v, None, None, IS_DIVISIBLE, SAFE_HEAD_DIM, KV_LEN, V_HEAD_DIM)",
+    "qT = load_checked_2d(qT_ptrs, offs_m1, offs_k, None, None, IS_DIVISIBLE, SAFE_HEAD_DIM, Q_LEN, QK_HEAD_DIM)",
+)
 #: The maintainer whose clone the patches are made in (its git config; a patch carries it).
 MAINTAINER = ("Ada Maintainer", "ada@example.org")
 
@@ -155,7 +175,7 @@ def test_git_am_applies_and_python_compiles(repo, patches, branch, tmp_path):
         content = (root / path).read_text()
         assert "patchset" not in content and "TORCH_NPU_PATCHSET" not in content, path
         assert str(REPO) not in content, path
-    assert (branch == "v2.7.1-26.1.0" or branch == "v2.7.1") == (edits.FLEX in changed)
+    assert (branch in FLEX_GRID or branch in FLEX_LOADS) == (edits.FLEX in changed)
 
 
 def test_master_keeps_aot_launches_on_the_lambda_read_as_upstream_form(repo, patches, tmp_path):
@@ -179,6 +199,94 @@ def test_master_keeps_aot_launches_on_the_lambda_read_as_upstream_form(repo, pat
     for branch in set(BRANCHES) - {"master"}:  # no other protected head turns it off
         assert '"triton.autotune_at_compile_time", not V.graph.aot_mode' not in _git("show", f"origin/{branch}:{edits.NPU_WRAPPER}", cwd=repo,
                                                   check=False).stdout, branch
+
+
+# ---- the Flex backward template's masked loads ----------------------------------------------------------
+def _flex_text(repo: Path, ref: str) -> str:
+    return _git("show", f"{ref}:{edits.FLEX}", cwd=repo, check=False).stdout
+
+
+def test_flex_loads_edit_on_exactly_the_branches_that_carry_the_lines(repo, patches, tmp_path):
+    """Every branch whose templates have the [D, N]-ordered loads of their [N, D] blocks (and the forward's K block
+    checked as [sequence, head]) gets them reordered, and only those four lines change there; no other branch's
+    flex_attention.py gets a load edit."""
+    carrying = {b for b in BRANCHES if all(ln in _flex_text(repo, f"origin/{b}") for ln in MASKED_AS_DN)}
+    assert carrying == FLEX_LOADS
+    for branch in BRANCHES:
+        root = _applied(repo, branch, patches[1] / f"{branch}.patch", tmp_path / branch)
+        after = (root / edits.FLEX).read_text() if (root / edits.FLEX).is_file() else ""
+        assert not [ln for ln in MASKED_AS_DN if ln in after], branch
+        assert all(after.count(f"    {ln}\n") == 1 for ln in MASKED_AS_ND) == (branch in FLEX_LOADS), branch
+        removed = [ln[1:].strip() for ln in _git("diff", "-U0", "HEAD~1", "--", edits.FLEX, cwd=root).stdout.splitlines()
+                   if ln.startswith("-") and not ln.startswith("---")]
+        loads = [ln for ln in removed if "load_checked_" in ln]
+        assert loads == (list(MASKED_AS_DN) if branch in FLEX_LOADS else []), (branch, loads)
+        if branch in FLEX_LOADS - FLEX_GRID:  # nothing else of the file changes there
+            assert removed == list(MASKED_AS_DN), (branch, removed)
+        message = (patches[1] / f"{branch}.patch").read_text().split("\n---\n", 1)[0]
+        assert (edits.LOADS_CHANGE in message) == (branch in FLEX_LOADS), branch
+
+
+def test_flex_loads_left_alone_where_they_match_their_blocks(repo):
+    """torch's own layout ([D, N] blocks, the lines the "# pta" ones replaced) with torch's argument order is right:
+    no edit, and the interpreter's check passes it; the file with no such template has no pointer loads."""
+    from torch_npu._inductor.patchset.tooling.upstream import flex_loads
+
+    text = _flex_text(repo, "origin/v2.9.0")
+    for name in ("kT", "vT", "qT"):  # the commented torch line replaces the [N, D] one right below it
+        torch_line = re.search(rf"^( +)# ({name}_ptrs = .*)$", text, re.M)
+        text = re.sub(rf"^ +{name}_ptrs = .*$", torch_line.group(1) + torch_line.group(2), text, count=1, flags=re.M)
+    fwd = MASKED_AS_DN[0]  # the forward's K block load, put right too: the text then has nothing to edit
+    text = text.replace(fwd, MASKED_AS_ND[0])
+    assert text.count(MASKED_AS_ND[0]) == 1
+    src = edits.Source(edits.FLEX, text)
+    assert edits.edit_flex_loads(src) is False and src.text == text
+    assert [(p.ptrs, p.matches) for p in flex_loads.pointer_loads(text)] == [
+        ("kT_ptrs", True), ("vT_ptrs", True), ("qT_ptrs", True), ("do_ptrs", True)]
+    found = flex_loads.check(text)
+    assert found["ok"], found
+    for branch in sorted(set(BRANCHES) - FLEX_LOADS):
+        assert flex_loads.pointer_loads(_flex_text(repo, f"origin/{branch}")) == [], branch
+
+
+def test_flex_loads_check_fails_the_unpatched_template_and_passes_the_patched(repo):
+    """Triton's interpreter runs each load as the file writes it: the head's kT / vT / qT loads are refused where the
+    block's sides differ ("Cannot broadcast") and mask the wrong axis where they are equal; the patched loads, and
+    the head's own do load, come back masked along their blocks' axes in every case."""
+    from torch_npu._inductor.patchset.tooling.upstream import flex_loads
+
+    text = _flex_text(repo, "origin/v2.9.0")
+    before = flex_loads.check(text)
+    assert not before["ok"] and set(before["loads"]) == {"kT_ptrs", "vT_ptrs", "qT_ptrs", "do_ptrs"}, before
+    n = len(flex_loads.CASES)
+    assert flex_loads.summary(before) == f"kT 0/{n}, vT 0/{n}, qT 0/{n}, do {n}/{n}"
+    for ptrs in ("kT_ptrs", "vT_ptrs", "qT_ptrs"):
+        got = list(before["loads"][ptrs].values())
+        assert "Cannot broadcast" in got[0] and all(" elements wrong" in r for r in got[1:]), (ptrs, got)
+    src = edits.Source(edits.FLEX, text)
+    assert edits.edit_flex_loads(src) is True
+    after = flex_loads.check(src.text)
+    assert after["ok"] and flex_loads.summary(after) == ", ".join(f"{x} {n}/{n}" for x in ("kT", "vT", "qT", "do"))
+
+
+@pytest.mark.parametrize("change, words", [  # what the runtime patch's reading (masked_loads.read) refuses
+    (lambda t: t.replace(MASKED_AS_DN[1], MASKED_AS_DN[1].replace("offs_k, offs_n2", "offs_k, offs_k")),
+     "kT's offsets, flags and bounds do not pair up as one head and one sequence axis"),
+    (lambda t: t.replace(MASKED_AS_DN[0], MASKED_AS_DN[0].replace("SAFE_HEAD_DIM", "IS_DIVISIBLE")),
+     "k's flags are not IS_DIVISIBLE and SAFE_HEAD_DIM"),
+    (lambda t: t.replace(MASKED_AS_DN[3], MASKED_AS_DN[3].replace("(qT_ptrs,", "(qT_ptrs + 0,")),
+     "the layout of qT_ptrs + 0, which qT loads, is not assigned once"),
+])
+def test_flex_loads_of_an_unknown_shape_fail_naming_branch_and_pointers(repo, tmp_path, change, words):
+    co = _clone_at(repo, "v2.9.0", tmp_path / "co")
+    path = co / edits.FLEX
+    text = path.read_text()
+    path.write_text(change(text))
+    assert path.read_text() != text
+    _git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "an unknown template", cwd=co)
+    with pytest.raises(up.UpstreamPatchError) as info:
+        up.make_patch(co, author="T <t@t>")
+    assert str(info.value).startswith(f"{co}: {edits.FLEX}: ") and words in str(info.value), info.value
 
 
 def test_patched_branch_is_already_fixed(repo, patches, tmp_path):
@@ -403,6 +511,26 @@ def test_report_names_no_path_of_this_machine(tmp_path):
     assert not [p for p in (str(REPO), str(Path.home()), "/tmp/", "/work/") if p in committed]
 
 
+def test_report_states_each_rows_flex_loads():
+    from torch_npu._inductor.patchset.tooling.upstream import matrix as mx
+
+    ok = {"kT_ptrs": {"a": "ok", "b": "ok"}}
+    row = {"name": "v2.9.0", "layout": "cpp_wrapper_npu", "files": 8, "added": 837, "removed": 6, "applies": True,
+           "torch_line": "2.9", "wheel": "2.9.0.post9", "rendered": 10, "samples": 10, "renders_same": True,
+           "build": {"ok": True}, "simulation": "10/10 launchers ok", "status_after": {},
+           "flex_loads": {"patched": {"loads": ok, "ok": True},
+                          "unpatched": {"loads": {"kT_ptrs": {"a": "ValueError: Cannot broadcast", "b": "ok"}},
+                                        "ok": False}}}
+    none = dict(row, name="master", flex_loads=None)
+    lines = mx.render_markdown([row, none], "x").splitlines()
+    assert lines[next(i for i, ln in enumerate(lines) if ln.startswith("| branch"))].endswith("| Flex loads |")
+    assert next(ln for ln in lines if ln.startswith("| `v2.9.0`")).endswith(
+        "| patched: kT 2/2<br>unpatched: kT 1/2 |")
+    assert next(ln for ln in lines if ln.startswith("| `master`")).endswith("| no such loads |")
+    assert mx.flex_loads_ok(row) and mx.flex_loads_ok(none)
+    assert not mx.flex_loads_ok(dict(row, flex_loads={"patched": {"error": "no helper", "ok": False}}))
+
+
 # ---- the whole proof, on this interpreter's torch line ---------------------------------------------------
 def _torch_line() -> str | None:
     try:
@@ -431,6 +559,11 @@ def assert_proved(row: dict) -> None:
     else:
         assert "cannot_run" in runtime and row["wheel"] in runtime["cannot_run"], runtime
         assert row["simulation"] == f"{len(SAMPLES)}/{len(SAMPLES)} launchers ok", row.get("simulation_problems")
+    loads = row["flex_loads"]  # the Flex template's loads through Triton's interpreter: wrong before, right after
+    if row["name"] in FLEX_LOADS | FLEX_LOADS_RELEASES:
+        assert loads["patched"]["ok"] and not loads["unpatched"]["ok"], loads
+    else:
+        assert loads is None, loads
     after = row["status_after"]
     assert after["kernel-sync-metadata"] == after["cpp-wrapper-sync-resources"] == "upstream-has-fix", after
     assert after["npu-flex-attention-backward-grid"] == "upstream-has-fix", after

@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
+from ... import masked_loads
 from . import module as upm
 
 IND = "torch_npu/_inductor"
@@ -98,7 +99,6 @@ _SYNC_DECL = """\
         if launch_resources is None:
             launch_resources = {fn}("", {{}}, simt_only={simt})
         sync_decl = "\\n{indent}".join(launch_resources.in_lambda)
-
 """
 
 
@@ -292,7 +292,7 @@ def edit_heuristics(src: Source, layout: str) -> None:
     at = close + len("\n        }\n")
     src.text = src.text[:at] + (
         "        # The kernel's workspace and sync-block locks, for the C++ wrapper (bad metadata fails here, named)\n"
-        f"        from {package}codegen.npu_launch_resources import {upm.SYNC_PARAMS_FN}\n\n"
+        f"        from {package}codegen.npu_launch_resources import {upm.SYNC_PARAMS_FN}\n"
         f"        params.update({upm.SYNC_PARAMS_FN}(input_launcher.bin.metadata, key))\n"
     ) + src.text[at:]
     src.changes.append("NPUCachingAutotuner.save_npu_kernel records the kernel's workspace and lock fields")
@@ -300,7 +300,7 @@ def edit_heuristics(src: Source, layout: str) -> None:
     if grouped in src.text:  # each variant of a grouped launch has its own sync fields
         src.replace_in(grouped, "        return {\n",
                        '        name = metadata.name if hasattr(metadata, "name") else metadata["name"]\n'
-                       f"        from {package}codegen.npu_launch_resources import {upm.SYNC_PARAMS_FN}\n\n"
+                       f"        from {package}codegen.npu_launch_resources import {upm.SYNC_PARAMS_FN}\n"
                        "        return {\n"
                        f"            **{upm.SYNC_PARAMS_FN}(metadata, name),\n",
                        "each variant of a grouped launch records its own workspace and lock fields")
@@ -310,13 +310,10 @@ def edit_heuristics(src: Source, layout: str) -> None:
 _GRID = '''
 
 @SymbolicGridFn
-def _npu_flex_attention_backward_grid(
-        batch_size, q_heads, num_queries, d_model, kv_heads, num_key_value, meta, *, cdiv):
-    # torch 2.7.1's backward grid as a SymbolicGridFn, which the C++ wrapper can print for dynamic shapes; on
-    # symbolic sizes `//` would print as std::floor(a * 1.0 / b) in C++, FloorDiv prints an integer division.
-    ints = isinstance(q_heads, int) and isinstance(kv_heads, int)
-    ratio = q_heads // kv_heads if ints else FloorDiv(q_heads, kv_heads)
-    return cdiv(num_queries, meta["BLOCK_M2"]) * ratio + cdiv(num_key_value, meta["BLOCK_N1"]), 1, batch_size * kv_heads
+def _npu_flex_attention_backward_grid(batch_size, q_heads, num_queries, d_model, kv_heads, num_kv, meta, *, cdiv):
+    # torch 2.7.1's grid, printable in C++ for dynamic shapes: on symbols `//` prints std::floor(a * 1.0 / b)
+    ratio = q_heads // kv_heads if isinstance(q_heads * kv_heads, int) else FloorDiv(q_heads, kv_heads)
+    return cdiv(num_queries, meta["BLOCK_M2"]) * ratio + cdiv(num_kv, meta["BLOCK_N1"]), 1, batch_size * kv_heads
 '''
 _GRID_IMPORTS = ("from torch._inductor.select_algorithm import SymbolicGridFn\n"
                  "from torch.utils._sympy.functions import FloorDiv\n")
@@ -358,10 +355,30 @@ def edit_flex(src: Source) -> bool:
         raise CannotApply(f"{src.path}: no import block before the first definition")
     at = imports_end + len("\n)\n")
     src.text = (src.text[:at] + _GRID_IMPORTS + _GRID + "\n\n"
-                "# torch 2.7.1 builds this template with a plain grid function (newer torch ships a SymbolicGridFn).\n"
-                "if not isinstance(upstream_flex_attention_backward_template.grid, SymbolicGridFn):\n"
+                "if not isinstance(upstream_flex_attention_backward_template.grid, SymbolicGridFn):  # torch 2.7.1\n"
                 "    upstream_flex_attention_backward_template.grid = _npu_flex_attention_backward_grid\n"
                 + src.text[at:])
     src.changes.append("torch's Flex Attention backward template, which this lowering compiles, gets a "
                        "SymbolicGridFn grid")
+    return True
+
+
+# ---- Flex Attention templates: loads that mask along their pointers' axes ----------------------------------
+#: How the change starts in the commit's list (the message says why where it is there).
+LOADS_CHANGE = "the Flex Attention template loads"
+
+
+def edit_flex_loads(src: Source) -> bool:
+    """Where torch_npu's own Flex templates load a block with the bounds checks of its transpose (the backward's
+    [N, D] kT / vT / qT loaded with torch's [D, N] arguments; the forward's [head, sequence] K block with the flags
+    of a [sequence, head] one), those loads get their blocks' own order: the runtime patch's rule,
+    ``masked_loads.corrected``, on the file's text. Nothing where every load fits its block or none is there."""
+    reading = masked_loads.read(src.text)
+    if reading.shape == masked_loads.UNKNOWN:
+        raise CannotApply(f"{src.path}: {reading.detail}")
+    if reading.shape != masked_loads.SWAPPED:
+        return False
+    src.text = masked_loads.corrected(src.text)
+    names = ", ".join(ld.target for ld in reading.swapped)
+    src.changes.append(f"{LOADS_CHANGE} {names} check the axes their blocks are laid out in")
     return True

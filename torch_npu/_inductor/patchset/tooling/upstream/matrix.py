@@ -23,6 +23,7 @@ import tempfile
 import traceback
 from pathlib import Path
 
+from . import flex_loads
 from . import patch as up
 from . import verify as v
 
@@ -145,21 +146,26 @@ def render_markdown(rows: list[dict], command: str) -> str:
         "installs, on that wheel's own `libtorch_npu.so` (task queue, caching allocator, `OpCommand`) over the host "
         "ACL library (a test double of CANN, in a subprocess) with `TASK_QUEUE_ENABLE` 1, 0 and 2, or, where the "
         "wheel cannot run here (why, in the cell), in the host ACL simulation; **status after**: "
-        "`status --against-source` on the patched head.",
+        "`status --against-source` on the patched head; **Flex loads**: where `kernel/flex_attention.py` loads "
+        "pointer blocks it builds (torch_npu's own backward template: `kT`, `vT`, `qT`, `do`), each load as the "
+        "file writes it, run by Triton's interpreter through its block on a tensor whose extent the block overruns "
+        f"({len(flex_loads.CASES)} cases: `IS_DIVISIBLE` and `SAFE_HEAD_DIM` false together and alone, block sides "
+        "equal and not), cases masked along the block's own axes, patched and unpatched; the patch reorders the "
+        "loads that fail.",
         "",
         "| branch / release | layout | applies | changes | torch / wheel | renders | compiles, links | runs | "
-        "status after |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "status after | Flex loads |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         if "added" not in r:
-            out.append(f"| `{r['name']}` | | {_cell(r['result'])} | | | | | | {_cell(r.get('detail', ''))} |")
+            out.append(f"| `{r['name']}` | | {_cell(r['result'])} | | | | | | {_cell(r.get('detail', ''))} | |")
             continue
         changes = f"{r['files']} files, +{r['added']} -{r['removed']}"
         applies = "yes" if r.get("applies") else _cell(r.get("result"))
         if "rendered" not in r:
             out.append(f"| `{r['name']}` | {r['layout']} | {applies} | {changes} | {r.get('torch_line', '')} | "
-                       f"not run | not run | not run | {_cell(r.get('detail', ''))} |")
+                       f"not run | not run | not run | {_cell(r.get('detail', ''))} | {_loads_cell(r)} |")
             continue
         renders = (f"{r['rendered']}/{r['samples']}, same" if r.get("renders_same") else
                    _cell(f"{r['rendered']}/{r['samples']}: {r.get('render_errors') or r.get('render_diffs')}"))
@@ -167,9 +173,26 @@ def render_markdown(rows: list[dict], command: str) -> str:
         build = "yes" if b.get("ok") else _cell(f"no ({b.get('stage')}): {b.get('message', '')[:400]}")
         sim = runs_cell(r)
         out.append(f"| `{r['name']}` | {r['layout']} | {applies} | {changes} | torch {r['torch_line']}, "
-                   f"{r.get('wheel')} | {renders} | {build} | {_cell(sim)} | {_status_cell(r['status_after'], r.get('status_before'))} |")
+                   f"{r.get('wheel')} | {renders} | {build} | {_cell(sim)} | "
+                   f"{_status_cell(r['status_after'], r.get('status_before'))} | {_loads_cell(r)} |")
     out.append("")
     return scrub("\n".join(out))
+
+
+def _loads_cell(r: dict) -> str:
+    """Cases right per pointer load of the Flex template, patched and unpatched; where the branch has none, says so."""
+    if "flex_loads" not in r:
+        return "not run"
+    found = r["flex_loads"]
+    if found is None:
+        return "no such loads"
+    return "<br>".join(_cell(f"{when}: {flex_loads.summary(found[when])}") for when in ("patched", "unpatched")
+                       if when in found)
+
+
+def flex_loads_ok(r: dict) -> bool:
+    """The patched template's loads (where the branch has them) all came back right."""
+    return r.get("flex_loads") is None or r["flex_loads"]["patched"].get("ok", False)
 
 
 def runs_cell(r: dict) -> str:
@@ -221,7 +244,7 @@ def main(argv=None) -> int:
               f"runs={runs_cell(row)} status_after={row.get('status_after')}", flush=True)
         _write(args, previous, rows)  # after every branch: a long run that is stopped keeps what it found
     rows = _write(args, previous, rows)
-    good = all(r.get("renders_same") and r.get("build", {}).get("ok") for r in rows)
+    good = all(r.get("renders_same") and r.get("build", {}).get("ok") and flex_loads_ok(r) for r in rows)
     return 0 if good else 1
 
 

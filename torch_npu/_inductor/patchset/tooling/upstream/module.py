@@ -54,8 +54,7 @@ from typing import Any, Mapping, Optional
 _API = '''
 
 def kernel_sync_params(metadata: Any, kernel: str) -> dict:
-    """The sync fields of a kernel's metadata, for its saved params (all: a grouped launch's variant
-    overrides its group's). ``ValueError`` naming kernel, field and value if no launch can be sized."""
+    """A kernel's sync fields for its saved params; ``ValueError`` naming kernel, field and value if unusable."""
     plan = plan_from_metadata(metadata, kernel)
     values = {name: _as_int(kernel, name, _field(metadata, name), 0, INT64_MAX)
               for name in ("workspace_size", "lock_num", "sync_block_lock_layout")}
@@ -64,9 +63,8 @@ def kernel_sync_params(metadata: Any, kernel: str) -> dict:
                 auto_tile_and_bind_subblock=auto_tile)
 
 
-def launch_resource_lines(
-    kernel: str, params: Mapping[str, Any], num_vector_core: Optional[int] = None, simt_only: bool = False
-) -> ResourceCode:
+def launch_resource_lines(kernel: str, params: Mapping[str, Any], num_vector_core: Optional[int] = None,
+                          simt_only: bool = False) -> ResourceCode:
     """One launch's C++ from the kernel's saved params (``.before``, ``.in_lambda``, ``.after`` launchKernel);
     ``num_vector_core``: the auto-blockify clamp. A SIMT-only launch gets none (its args have no sync fields)."""
     site = LaunchSite(block_clamp=num_vector_core, simt_only=simt_only)

@@ -20,6 +20,9 @@ head). It changes, in upstream's own files (:mod:`.upstream_patch_edits`):
 * the helper's headers, byte for byte this package's ``csrc/`` (read now);
 * where the branch compiles a Flex Attention backward template with a plain
   grid, a ``SymbolicGridFn``;
+* where torch_npu's own Flex templates load a block with the bounds checks of
+  its transpose (backward kT / vT / qT, forward K), those loads in the blocks'
+  order (the runtime patch's rule, ``masked_loads.corrected``);
 * ``test/_inductor/test_npu_launch_resources.py``.
 
 The commit's author is the checkout's git identity (``git config user.name`` /
@@ -187,7 +190,11 @@ def edited_files(root: Path, shown: str | None = None) -> tuple[str, dict[str, b
         changes += [f"{path}: {c}" for c in src.changes]
     if (root / edits.FLEX).is_file():
         src = edits.Source(edits.FLEX, (root / edits.FLEX).read_text())
-        if edits.edit_flex(src):
+        try:
+            edited = [edits.edit_flex(src), edits.edit_flex_loads(src)]  # the grid; the masked loads
+        except edits.CannotApply as exc:
+            raise UpstreamPatchError(f"{shown}: {exc}") from None
+        if any(edited):
             out[edits.FLEX] = src.text.encode()
             changes += [f"{edits.FLEX}: {c}" for c in src.changes]
     out[upm.MODULE_PATH] = upm.module_text().encode()
@@ -201,6 +208,7 @@ def _message(layout: str, changes: list[str], base: str) -> str:
     launcher = ("codegen/cpp_wrapper_npu.py (aclrtLaunchKernelWithHostArgs)" if layout == "cpp_wrapper_npu"
                 else "codegen/cpp_wrapper.py (rtKernelLaunch)")
     replaced = any("allocate_workspace" in c for c in changes)
+    loads = any(edits.LOADS_CHANGE in c for c in changes)
     body = [
         SUBJECT,
         "",
@@ -256,6 +264,15 @@ def _message(layout: str, changes: list[str], base: str) -> str:
         "  and npu_launch_resources/*.h (installed by setup.py's csrc globs);",
         "- a SymbolicGridFn for the Flex Attention backward template where it was",
         "  built with a plain grid (dynamic shapes under cpp_wrapper).",
+        *([] if not loads else [
+            "- where torch_npu's Flex Attention templates load a block with the bounds",
+            "  checks of its transpose, the loads check the block's own axes: the",
+            "  backward lays kT, vT and qT out [N, D] but loaded them with torch's [D, N]",
+            "  arguments (with IS_DIVISIBLE or SAFE_HEAD_DIM false, every dynamic shape,",
+            "  triton rejected the mask, or masked the wrong axis where BLOCK_N equals the",
+            "  rounded head size); the forward checked its [head, sequence] K block as",
+            "  [sequence, head] (the last key block read past K's end).",
+        ]),
         "",
         "Changes:",
         *[f"- {c}" for c in changes],
@@ -273,6 +290,12 @@ def _message(layout: str, changes: list[str], base: str) -> str:
         "an NPU too: the dynamic Flex Attention job in each case of its NPU_CASES (bf16,",
         "fp16, float32; Q != KV; lengths off the 128 grid; causal, sliding-window and",
         "document masks; a relative-bias score_mod; GQA), out and gradients against eager.",
+        *([] if not loads else [
+            "The Flex backward template's loads ran, as written, in Triton's interpreter",
+            "through their own pointer blocks (IS_DIVISIBLE / SAFE_HEAD_DIM false, block",
+            "sides equal and not): masked along the blocks' axes after the change; before",
+            "it, triton refused them or they masked the wrong axis.",
+        ]),
     ]
     return "\n".join(body) + "\n"
 

@@ -18,7 +18,10 @@ For one torch_npu checkout (a branch head, or a release's source) and its patch:
    ``TASK_QUEUE_ENABLE`` 1, 0 and 2 (:func:`on_runtime`, ``releases/real_runtime.py``); where that
    wheel cannot run here (no build of its torch that torch_npu imports on), in the host ACL
    simulation instead (:func:`simulate`), and the row says why;
-6. ``status --against-source`` on the patched code: the launch fixes read ``upstream-has-fix``.
+6. ``status --against-source`` on the patched code: the launch fixes read ``upstream-has-fix``;
+7. **Flex loads**: where ``kernel/flex_attention.py`` loads pointer blocks it builds (the backward template's
+   kT / vT / qT / do), each load as the file writes it, through Triton's interpreter (:mod:`.flex_loads`),
+   patched and unpatched: every case must come back masked along the block's own axes once patched.
 """
 from __future__ import annotations
 
@@ -33,6 +36,7 @@ from pathlib import Path
 from ... import launch_codegen
 from ..releases import launchers, rendered
 from ..releases import real_artifacts as ra
+from . import edits, flex_loads
 from . import patch as up
 
 HARNESS = ra.HARNESS
@@ -259,6 +263,19 @@ def simulate(name: str, patched_code: dict) -> tuple[str, list]:
 _COMPILER_PATH = re.compile(r"^\S*/(?=[^/\s]+\.(?:cpp|h):\d+)")
 
 
+def template_loads(unpatched: Path, patched: Path) -> dict | None:
+    """{"patched": ..., "unpatched": ...} (:func:`.flex_loads.check`) for the Flex Attention file's pointer loads;
+    None where the branch has no such loads (no torch_npu backward template of that shape)."""
+    path = patched / edits.FLEX
+    try:
+        if not path.is_file() or not flex_loads.pointer_loads(path.read_text()):
+            return None
+    except edits.CannotApply as exc:
+        return {"patched": {"error": str(exc), "ok": False}}
+    return {"patched": flex_loads.check(path.read_text()),
+            "unpatched": flex_loads.check((unpatched / edits.FLEX).read_text())}
+
+
 def apply_patch(root: Path, base: str, patch_text: str, dest: Path) -> tuple[bool, str]:
     subprocess.run(["git", "clone", "-q", "--shared", "--no-checkout", str(root), str(dest)], check=True,
                    capture_output=True)
@@ -297,6 +314,7 @@ def verify(root: str | os.PathLike, ref: str | None, python: str, name: str | No
         row["compiles_python"] = proc.returncode == 0
         if proc.returncode != 0:
             row["py_compile_error"] = proc.stderr[-1500:]
+        row["flex_loads"] = template_loads(unpatched, patched)
         # Named after the line's wheel: the loader declares that release's torch.ops.npu schemas for the source.
         label = row["wheel"] or name
         patched_code = harness(python, label, patched, off=True, cache=tmp / "inductor-cache")
