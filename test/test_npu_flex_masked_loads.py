@@ -110,6 +110,33 @@ def test_the_edit_on_each_carrying_release(release):
         masked_loads.corrected(fixed)
 
 
+#: The backward's index lines of the other operand, bounded only at the boundary block, as shipped.
+UNBOUNDED = ("n = get_bounded_indices(offs_n2[None, :], KV_LEN if CHECK_BLOCK_BOUNDARY else None)",
+             "m = get_bounded_indices(offs_m1[None, :], Q_LEN if CHECK_BLOCK_BOUNDARY else None)")
+
+
+@pytest.mark.parametrize("release", CARRIERS)
+def test_the_backward_index_lines_are_bounded_as_their_siblings_are(release):
+    """A document mask's ids read past their end (the matrix's document case, a host ACL uninitialised read): the dq
+    block bounds the other operand's key indices, and the dK/dV block its query indices, only at the boundary block,
+    while each bounds its own rows whenever IS_DIVISIBLE is false. ``bounded`` gives both lines their sibling's
+    bound, changes nothing else, and leaves the forward (whose lines index without a subscript) alone."""
+    text = shipped(release).text
+    assert tuple(masked_loads.unbounded_indices(text)) == UNBOUNDED
+    siblings = ["m = get_bounded_indices(offs_m2[:, None], Q_LEN if (not IS_DIVISIBLE or CHECK_BLOCK_BOUNDARY) else None)",
+                "n = get_bounded_indices(offs_n1[:, None], KV_LEN if (not IS_DIVISIBLE or CHECK_BLOCK_BOUNDARY) else None)"]
+    assert all(text.count(f"    {line}\n") == 1 for line in siblings)
+    out = masked_loads.bounded(text)
+    changed = [(b.strip(), a.strip()) for b, a in zip(text.splitlines(), out.splitlines()) if b != a]
+    assert len(out.splitlines()) == len(text.splitlines()) and [b for b, _ in changed] == list(UNBOUNDED)
+    assert all(a == b.replace(" if CHECK_BLOCK_BOUNDARY", " if (not IS_DIVISIBLE or CHECK_BLOCK_BOUNDARY)")
+               for b, a in changed)
+    assert masked_loads.unbounded_indices(out) == [] and masked_loads.bounded(out) == out
+    forward = shipped(release, FORWARD).text
+    assert masked_loads.unbounded_indices(forward) == [] and masked_loads.fixed(forward) == masked_loads.corrected(forward)
+    assert masked_loads.fixed(text) == masked_loads.bounded(masked_loads.corrected(text))
+
+
 @pytest.mark.parametrize("release", CARRIERS)
 def test_the_forward_edit_on_each_carrying_release(release):
     """The forward's text is spliced from six module-level strings: its loads are named by the module's own lines
@@ -333,14 +360,15 @@ def test_probe_then_apply_is_idempotent_and_rolls_back(npu_module):
     p1, p2 = Patcher(), Patcher()
     note = fix.apply(modules, p1)
     assert p1.changes == 2 and note == (f"{MODULE}.{TEMPLATE}: 3 load(s) now masked along their pointers' own axes "
-                                        f"(kT, vT, qT); {MODULE}.{FORWARD}: 1 load(s) now masked along their "
+                                        "(kT, vT, qT), 2 index line(s) bounded when not IS_DIVISIBLE; "
+                                        f"{MODULE}.{FORWARD}: 1 load(s) now masked along their "
                                         "pointers' own axes (k)"), note
     installed = backward.template, forward.template
     assert installed[0] is not shipped_jinja[0] and installed[1] is not shipped_jinja[1]
     for template in (backward, forward):  # the same objects, which the lowering holds
         assert type(template).all_templates[template.name] is template
-    assert fix._compiled_from(backward, masked_loads.corrected(shipped("2.7.1.post10").text))
-    assert fix._compiled_from(forward, masked_loads.corrected(shipped("2.7.1.post10", FORWARD).text))
+    assert fix._compiled_from(backward, masked_loads.fixed(shipped("2.7.1.post10").text))
+    assert fix._compiled_from(forward, masked_loads.fixed(shipped("2.7.1.post10", FORWARD).text))
     ours = fix.probe(modules)
     assert ours.verdict == NEEDED and ours.reason.count("already has this patch set's corrected loads") == 2
     assert fix.superseded(modules) is None
@@ -423,7 +451,7 @@ def test_the_applier_applies_it_and_rolls_it_back_when_apply_fails(npu_module, m
     monkeypatch.setattr(fix, "apply", real_apply)
     st = _applier.PatchStatus(decl.id, _applier.PENDING, "", decl.hooks)
     _applier._settle(decl, st, import_targets=False)
-    assert st.state == _applier.APPLIED and "(kT, vT, qT); " in st.note and st.note.endswith("(k)"), st
+    assert st.state == _applier.APPLIED and "(kT, vT, qT), 2 index line(s) bounded" in st.note and st.note.endswith("(k)"), st
     assert all(t.template is not j for t, j in zip(templates, shipped_jinja))
 
 
@@ -594,8 +622,8 @@ def test_applied_on_post10s_own_module_once():
     out = live("2.7.1.post10")
     assert out["row"]["state"] == "applied", out
     assert out["row"]["note"] == (f"{MODULE}.{TEMPLATE}: 3 load(s) now masked along their pointers' own axes "
-                                  f"(kT, vT, qT); {MODULE}.{FORWARD}: 1 load(s) now masked along their pointers' "
-                                  "own axes (k)"), out
+                                  "(kT, vT, qT), 2 index line(s) bounded when not IS_DIVISIBLE; "
+                                  f"{MODULE}.{FORWARD}: 1 load(s) now masked along their pointers' own axes (k)"), out
     for line in (1041, 1091, 1241):  # post10's lines of the three backward loads
         assert f"(line {line})" in out["row"]["reason"], out
     assert "k (line 528) passes (IS_DIVISIBLE, SAFE_HEAD_DIM)" in out["row"]["reason"], out  # the forward's K load

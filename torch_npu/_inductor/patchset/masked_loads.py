@@ -356,6 +356,35 @@ def corrected(text: str) -> str:
     return out
 
 
+# ---- the backward's index bounds ---------------------------------------------------------------------------------
+#: ``NAME = get_bounded_indices(offs[:, None] or offs[None, :], X_LEN if CHECK_BLOCK_BOUNDARY else None)``: a
+#: backward block's indices of the other operand, bounded only at the peeled last block of a loop.
+_UNBOUNDED = re.compile(r"^(\s*\w+\s*=\s*get_bounded_indices\(\s*\w+\[(?::, None|None, :)\],\s*)(\w+_LEN)"
+                        r" if CHECK_BLOCK_BOUNDARY else None\)", re.M)
+_BOUND = r"\1\2 if (not IS_DIVISIBLE or CHECK_BLOCK_BOUNDARY) else None)"
+
+
+def unbounded_indices(text: str) -> list[str]:
+    """The backward's index lines that bound a sequence index only at the boundary block (see :func:`bounded`)."""
+    return [m.group(0).strip() for m in _UNBOUNDED.finditer(text)]
+
+
+def bounded(text: str) -> str:
+    """``text`` with every :func:`unbounded_indices` line bounding its index whenever ``IS_DIVISIBLE`` is false too,
+    as its sibling line in the same block function does for the block's own rows (and as torch 2.14's template does
+    for both). A backward loop runs every sub-block of its block list up to ``cdiv(length, BLOCK)`` sub-blocks from
+    the list's start, and checks only the last: where the list ends with the ragged block, the sub-blocks before
+    the last run past the length, and score_mod / mask_mod index captured tensors (a document mask's ids) past
+    their end. Bounded (``% length``), those lanes read valid rows; their loads of q, k, v, do are masked to zero,
+    so the results are the same."""
+    return _UNBOUNDED.sub(_BOUND, text)
+
+
+def fixed(text: str) -> str:
+    """What the patch installs: :func:`corrected`, then :func:`bounded`."""
+    return bounded(corrected(text))
+
+
 # ---- where a template's text is: a module's source ---------------------------------------------------------------
 @dataclasses.dataclass(frozen=True)
 class Source:

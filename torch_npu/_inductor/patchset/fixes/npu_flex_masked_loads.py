@@ -133,7 +133,7 @@ def _judge_text(template, where: str, text: str, shipped_by: str, first_line=1) 
         if reading.shape == masked_loads.SWAPPED:
             return _Found(Probe.needed(f"{where} ({shipped_by}): {reading.detail}"), template, where, text)
         return _Found(Probe.upstream_has_fix(f"{where} ({shipped_by}): {reading.detail}"), template, where, text)
-    if reading.shape == masked_loads.SWAPPED and _compiled_from(template, masked_loads.corrected(text)):
+    if reading.shape == masked_loads.SWAPPED and _compiled_from(template, masked_loads.fixed(text)):
         return _Found(Probe.needed(f"{where} already has this patch set's corrected loads (nothing left to do)"),
                       template, where, text, ours=True)
     return _Found(_unknown(f"{where}'s Jinja template is not compiled from the text {shipped_by} gives it "
@@ -231,7 +231,7 @@ def apply(modules, patcher):
     if not todo:
         return "nothing changed: the corrected loads are already installed"
     # Every text compiled before anything is installed: a failure leaves nothing half done.
-    compiled = [type(h.template)._template_from_string(masked_loads.corrected(h.text)) for h in todo]
+    compiled = [type(h.template)._template_from_string(masked_loads.fixed(h.text)) for h in todo]
     if any(c is None for c in compiled):
         raise RuntimeError("torch could not compile the corrected template (no jinja2)")
     notes = []
@@ -241,8 +241,10 @@ def apply(modules, patcher):
         if cache is not None:
             patcher.setattr(half.template, _CODE_CACHE, _fresh_code_cache(cache))
         fixed = masked_loads.read(half.text).swapped
+        bounds = masked_loads.unbounded_indices(half.text)
         notes.append(f"{half.where}: {len(fixed)} load(s) now masked along their pointers' own axes "
-                     f"({', '.join(ld.target for ld in fixed)})")
+                     f"({', '.join(ld.target for ld in fixed)})"
+                     + (f", {len(bounds)} index line(s) bounded when not IS_DIVISIBLE" if bounds else ""))
     return "; ".join(notes)
 
 

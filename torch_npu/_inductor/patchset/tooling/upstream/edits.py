@@ -371,14 +371,17 @@ LOADS_CHANGE = "the Flex Attention template loads"
 def edit_flex_loads(src: Source) -> bool:
     """Where torch_npu's own Flex templates load a block with the bounds checks of its transpose (the backward's
     [N, D] kT / vT / qT loaded with torch's [D, N] arguments; the forward's [head, sequence] K block with the flags
-    of a [sequence, head] one), those loads get their blocks' own order: the runtime patch's rule,
-    ``masked_loads.corrected``, on the file's text. Nothing where every load fits its block or none is there."""
+    of a [sequence, head] one), those loads get their blocks' own order, and the backward's index lines their bound
+    when not IS_DIVISIBLE: the runtime patch's rule, ``masked_loads.fixed``, on the file's text. Nothing where every
+    load fits its block or none is there."""
     reading = masked_loads.read(src.text)
     if reading.shape == masked_loads.UNKNOWN:
         raise CannotApply(f"{src.path}: {reading.detail}")
     if reading.shape != masked_loads.SWAPPED:
         return False
-    src.text = masked_loads.corrected(src.text)
+    bounds = masked_loads.unbounded_indices(src.text)
+    src.text = masked_loads.fixed(src.text)
     names = ", ".join(ld.target for ld in reading.swapped)
-    src.changes.append(f"{LOADS_CHANGE} {names} check the axes their blocks are laid out in")
+    src.changes.append(f"{LOADS_CHANGE} {names} check the axes their blocks are laid out in"
+                       + (f"; {len(bounds)} backward index lines bounded when not IS_DIVISIBLE" if bounds else ""))
     return True
