@@ -583,8 +583,8 @@ def _cuda_context_current(grad):
     return grad
 
 
-#: torch_npu 2.7.1.post10's own backward template fails this way for any dynamic length (docs/facts.md,
-#: "The user's job end to end"): its compile check stops the kernel before the patch set is involved.
+#: torch_npu 2.7.1.post10's own backward template fails this way for any dynamic length unless the patch
+#: npu-flex-attention-masked-loads applied (docs/facts.md, "The user's job end to end").
 NPU_TEMPLATE_BROADCAST = "Cannot broadcast"
 
 
@@ -595,9 +595,9 @@ def _compiled_forward_backward(fn, inputs, block_mask):
         if NPU_TEMPLATE_BROADCAST not in str(exc):
             raise
         raise CheckFailed("torch_npu's own Flex Attention backward template does not compile with dynamic "
-                          "lengths (IS_DIVISIBLE False: its transposed K/V loads get a mask of the other shape; "
-                          "torch_npu 2.7.1.post10, not this patch set); kernel_options={'IS_DIVISIBLE': True} "
-                          f"with lengths that are multiples of 128 avoids it: {str(exc).splitlines()[0][:200]}") from exc
+                          "lengths (IS_DIVISIBLE False: its transposed K/V loads get a mask of the other shape); "
+                          "the patch npu-flex-attention-masked-loads corrects those loads: `status` says whether "
+                          f"it applied here: {str(exc).splitlines()[0][:200]}") from exc
 
 
 def _forward_backward(fn, inputs, block_mask):

@@ -78,7 +78,9 @@ STAND_INS: tuple[tuple[str, str, str], ...] = (
     ("interpreter adaptations (executor.Executor, exact.py)", "nothing: triton-ascend 3.2.0's interpreter as shipped",
      "one-element arrays converted to int as NumPy 2 requires; bf16 values typed ml_dtypes.bfloat16 (the "
      "interpreter kept their bits as uint16 and computed on them); maxnum/minnum, unordered compares, fma and "
-     "float casts given the IR's meaning; triton-ascend's tl.max/tl.min combine functions reduced by one NumPy "
+     "float casts given the IR's meaning; int1 given the IR's meaning (the type maker get_int1_ty, which the "
+     "interpreter lacks; + and - modulo 2, signed reads of true as -1, all ones; exact.py); integer sums kept in their "
+     "width; triton-ascend's tl.max/tl.min combine functions reduced by one NumPy "
      "fmax/fmin/maximum reduction (the values their element-by-element form gives); the language patched once"),
     ("document ids and block masks made on the CPU (the upstream test's flex_attention_steps)",
      "torch.arange and create_block_mask on the device",
@@ -87,16 +89,6 @@ STAND_INS: tuple[tuple[str, str, str], ...] = (
     ("compiled optimizer step (flex_job.run_training)", "torch.optim.SGD.step run eagerly on the NPU",
      "the host ACL library has no arithmetic operator: the step is compiled (dynamic, cpp_wrapper) like the loss, "
      "its kernels executed; eager SGD in float64 on the CPU is the reference it is checked against"),
-    ("the training loss's mean taken on the CPU (flex_job.run_training, the matrix's training case)",
-     "the mean compiled with the model, or aclnn's mean run eagerly on the NPU",
-     "post10 cannot compile that full reduction with dynamic shapes on Ascend910B (the training-compiled-mean case "
-     "shows where it stops) and the host ACL library has no eager operator: the compiled model gives the squared "
-     "errors, their backward is seeded with the mean's gradient (1/N, torch_npu's own fill), and the mean of the "
-     "errors copied back is taken on the CPU; every gradient and weight update is computed by compiled kernels"),
-    ("per-channel projections of the tiny model (flex_job.run_training)", "torch.nn.Linear projections",
-     "post10 lowers torch.mm to an aclnn operator, which the host ACL library does not have: the model's q, k, v "
-     "and output weights are per channel (elementwise), so every kernel is a Triton kernel the job compiles and "
-     "the executor runs; the attention, its backward, the loss and the weights' gradients are the user's"),
     ("ASCEND_HOME_PATH (prepare_ascend_home)", "a CANN install",
      "include/ holds only the stand-in runtime/runtime/rt.h (releases/real_artifacts.STAND_IN_HEADERS), lib64/ "
      "the host ACL library; runtime/, compiler/ and opp/ are empty folders torch_npu checks exist"),
@@ -176,9 +168,10 @@ def prepare_ascend_home(release: str) -> Path:
     return _publish(build, final)
 
 
-def child_env(release: str, *, patched: bool, work: Path) -> dict:
+def child_env(release: str, *, disable: str = "", work: Path) -> dict:
     """The environment of one end-to-end child: the wheel over the host ACL library, triton-ascend
-    after the wheel on PYTHONPATH (before the leg's own triton), the stand-ins, caches in ``work``."""
+    after the wheel on PYTHONPATH (before the leg's own triton), the stand-ins, caches in ``work``;
+    ``disable``: TORCH_NPU_PATCHSET_DISABLE's value ("all": the patch set off; "": every patch on)."""
     home = prepare_ascend_home(release)
     env = host_runtime.subprocess_env(release, {
         "ASCEND_HOME_PATH": str(home), "ASCEND_OPP_PATH": str(home / "opp"),
@@ -190,8 +183,7 @@ def child_env(release: str, *, patched: bool, work: Path) -> dict:
     env["PYTHONPATH"] = os.pathsep.join([wheel, str(triton_ascend_dir()), str(executor_deps_dir()), *rest])
     env["PATH"] = os.pathsep.join([str(tools_dir()), env.get("PATH", "")])
     env.pop("TORCH_COMPILE_DEBUG", None)
-    if patched:
-        env.pop("TORCH_NPU_PATCHSET_DISABLE", None)
-    else:
-        env["TORCH_NPU_PATCHSET_DISABLE"] = "1"
+    env.pop("TORCH_NPU_PATCHSET_DISABLE", None)
+    if disable:
+        env["TORCH_NPU_PATCHSET_DISABLE"] = "1" if disable == "all" else disable
     return env

@@ -11,18 +11,25 @@ for the thread's next launch on the stream), the sizes and bad metadata; on an N
 PATH = "test/_inductor/test_npu_launch_resources.py"
 
 
-#: The cases users run, as ``flex_attention_steps(**case)`` (its defaults: bf16, Q = KV = 384, a causal mask):
-#: the NPU test runs each; the end-to-end tier runs each without an NPU (tooling/e2e/matrix.py adds its own modes).
+#: The cases users run, as ``flex_attention_steps(**case)`` (its defaults: bf16, Q = KV = 384, head size 64, a causal
+#: mask, dynamic shapes), called as users call it (no kernel_options): the NPU test runs each; the end-to-end tier runs
+#: each without an NPU (tooling/e2e/matrix.py adds its own modes). Lengths off the 128 grid and below it, a static
+#: length, head sizes 16 (the backward's default 16-row blocks equal the head size), 80 (not a power of two), 128.
 NPU_CASES: dict[str, dict] = {
-    "float32": {"dtype": "float32", "lengths": ((640, 640), (768, 768), (1024, 1024))},
-    "bfloat16": {},
-    "float16": {"dtype": "float16"},
-    "q-ne-kv": {"lengths": ((384, 640),)},
+    "float32": {"dtype": "float32", "lengths": ((300, 300), (257, 257), (384, 384))},
+    "bfloat16": {"lengths": ((256, 256),)},
+    "float16": {"dtype": "float16", "lengths": ((256, 256),)},
+    "q-ne-kv": {"lengths": ((200, 330),)},
     "off-grid": {"lengths": ((257, 385),)},
-    "sliding-window": {"mask": "sliding"},
-    "document": {"mask": "document"},
-    "relative-bias": {"score_mod": "relative"},
-    "gqa": {"kv_heads": 2},
+    "short": {"lengths": ((100, 72),)},
+    "static": {"lengths": ((257, 385),), "dynamic": False},
+    "head-16": {"dim": 16, "lengths": ((200, 200),)},
+    "head-80": {"dim": 80, "lengths": ((200, 200),)},
+    "head-128": {"dim": 128, "lengths": ((200, 200),)},
+    "sliding-window": {"mask": "sliding", "lengths": ((300, 300),)},
+    "document": {"mask": "document", "lengths": ((300, 300),)},
+    "relative-bias": {"score_mod": "relative", "lengths": ((200, 200),)},
+    "gqa": {"kv_heads": 2, "lengths": ((200, 200),)},
 }
 
 
@@ -65,8 +72,9 @@ def _module():  # standard library only: loaded by path, without torch_npu (data
 NPU_CASES = @NPU_CASES@
 
 
-def flex_attention_steps(lengths=((384, 384),), dtype="bfloat16", kv_heads=None, mask="causal", score_mod=None):
-    """Per Q length: (it, out, dq, dk, dv compiled once, dynamic and cpp_wrapper, on the NPU, the same from eager)."""
+def flex_attention_steps(lengths=((384, 384),), dtype="bfloat16", kv_heads=None, mask="causal", score_mod=None,
+                         dim=64, dynamic=True):
+    """Per (Q, KV) length: (Q, out, dq, dk, dv compiled once with cpp_wrapper, on the NPU; the same from eager)."""
     import torch
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention
     def mask_mod(device, n):  # causal; a sliding window of 128; three documents, causal within each
@@ -74,16 +82,15 @@ def flex_attention_steps(lengths=((384, 384),), dtype="bfloat16", kv_heads=None,
         return {"causal": lambda b, h, q, kv: q >= kv, "sliding": lambda b, h, q, kv: (q >= kv) & (q - kv <= 128),
                 "document": lambda b, h, q, kv: (q >= kv) & (doc[q] == doc[kv])}[mask]
     bias = {"relative": lambda score, b, h, q, kv: score + (kv - q) * 0.01}.get(score_mod)
-    compiled = torch.compile(flex_attention, dynamic=True, options={"cpp_wrapper": True})
+    compiled = torch.compile(flex_attention, dynamic=dynamic, options={"cpp_wrapper": True})
     for s, n in lengths:  # Q, KV
-        shapes = [(2, 4, s, 64), *[(2, kv_heads or 4, n, 64)] * 2, (2, 4, s, 64)]
+        shapes = [(2, 4, s, dim), *[(2, kv_heads or 4, n, dim)] * 2, (2, 4, s, dim)]
         tensors, results = [torch.randn(shape).to(getattr(torch, dtype)) for shape in shapes], []
         for device, fn in (("npu", compiled), ("cpu", flex_attention)):
             q, k, v, grad = (t.to(device) if device == "npu" else t.double() for t in tensors)
             block_mask = create_block_mask(mask_mod("cpu", max(s, n)), 2, 4, s, n, device="cpu").to(device)
             block_mask.mask_mod = mask_mod(device, max(s, n))
-            out = fn(*(t.requires_grad_() for t in (q, k, v)), bias, block_mask, enable_gqa=kv_heads is not None,
-                     kernel_options={"IS_DIVISIBLE": True} if device == "npu" and s % 128 == n % 128 == 0 else None)
+            out = fn(*(t.requires_grad_() for t in (q, k, v)), bias, block_mask, enable_gqa=kv_heads is not None)
             results.append([out, *torch.autograd.grad(out, (q, k, v), grad)])
         yield s, *results
 
