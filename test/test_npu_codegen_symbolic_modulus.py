@@ -190,16 +190,7 @@ def test_post10s_own_analysis_fails_where_the_patched_one_decides(analysis):
     assert masked["patched"]["can_split"] is False and "can reach" in masked["patched"]["reason"], masked
 
 
-@pytest.fixture(scope="module")
-def compiled() -> dict:
-    return {"before": _child("npu-codegen-symbolic-modulus,cpp-wrapper-numel-sizes", "compile"),
-            "after": _child("", "compile")}
-
-
-def test_the_loss_stopped_before_and_compiles_and_computes_with_the_patches(compiled):
-    before, after = compiled["before"]["compile"], compiled["after"]["compile"]
-    assert "gcd" in before["traceback"] and before["error"].endswith(
-        "TypeError: 'Add' object cannot be interpreted as an integer"), before
-    assert after.get("error") is None, after.get("traceback", "")[-2000:]
-    assert after["kernels_executed"] > 0 and not after["refused"], after
-    assert after["close"], after  # the loss and its gradient against eager, in float64 on the CPU
+# The loss compiled end to end, before and after, is the matrix's "upstream-test" case (torch_npu's own test's job:
+# the loss .float().square().mean() compiled with Flex Attention, dynamic, cpp_wrapper) and its run with this patch
+# off (test_flex_matrix.py): each compiles that loss's reduction in some 300 configurations, over ten minutes here,
+# so it is compiled once for both files.

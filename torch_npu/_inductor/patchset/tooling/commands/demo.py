@@ -273,7 +273,7 @@ def expected_ok(results: list[dict], e2e: dict | None = None) -> bool:
 
 
 #: What a first run costs (an empty cache, torch 2.7.1's environment already made), measured: docs/verification.md.
-FIRST_RUN_COST = "about 12 minutes the first time"
+FIRST_RUN_COST = "about 10 minutes the first time"
 
 
 def closing(ok: bool, e2e: dict) -> str:

@@ -72,9 +72,10 @@ def steps_args(case: dict) -> dict:
     return {k: v for k, v in case.items() if k not in ("mode", "steps")}
 
 
-#: Inductor compiles a case makes (AOTAutograd's): one, but for training, whose loss and optimizer step compile apart,
-#: and torch_npu's own test, whose second call recompiles (its block mask's q_indices capacity changes).
-COMPILES = {"training": 2, "upstream-test": 2}
+#: Inductor compiles a case makes (AOTAutograd's): one, but for training, whose loss and optimizer step compile apart.
+#: torch_npu's own test's job compiles once on post10 too: its second call (batch 6, (129, 257), a new block mask)
+#: runs on the first compile (measured); that test asserts a recompile on its own branch's rewritten templates.
+COMPILES = {"training": 2}
 
 #: Where a case stops with post10 and triton-ascend 3.2.0, whose code stops it, and the needle its error carries
 #: (docs/facts.md, "The user's job end to end", has the evidence). A stop elsewhere is a failure.

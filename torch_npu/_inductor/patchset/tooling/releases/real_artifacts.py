@@ -73,7 +73,8 @@ DEFAULT_HELPER = PATCHSET_DIR / "csrc" / "npu_launch_resources.h"
 HARNESS = Path(__file__).with_name("wheel_harness.py")
 #: Every tooling file a rendering runs (the harness and what it imports, transitively): what they do shapes
 #: the rendering, so they key its cache (test_tooling_imports checks the list against the harness's imports).
-HARNESS_INPUTS = (HARNESS, Path(__file__).with_name("wheels.py"), Path(__file__).parents[1] / "sim" / "samples.py")
+HARNESS_INPUTS = (HARNESS, Path(__file__).with_name("wheels.py"), Path(__file__).parents[1] / "sim" / "samples.py",
+                  Path(__file__).parents[1] / "sim" / "cache_root.py")
 CACHE_ROOT = wheels.CACHE_ROOT
 
 #: Headers the real wrapper header includes that no wheel ships (they come with

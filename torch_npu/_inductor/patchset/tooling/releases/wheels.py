@@ -40,7 +40,7 @@ import types
 import zipfile
 from pathlib import Path
 
-from .. import cache_root
+from ..sim import cache_root
 from ..sim.samples import VECTOR_CORES  # the stand-in device's vector cores, defined once
 
 #: What the stand-ins answer (an Ascend 910B-like device). torch_npu's Ascend910B1 is 220; from

@@ -28,7 +28,7 @@ import tempfile
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from .. import cache_root
+from . import cache_root
 
 __all__ = ["build_dir", "sim_library", "compile_program", "compile_shared_library", "CXX_FLAGS", "include_dirs",
            "CORE_SOURCES", "STANDIN_SOURCES"]
