@@ -306,24 +306,30 @@ std::vector<Run> &runs() {  // under g_mu
   return *v;
 }
 
-void fill_kernel(const acl_sim::KernelCall &call) {
-  FillArgs a;
-  std::memcpy(&a, call.args, sizeof a);  // sized by the launch: run() launches sizeof(FillArgs)
-  const std::string name = kOps[a.ph.op], ws_who = name + " (workspace)", out_who = name + " (output)";
+// What every operator's record starts with: the launch, its stream and threads, its workspace (and that block's extent).
+Run run_of(const acl_sim::KernelCall &call, const Phases &ph) {
   Run r;
   r.launch_id = call.launch_id;
   r.captured_launch_id = call.captured_launch_id;
   r.device = call.device;
   r.stream = reinterpret_cast<uintptr_t>(call.stream);
-  r.tid_phase1 = a.ph.tid_phase1;
-  r.tid_phase2 = a.ph.tid_phase2;
+  r.tid_phase1 = ph.tid_phase1;
+  r.tid_phase2 = ph.tid_phase2;
   r.tid_kernel = tid_now();
-  r.workspace = a.ph.workspace;
-  r.workspace_size = a.ph.workspace_size;
-  r.op = a.ph.op;
+  r.workspace = ph.workspace;
+  r.workspace_size = ph.workspace_size;
+  r.op = ph.op;
+  if (ph.workspace != 0) acl_sim::allocation_extent(reinterpret_cast<void *>(ph.workspace), &r.workspace_extent);
+  return r;
+}
+
+void fill_kernel(const acl_sim::KernelCall &call) {
+  FillArgs a;
+  std::memcpy(&a, call.args, sizeof a);  // sized by the launch: run() launches sizeof(FillArgs)
+  const std::string name = kOps[a.ph.op], ws_who = name + " (workspace)", out_who = name + " (output)";
+  Run r = run_of(call, a.ph);
   r.dtype = a.dtype;
   r.elements = element_count(a.dims, a.ndim);
-  if (a.ph.workspace != 0) acl_sim::allocation_extent(reinterpret_cast<void *>(a.ph.workspace), &r.workspace_extent);
   const uint64_t item = a.itemsize;
   if (r.elements != 0) {
     int64_t lo, hi;
@@ -582,21 +588,10 @@ void matmul_kernel(const acl_sim::KernelCall &call) {
   std::memcpy(&a, call.args, sizeof a);  // sized by the launch: run() launches sizeof(MatmulArgs)
   const std::string name = kOps[a.ph.op], ws_who = name + " (workspace)", out_who = name + " (output)",
                     self_who = name + " (self)", mat2_who = name + " (mat2)";
-  Run r;
-  r.launch_id = call.launch_id;
-  r.captured_launch_id = call.captured_launch_id;
-  r.device = call.device;
-  r.stream = reinterpret_cast<uintptr_t>(call.stream);
-  r.tid_phase1 = a.ph.tid_phase1;
-  r.tid_phase2 = a.ph.tid_phase2;
-  r.tid_kernel = tid_now();
-  r.workspace = a.ph.workspace;
-  r.workspace_size = a.ph.workspace_size;
-  r.op = a.ph.op;
+  Run r = run_of(call, a.ph);
   r.dtype = a.out.dtype;
   r.cube_math_type = a.cube_math_type;
   r.elements = element_count(a.out.dims, a.out.ndim);
-  if (a.ph.workspace != 0) acl_sim::allocation_extent(reinterpret_cast<void *>(a.ph.workspace), &r.workspace_extent);
   const Operand x = operand_of(a.self.dims, a.self.ndim, true), y = operand_of(a.mat2.dims, a.mat2.ndim, false);
   std::vector<int64_t> batch, shape;
   product_shape(a.self.dims, a.self.ndim, a.mat2.dims, a.mat2.ndim, &batch, &shape);  // checked by the first phase
@@ -665,20 +660,9 @@ void copy_kernel(const acl_sim::KernelCall &call) {
   std::memcpy(&a, call.args, sizeof a);  // sized by the launch: run() launches sizeof(CopyArgs)
   const std::string name = kOps[a.ph.op], ws_who = name + " (workspace)", out_who = name + " (self)",
                     src_who = name + " (src)";
-  Run r;
-  r.launch_id = call.launch_id;
-  r.captured_launch_id = call.captured_launch_id;
-  r.device = call.device;
-  r.stream = reinterpret_cast<uintptr_t>(call.stream);
-  r.tid_phase1 = a.ph.tid_phase1;
-  r.tid_phase2 = a.ph.tid_phase2;
-  r.tid_kernel = tid_now();
-  r.workspace = a.ph.workspace;
-  r.workspace_size = a.ph.workspace_size;
-  r.op = a.ph.op;
+  Run r = run_of(call, a.ph);
   r.dtype = a.self.dtype;
   r.elements = element_count(a.self.dims, a.self.ndim);
-  if (a.ph.workspace != 0) acl_sim::allocation_extent(reinterpret_cast<void *>(a.ph.workspace), &r.workspace_extent);
   const uint64_t item = a.self.itemsize, src_numel = element_count(a.src.dims, a.src.ndim);
   if (r.elements != 0 && src_numel != 0) {
     int64_t lo, hi;
