@@ -493,6 +493,242 @@ def test_the_double_follows_canns_rules_for_events_syncs_copies_and_capture_info
     assert got["mem_info"] == [0, 64 << 20, 64 << 20]
 
 
+_NO_CONTEXT = r"""
+import ctypes as c, json, os, struct, sys, threading
+lib = c.CDLL(sys.argv[1])
+lib.aclInit(None); lib.aclrtSetDevice(0)
+s = c.c_void_p(); lib.aclrtCreateStream(c.byref(s))
+d, gone = c.c_void_p(), c.c_void_p()
+lib.aclrtMalloc(c.byref(d), c.c_size_t(4096), 0); lib.aclrtMalloc(c.byref(gone), c.c_size_t(64), 0)
+ev = c.c_void_p(); lib.aclrtCreateEventExWithFlag(c.byref(ev), 0x1)  # ACL_EVENT_SYNC
+lib.aclrtRecordEvent(ev, s); lib.aclrtSynchronizeStream(s)
+ctx = c.c_void_p(); lib.aclrtGetCurrentContext(c.byref(ctx))
+persistent = c.c_void_p()
+lib.aclrtCreateStreamWithConfig(c.byref(persistent), 0, 0x4)  # ACL_STREAM_PERSISTENT
+host = c.create_string_buffer(64)
+binary = b"ACL_HOST_PROBE_BINARY 1\nkernel k has_ffts=0 simt_only=1 lock_bytes=0 workspace_bytes=0 own_args_bytes=0\n"
+class DevBinary(c.Structure):
+    _fields_ = [("magic", c.c_uint32), ("version", c.c_uint32), ("data", c.c_char_p), ("length", c.c_uint64)]
+bh, stub = c.c_void_p(), c.c_size_t(0)
+assert lib.rtDevBinaryRegister(c.byref(DevBinary(0x43554245, 0, binary, len(binary))), c.byref(bh)) == 0
+assert lib.rtFunctionRegister(bh, c.byref(stub), b"k_stub", b"k", 0) == 0
+grid = c.create_string_buffer(struct.pack("<iii", 1, 1, 1), 12)
+H2D = 1
+out = {}
+def no_context():  # a thread that never called aclrtSetDevice nor aclrtSetCurrentContext
+    r, p, st, e2, dev = {}, c.c_void_p(), c.c_void_p(), c.c_void_p(), c.c_int32(-1)
+    r["get_device"] = lib.aclrtGetDevice(c.byref(dev))
+    r["malloc"] = lib.aclrtMalloc(c.byref(p), c.c_size_t(64), 0)
+    r["memset_async"] = lib.aclrtMemsetAsync(d, c.c_size_t(64), 0, c.c_size_t(64), s)
+    r["memset"] = lib.aclrtMemset(d, c.c_size_t(64), 0, c.c_size_t(64))
+    r["memcpy"] = lib.aclrtMemcpy(d, c.c_size_t(64), host, c.c_size_t(64), H2D)
+    r["memcpy_async"] = lib.aclrtMemcpyAsync(d, c.c_size_t(64), host, c.c_size_t(64), H2D, s)
+    r["record"] = lib.aclrtRecordEvent(ev, s)
+    r["wait"] = lib.aclrtStreamWaitEvent(s, ev)
+    r["launch"] = lib.rtKernelLaunch(c.byref(stub), c.c_uint32(1), grid, c.c_uint32(12), None, s)
+    r["create_stream"] = lib.aclrtCreateStream(c.byref(st))
+    r["create_event"] = lib.aclrtCreateEvent(c.byref(e2))
+    r["sync_stream"] = lib.aclrtSynchronizeStream(s)
+    r["sync_device"] = lib.aclrtSynchronizeDevice()
+    r["destroy_stream"] = lib.aclrtDestroyStream(s)
+    # what CANN answers without a context: a free (DevFree takes no context), a PERSISTENT stream's synchronisation
+    r["free"] = lib.aclrtFree(gone)
+    r["sync_persistent"] = lib.aclrtSynchronizeStream(persistent)
+    out["no_context"] = r
+def after_set_device():  # the same thread kind, once it set the device: its own context
+    lib.aclrtSetDevice(0)
+    out["set_device"] = [lib.aclrtMemsetAsync(d, c.c_size_t(64), 0, c.c_size_t(64), s), lib.aclrtRecordEvent(ev, s)]
+def after_set_context():
+    lib.aclrtSetCurrentContext(ctx)
+    out["set_context"] = [lib.aclrtMemsetAsync(d, c.c_size_t(64), 0, c.c_size_t(64), s), lib.aclrtRecordEvent(ev, s)]
+for fn in (no_context, after_set_device, after_set_context):
+    th = threading.Thread(target=fn); th.start(); th.join()
+out["main_sync"] = lib.aclrtSynchronizeDevice()
+lib.acl_host_report_json.restype = c.c_char_p
+report = json.loads(lib.acl_host_report_json())
+out["errors"] = report["errors"]
+out["launches"] = report["counters"]["launches"]
+print(json.dumps(out), flush=True)
+os._exit(0)
+"""
+
+
+def test_a_thread_without_a_context_is_refused_as_cann_refuses_it(release):
+    """CANN binds aclrtSetDevice's primary context to the calling thread only (issue 53): a thread that never set a
+    device (or a context) has none, and every call that needs one fails with ACL_ERROR_RT_CONTEXT_NULL (107002) --
+    launches, fills, copies, records, waits, allocations, stream and event creation, synchronisations, destruction
+    -- where the double used to act on device 0. A free needs none, nor the synchronisation of a PERSISTENT stream
+    (CANN returns before it looks); once the thread set the device or the context, the same calls succeed."""
+    lib = str(host_runtime.runtime_dir(release) / host_library.LIBRARY)
+    proc = subprocess.run([sys.executable, "-c", _NO_CONTEXT, lib], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    got = json.loads(proc.stdout)
+    refused = ("get_device", "malloc", "memset_async", "memset", "memcpy", "memcpy_async", "record", "wait", "launch",
+               "create_stream", "create_event", "sync_stream", "sync_device", "destroy_stream")
+    assert got["no_context"] == {**{k: 107002 for k in refused}, "free": 0, "sync_persistent": 0}
+    assert got["set_device"] == [0, 0] and got["set_context"] == [0, 0]
+    assert got["main_sync"] == 0 and got["errors"] == [] and got["launches"] == 0
+
+
+_STREAM_RULES = r"""
+import ctypes as c, json, os, struct, sys
+lib = c.CDLL(sys.argv[1])
+lib.aclInit(None)
+out = {}
+# a stream of another context (device): no wait on it, no destruction, from the current one
+lib.aclrtSetDevice(1)
+s1, e1 = c.c_void_p(), c.c_void_p()
+lib.aclrtCreateStream(c.byref(s1)); lib.aclrtCreateEventExWithFlag(c.byref(e1), 0x1)
+lib.aclrtRecordEvent(e1, s1)
+lib.aclrtSetDevice(0)
+out["other_context"] = {"wait": lib.aclrtStreamWaitEvent(s1, e1), "destroy": lib.aclrtDestroyStream(s1),
+                        "destroy_force": lib.aclrtDestroyStreamForce(s1)}
+lib.aclrtSetDevice(1)
+out["other_context"]["own_context"] = [lib.aclrtStreamWaitEvent(s1, e1), lib.aclrtDestroyStream(s1)]
+lib.aclrtSetDevice(0)
+# stream flags: PERSISTENT and DEVICE_USE_ONLY streams answer at once; the host's work on them is not modelled
+PERSISTENT, DEVICE_USE_ONLY, FAST_LAUNCH = 0x4, 0x20, 0x1
+flags = {}
+for name, flag in (("persistent", PERSISTENT), ("device_use_only", DEVICE_USE_ONLY), ("fast_launch", FAST_LAUNCH),
+                   ("device_use_only_fast_launch", DEVICE_USE_ONLY | FAST_LAUNCH), ("unknown_bit", 0x400)):
+    st = c.c_void_p()
+    rc = lib.aclrtCreateStreamWithConfig(c.byref(st), 0, flag)
+    status = c.c_int(-1)
+    flags[name] = [rc] if rc else [rc, lib.aclrtSynchronizeStream(st), lib.aclrtStreamQuery(st, c.byref(status)),
+                                   status.value, lib.aclrtMemsetAsync(c.c_void_p(1), 1, 0, 1, st) if flag & 0x24 else 0,
+                                   lib.aclrtDestroyStream(st)]
+out["flags"] = flags
+# both pointers of aclrtLaunchKernelWithHostArgs must be given (CANN's ACL layer), whatever argsSize says
+s = c.c_void_p(); lib.aclrtCreateStream(c.byref(s))
+if hasattr(lib, "aclrtBinaryLoadFromData"):
+    binary = b"ACL_HOST_PROBE_BINARY 1\nkernel k has_ffts=0 simt_only=1 lock_bytes=0 workspace_bytes=0 own_args_bytes=0\n"
+    bh, fh = c.c_void_p(), c.c_void_p()
+    assert lib.aclrtBinaryLoadFromData(binary, len(binary), None, c.byref(bh)) == 0
+    assert lib.aclrtBinaryGetFunction(bh, b"k", c.byref(fh)) == 0
+    grid = c.create_string_buffer(struct.pack("<iii", 1, 1, 1), 12)
+    launch = lambda f, args, size: lib.aclrtLaunchKernelWithHostArgs(f, c.c_uint32(1), s, None, args, c.c_size_t(size),
+                                                                     None, c.c_size_t(0))
+    out["host_args"] = {"null_args_size_0": launch(fh, None, 0), "null_args": launch(fh, None, 12),
+                        "null_function": launch(None, grid, 12), "given": launch(fh, grid, 12)}
+lib.aclrtSynchronizeStream(s)
+lib.acl_host_report_json.restype = c.c_char_p
+out["errors"] = json.loads(lib.acl_host_report_json())["errors"]
+print(json.dumps(out), flush=True)
+os._exit(0)
+"""
+
+
+def test_streams_follow_canns_rules_for_contexts_flags_and_launch_arguments(release):
+    """CANN's runtime source (docs/facts.md, issue 53): aclrtStreamWaitEvent and aclrtDestroyStream(Force) take only a
+    stream of the thread's current context (another device's: ACL_ERROR_RT_STREAM_CONTEXT, 107003); a stream made
+    with ACL_STREAM_PERSISTENT or ACL_STREAM_DEVICE_USE_ONLY synchronises and answers a query at once (the host's work
+    on it, which CANN runs only through a model or on the device, is refused as not modelled: 207000), and
+    DEVICE_USE_ONLY goes with no other flag (107000); aclrtLaunchKernelWithHostArgs refuses a null hostArgs or
+    function handle (100000) even with argsSize 0."""
+    lib = str(host_runtime.runtime_dir(release) / host_library.LIBRARY)
+    proc = subprocess.run([sys.executable, "-c", _STREAM_RULES, lib], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    got = json.loads(proc.stdout)
+    assert got["other_context"] == {"wait": 107003, "destroy": 107003, "destroy_force": 107003, "own_context": [0, 0]}
+    assert got["flags"] == {"persistent": [0, 0, 0, 0, 207000, 0], "device_use_only": [0, 0, 0, 0, 207000, 0],
+                            "fast_launch": [0, 0, 0, 0, 0, 0], "device_use_only_fast_launch": [107000],
+                            "unknown_bit": [0, 0, 0, 0, 0, 0]}
+    if "host_args" in got:
+        assert got["host_args"] == {"null_args_size_0": 100000, "null_args": 100000, "null_function": 100000,
+                                    "given": 0}
+    assert got["errors"] == []
+
+
+_DESTROY_FORCE = r"""
+import ctypes as c, json, os, sys
+lib = c.CDLL(sys.argv[1])
+lib.acl_host_stream_hold.restype = c.c_uint64
+lib.acl_host_stream_hold.argtypes = [c.c_void_p, c.c_uint32]
+lib.acl_host_event_ids_in_use.restype = c.c_uint32
+lib.aclrtEventElapsedTime.argtypes = [c.POINTER(c.c_float), c.c_void_p, c.c_void_p]
+lib.aclInit(None); lib.aclrtSetDevice(0)
+s, t = c.c_void_p(), c.c_void_p()
+lib.aclrtCreateStream(c.byref(s)); lib.aclrtCreateStream(c.byref(t))
+d = c.c_void_p(); lib.aclrtMalloc(c.byref(d), c.c_size_t(64), 0)
+a, b = c.c_void_p(), c.c_void_p()
+lib.aclrtCreateEventExWithFlag(c.byref(a), 0x1); lib.aclrtCreateEventExWithFlag(c.byref(b), 0x1)  # ACL_EVENT_SYNC
+lib.aclrtRecordEvent(a, s); lib.aclrtSynchronizeStream(s)
+out = {}
+# the stream's work behind a hold of at most 3 s: a fill and a record it has not started when it is destroyed
+assert lib.acl_host_stream_hold(s, 3000)
+out["queued"] = [lib.aclrtMemsetAsync(d, c.c_size_t(64), 0x5A, c.c_size_t(64), s), lib.aclrtRecordEvent(b, s),
+                 lib.aclrtStreamWaitEvent(t, b)]
+out["ids_before"] = lib.acl_host_event_ids_in_use(0)
+out["destroy_force"] = lib.aclrtDestroyStreamForce(s)
+st = c.c_int(-1)
+out["query"] = (lib.aclrtQueryEventStatus(b, c.byref(st)), st.value)
+out["sync_event"] = lib.aclrtSynchronizeEvent(b)
+ms = c.c_float(-1.0)
+out["elapsed"] = (lib.aclrtEventElapsedTime(c.byref(ms), a, b), ms.value)
+out["waiter"] = lib.aclrtSynchronizeStream(t)
+out["ids_after"] = lib.acl_host_event_ids_in_use(0)
+out["destroyed"] = lib.aclrtSynchronizeStream(s)
+host = c.create_string_buffer(64)
+out["read_back"] = lib.aclrtMemcpy(host, c.c_size_t(64), d, c.c_size_t(64), 2)  # D2H: the fill never ran
+lib.acl_host_report_json.restype = c.c_char_p
+out["errors"] = [e["kind"] for e in json.loads(lib.acl_host_report_json())["errors"]]
+print(json.dumps(out), flush=True)
+os._exit(0)
+"""
+
+
+def test_destroy_stream_force_drops_the_work_the_stream_has_not_started(release):
+    """aclrtDestroyStreamForce (issue 53): CANN's forced stream recycle drops what the stream has not started, where
+    the double used to run it. A fill it dropped never writes (the bytes stay uninitialised: a read reports it); a
+    record it dropped leaves its event recorded as CANN's host-side reclaim does (a query answers complete, a
+    synchronisation returns, its event id goes back, a wait another stream queued for it is let through) but with
+    no time the device wrote, so aclrtEventElapsedTime refuses it (107006)."""
+    lib = str(host_runtime.runtime_dir(release) / host_library.LIBRARY)
+    proc = subprocess.run([sys.executable, "-c", _DESTROY_FORCE, lib], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    got = json.loads(proc.stdout)
+    assert got["queued"] == [0, 0, 0] and got["ids_before"] == 1 and got["destroy_force"] == 0
+    assert got["query"] == [0, 1] and got["sync_event"] == 0  # ACL_EVENT_RECORDED_STATUS_COMPLETE
+    assert got["elapsed"] == [107006, -1.0]  # ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID
+    assert got["waiter"] == 0 and got["ids_after"] == 0 and got["destroyed"] == 107017
+    assert got["read_back"] == 0 and got["errors"] == ["uninitialised-read"]
+
+
+_STREAM_LIMIT = r"""
+import ctypes as c, json, os, sys
+lib = c.CDLL(sys.argv[1])
+lib.aclInit(None)
+out = {}
+for dev in (0, 1):
+    lib.aclrtSetDevice(dev)
+    streams = [c.c_void_p() for _ in range(4)]
+    out[dev] = [lib.aclrtCreateStream(c.byref(x)) for x in streams]
+    with_config = c.c_void_p()
+    out[dev].append(lib.aclrtCreateStreamWithConfig(c.byref(with_config), 0, 0x1))
+    out[dev].append(lib.aclrtDestroyStream(streams[0]))
+    out[dev].append(lib.aclrtCreateStreamWithConfig(c.byref(with_config), 0, 0x1))
+lib.acl_host_reset()  # the limit stays: it is the library's configuration
+x = c.c_void_p()
+out["after_reset"] = lib.aclrtCreateStream(c.byref(x))
+print(json.dumps(out), flush=True)
+os._exit(0)
+"""
+
+
+def test_a_device_has_a_limited_number_of_streams(release):
+    """CANN's runtime gives the 910B 2038 streams per device, its default stream among them (issue 53); the double
+    refuses the next creation with ACL_ERROR_RT_NO_STREAM_RESOURCE (207008), per device, and a destroyed stream gives
+    its place back. ACL_HOST_STREAMS_PER_DEVICE lowers the limit for this test (4: three streams of one's own)."""
+    lib = str(host_runtime.runtime_dir(release) / host_library.LIBRARY)
+    proc = subprocess.run([sys.executable, "-c", _STREAM_LIMIT, lib], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "ACL_HOST_STREAMS_PER_DEVICE": "4"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    got = json.loads(proc.stdout)
+    for dev in ("0", "1"):
+        assert got[dev] == [0, 0, 0, 207008, 207008, 0, 0], dev
+    assert got["after_reset"] == 207008
+
+
 _OPAPI = r"""
 import ctypes as c, json, sys
 lib = c.CDLL(sys.argv[1])

@@ -58,10 +58,16 @@ const int kDevices = [] {
   return n < 1 ? 1 : n > 16 ? 16 : n;
 }();
 const uint64_t kDeviceMemory = uint64_t(env_int("ACL_HOST_DEVICE_GIB", 16)) * kGiB;
+// Streams per device, the default one counted (acl_sim::set_stream_limit; unset or 0: CANN's 2038 for the 910B); a
+// test lowers it to reach the limit.
+const int kStreamsPerDevice = env_int("ACL_HOST_STREAMS_PER_DEVICE", 0);
 
 void apply_configuration() {
   acl_sim::set_device_count(kDevices);
-  for (int d = 0; d < kDevices; ++d) acl_sim::set_device_memory_capacity(d, kDeviceMemory);
+  for (int d = 0; d < kDevices; ++d) {
+    acl_sim::set_device_memory_capacity(d, kDeviceMemory);
+    acl_sim::set_stream_limit(d, kStreamsPerDevice > 0 ? static_cast<uint32_t>(kStreamsPerDevice) : 0);
+  }
 }
 const bool g_configured = (apply_configuration(), true);
 
@@ -909,23 +915,34 @@ aclError aclrtMallocAlign32(void **devPtr, size_t size, aclrtMemMallocPolicy pol
   return aclrtMalloc(devPtr, (size + 31) / 32 * 32, policy);
 }
 
-// Synchronous memset: written now, checked (bounds, use after free) as acl_sim checks every access.
+// Synchronous memset: written now, checked (bounds, use after free) as acl_sim checks every access. The thread needs a
+// context (CANN: ApiImpl::MemSetSync, api_impl.cc:3205-3206).
 aclError aclrtMemset(void *devPtr, size_t maxCount, int32_t value, size_t count) {
   if (devPtr == nullptr || count > maxCount) return ACL_ERROR_INVALID_PARAM;
   if (count == 0) return ACL_SUCCESS;
+  if (acl_sim::internal::thread_device() < 0) return ACL_ERROR_RT_CONTEXT_NULL;
   std::vector<uint8_t> bytes(count, static_cast<uint8_t>(value));
   return acl_sim::device_write(devPtr, bytes.data(), count, "aclrtMemset") ? ACL_SUCCESS : ACL_ERROR_RT_PARAM_INVALID;
 }
 
 // ---- streams
+// CANN's ACL layer keeps the flags it knows and drops the others (acl/aclrt_impl/stream.cpp:53-92); the runtime then
+// takes ACL_STREAM_DEVICE_USE_ONLY (its RT_STREAM_CP_PROCESS_USE) only alone (api_error.cc:1375-1381:
+// ACL_ERROR_RT_PARAM_INVALID) and clamps the priority. A PERSISTENT or DEVICE_USE_ONLY stream: its synchronisation and
+// query return at once, as CANN's do; the host's work on it is refused (acl_runtime.cpp, unmodelled_stream).
 aclError aclrtCreateStreamWithConfig(aclrtStream *stream, uint32_t priority, uint32_t flag) {
   (void)priority;
-  (void)flag;
-  return aclrtCreateStream(stream);
+  constexpr uint32_t kKnown = 0x01 | 0x02 | 0x04 | 0x08 | 0x10 | 0x20;  // FAST_LAUNCH .. DEVICE_USE_ONLY (acl_rt.h)
+  constexpr uint32_t kDeviceUseOnly = 0x20;
+  if (stream == nullptr) return ACL_ERROR_INVALID_PARAM;
+  flag &= kKnown;
+  if ((flag & kDeviceUseOnly) != 0 && flag != kDeviceUseOnly) return ACL_ERROR_RT_PARAM_INVALID;
+  return acl_sim::internal::create_stream(stream, flag);
 }
 
-// CANN drops the stream's pending tasks; here they run first (a stream's work always completes).
-aclError aclrtDestroyStreamForce(aclrtStream stream) { return aclrtDestroyStream(stream); }
+// CANN drops the work the stream has not started (acl_runtime.cpp, destroy_stream, says what becomes of the events
+// the dropped tasks would have recorded).
+aclError aclrtDestroyStreamForce(aclrtStream stream) { return acl_sim::internal::destroy_stream(stream, true); }
 
 // The timeout in ms: -1 none, 0 and below -1 refused (CANN: stream.cpp:137-149, device.cpp:168-175 and the
 // runtime's api_error.cc:1441-1444, :3479-3481); past it ACL_ERROR_RT_STREAM_SYNC_TIMEOUT.

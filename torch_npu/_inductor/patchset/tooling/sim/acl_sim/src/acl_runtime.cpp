@@ -185,8 +185,23 @@ namespace {
 
 // ---------------------------------------------------------------- devices
 std::atomic<int> g_device_count{8};
-thread_local int t_device = -1;  // -1: never set, acts as device 0
+thread_local int t_device = -1;  // -1: never set, acts as device 0 (the simulation; see no_context)
 inline int cur_device() { return t_device < 0 ? 0 : t_device; }
+// CANN binds a context to a thread only (aclrtSetDevice retains the device's primary context and makes it current
+// for the calling thread: src/runtime/api/impl/api_impl.cc:3445-3470, a thread-local reference,
+// runtime/core/src/common/inner_thread_local.cpp:19-20). A thread that never set one has none: Runtime::CurrentContext
+// finds no thread-local context and, without a default device from aclInit's configuration (acl/aclrt_impl/acl.cpp:
+// 334-350, which torch_npu never sets), answers nullptr (runtime/core/src/runtime.cc:5397-5431); every call that
+// needs it then fails with RT_ERROR_CONTEXT_NULL, ACL_ERROR_RT_CONTEXT_NULL to the caller (errcode_manage.cc:218).
+// The host ACL library does the same for the calls listed at their definitions; the simulation (libacl_sim.a) keeps
+// device 0 for such a thread (control.h).
+inline bool no_context() {
+#ifdef ACL_SIM_HOST_LIBRARY
+  return t_device < 0;
+#else
+  return false;
+#endif
+}
 // Set on a stream worker while it runs a kernel: checked accesses must be to this device's memory.
 thread_local int t_kernel_device = -1;
 
@@ -451,9 +466,13 @@ struct Capture {
   aclmdlRICaptureMode mode = ACL_MODEL_RI_CAPTURE_MODE_GLOBAL;
   std::thread::id thread;
 };
+// aclrtCreateStreamWithConfig's flags the double acts on (CANN's acl_rt.h; the ACL layer turns them into the runtime's
+// RT_STREAM_PERSISTENT and RT_STREAM_CP_PROCESS_USE, acl/aclrt_impl/stream.cpp:53-92).
+constexpr uint32_t kStreamPersistent = 0x04, kStreamDeviceUseOnly = 0x20;
 struct Stream {
   std::mutex mu;
   int device = 0;
+  uint32_t flags = 0;  // ACL stream flags (aclrtCreateStreamWithConfig); never changed after creation
   Capture *capture = nullptr;  // under mu
   std::condition_variable cv, idle_cv;
   std::vector<Task> ring;  // capacity a power of two
@@ -478,6 +497,16 @@ std::set<Stream *> &streams() {
   return *s;
 }
 std::atomic<Stream *> g_default_stream[kMaxDevices];
+// Streams per device (under g_streams_mu). CANN's runtime gives the 910B (the chip the double reports) 2038
+// physical streams (maxPhysicalStreamNum, src/runtime/config/910_B_93/dev_info_reg.cc:255, what
+// rtGetMaxStreamAndTask answers, api_impl.cc:1849-1876); the stream ids themselves come from the driver
+// (npu_driver_res.cc:1248-1285), which CANN's aclrtCreateStream page bounds at 2048 on the A2 training products,
+// less the default stream and the runtime's internal ones. The double counts the device's default stream (made by
+// aclrtSetDevice in CANN, lazily here) among the 2038 and refuses the next creation with
+// ACL_ERROR_RT_NO_STREAM_RESOURCE (the driver's no-stream-resource code, errcode_manage.cc:94).
+constexpr uint32_t kDefaultStreamLimit = 2038;
+uint32_t g_stream_limit[kMaxDevices];   // 0: kDefaultStreamLimit
+uint32_t g_created_streams[kMaxDevices];  // live streams aclrtCreateStream* made (the default one not counted)
 
 // A captured model: the tasks recorded on a capturing stream (argument bytes
 // owned here), replayed by aclmdlRIExecuteAsync.
@@ -526,9 +555,22 @@ void worker(Stream *s) {
   }
 }
 
-Stream *new_stream() {
+#ifndef ACL_ERROR_RT_NO_STREAM_RESOURCE
+#define ACL_ERROR_RT_NO_STREAM_RESOURCE 207008  // CANN's rt_error_codes.h (the simulation's header lacks it)
+#endif
+// A stream aclrtCreateStream / aclrtCreateStreamWithConfig asked for, on the current device; nullptr when the device
+// has no stream left (its default stream counted: kDefaultStreamLimit).
+Stream *new_stream(uint32_t flags) {
+  const int dev = cur_device();
+  {
+    std::lock_guard<std::mutex> g(g_streams_mu);
+    const uint32_t limit = g_stream_limit[dev] != 0 ? g_stream_limit[dev] : kDefaultStreamLimit;
+    if (g_created_streams[dev] + 2 > limit) return nullptr;  // + the default stream + this one
+    g_created_streams[dev]++;
+  }
   auto *s = new Stream();
-  s->device = cur_device();
+  s->device = dev;
+  s->flags = flags;
   s->th = std::thread(worker, s);
   std::lock_guard<std::mutex> g(g_streams_mu);
   streams().insert(s);
@@ -1304,6 +1346,12 @@ uint32_t event_ids_in_use(int device) {
   return ev_ids_in_use(device);
 }
 
+void set_stream_limit(int device, uint32_t n) {
+  if (device < 0 || device >= kMaxDevices) throw std::invalid_argument("acl_sim::set_stream_limit: bad device");
+  std::lock_guard<std::mutex> g(g_streams_mu);
+  g_stream_limit[device] = n;
+}
+
 void set_device_memory_capacity(int device, uint64_t bytes) {
   if (device < 0 || device >= kMaxDevices) throw std::invalid_argument("acl_sim::set_device_memory_capacity: bad device");
   std::lock_guard<std::mutex> g(g_mem_mu);
@@ -1323,6 +1371,10 @@ void reset() {
   {
     std::lock_guard<std::mutex> g(g_ev_mu);
     for (uint32_t &n : g_ev_limit) n = 0;
+  }
+  {
+    std::lock_guard<std::mutex> g(g_streams_mu);
+    for (uint32_t &n : g_stream_limit) n = 0;
   }
   reset_counters();
   clear_errors();
@@ -1361,7 +1413,12 @@ namespace {
 
 // aclrtSynchronizeStream(WithTimeout): the stream's work, or ACL_ERROR_RT_STREAM_SYNC_TIMEOUT once `timeout_ms`
 // (-1: none) passed (CANN: stream.cpp:137-165, api_impl.cc:1704-1765).
+// A stream made with ACL_STREAM_PERSISTENT or ACL_STREAM_DEVICE_USE_ONLY returns at once, before the context is
+// looked at (CANN's ApiErrorDecorator::StreamSynchronize, src/runtime/api/impl/api_error.cc:1451-1458: its runtime
+// flags RT_STREAM_PERSISTENT / RT_STREAM_CP_PROCESS_USE, or RT_STREAM_AICPU, which no ACL flag gives); otherwise the
+// thread needs a context (api_impl.cc:1706-1707).
 aclError sync_stream(aclrtStream stream, int32_t timeout_ms) {
+  if (stream == nullptr && no_context()) return ACL_ERROR_RT_CONTEXT_NULL;  // no current device: no default stream
   Stream *s = get_stream(stream);
   if (s == nullptr) return ACL_ERROR_RT_INVALID_HANDLE;
   {
@@ -1371,13 +1428,24 @@ aclError sync_stream(aclrtStream stream, int32_t timeout_ms) {
       return ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT;
     }
   }
+  if ((s->flags & (kStreamPersistent | kStreamDeviceUseOnly)) != 0) return ACL_SUCCESS;
+  if (no_context()) return ACL_ERROR_RT_CONTEXT_NULL;
   C().host_blocking++;
   Deadline d;
   return wait_idle(s, true, deadline_after(timeout_ms, &d)) ? ACL_SUCCESS : ACL_ERROR_RT_STREAM_SYNC_TIMEOUT;
 }
 
+// Work the host puts on a stream made with ACL_STREAM_PERSISTENT (CANN runs its tasks only when a model bound to it
+// runs) or ACL_STREAM_DEVICE_USE_ONLY (for the device's own use: CANN refuses an AI CPU launch on it,
+// api_error.cc:1229-1235, and its binding to a model, :3910-3916): the double models neither, so it refuses such work
+// as not supported.
+aclError unmodelled_stream(const Stream *s) {
+  return (s->flags & (kStreamPersistent | kStreamDeviceUseOnly)) != 0 ? ACL_ERROR_RT_FEATURE_NOT_SUPPORT : ACL_SUCCESS;
+}
+
 // aclrtSynchronizeDevice(WithTimeout): every stream of the current device (CANN: device.cpp:159-184).
 aclError sync_device(int32_t timeout_ms) {
+  if (no_context()) return ACL_ERROR_RT_CONTEXT_NULL;  // CANN: api_impl.cc:3978-3979
   const int dev = cur_device();
   if (invalidate_captures_on(dev, "aclrtSynchronizeDevice while a stream of the device captures", false))
     return ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT;
@@ -1422,6 +1490,7 @@ aclError make_event(aclrtEvent *event, uint32_t flag, bool ex) {
     if ((flag & alone) != 0 && (flag & ~alone) != 0) return ACL_ERROR_RT_PARAM_INVALID;
   if ((flag & most) == 0 || flag > most) return ACL_ERROR_RT_PARAM_INVALID;
   if ((flag & (kEvMc2 | kEvExternal | kEvIpc)) != 0) return ACL_ERROR_RT_FEATURE_NOT_SUPPORT;
+  if (no_context()) return ACL_ERROR_RT_CONTEXT_NULL;  // CANN: api_impl.cc:2044-2045, :2075-2076
   auto *ev = new Event();
   ev->device = cur_device();
   ev->flag = flag;
@@ -1484,6 +1553,7 @@ void aclAppLog(aclLogLevel logLevel, const char *func, const char *file, uint32_
 aclError aclrtMalloc(void **devPtr, size_t size, aclrtMemMallocPolicy) {
   if (aclError e = fault(kApiMalloc)) return e;
   if (devPtr == nullptr || size == 0) return ACL_ERROR_INVALID_PARAM;
+  if (no_context()) return ACL_ERROR_RT_CONTEXT_NULL;  // CANN: ApiImpl::DevMalloc, api_impl.cc:2337-2338
   uintptr_t p = dev_alloc(size, false, cur_device());
   // The device is full: the runtime's code, the one torch_npu's caching allocator takes for out of memory
   // (NPUCachingAllocator.cpp v2.7.1:1297; CANN's aclrtMalloc page names no code).
@@ -1539,6 +1609,7 @@ aclError aclrtFreeHost(void *hostPtr) {
 aclError aclrtMemcpy(void *dst, size_t destMax, const void *src, size_t count, aclrtMemcpyKind kind) {
   if (aclError e = fault(kApiMemcpy)) return e;
   if (count > destMax || dst == nullptr || src == nullptr) return ACL_ERROR_INVALID_PARAM;
+  if (no_context()) return ACL_ERROR_RT_CONTEXT_NULL;  // CANN: ApiImpl::MemCopySync, api_impl.cc:2750-2751
   const int dev = cur_device();
   if (aclError e = check_copy_sides(dst, src, kind, dev)) return e;
   if (invalidate_captures_on(dev, "synchronous aclrtMemcpy while the device captures", true))
@@ -1556,9 +1627,11 @@ aclError aclrtMemcpyAsync(void *dst, size_t destMax, const void *src, size_t cou
   if (count > destMax || dst == nullptr || src == nullptr) return ACL_ERROR_INVALID_PARAM;
   // CANN's aclrtMemcpyAsync page: a host-to-host copy is not supported on the training products.
   if (kind == ACL_MEMCPY_HOST_TO_HOST) return ACL_ERROR_RT_FEATURE_NOT_SUPPORT;
+  if (no_context()) return ACL_ERROR_RT_CONTEXT_NULL;  // CANN: ApiImpl::MemcpyAsync, api_impl.cc:2874-2875
   Stream *s = get_stream(stream);
   if (s == nullptr) return ACL_ERROR_RT_INVALID_HANDLE;
   if (s->device != cur_device()) return ACL_ERROR_RT_STREAM_CONTEXT;
+  if (aclError e = unmodelled_stream(s)) return e;
   if (aclError e = check_copy_sides(dst, src, kind, s->device)) return e;
   C().async_copies++;
   // Which side is host memory?
@@ -1603,9 +1676,11 @@ aclError aclrtMemcpyAsync(void *dst, size_t destMax, const void *src, size_t cou
 aclError aclrtMemsetAsync(void *devPtr, size_t maxCount, int32_t value, size_t count, aclrtStream stream) {
   if (aclError e = fault(kApiMemsetAsync)) return e;
   if (count > maxCount || devPtr == nullptr) return ACL_ERROR_INVALID_PARAM;
+  if (no_context()) return ACL_ERROR_RT_CONTEXT_NULL;  // CANN: ApiImpl::MemsetAsync, api_impl.cc:3219-3220
   Stream *s = get_stream(stream);
   if (s == nullptr) return ACL_ERROR_RT_INVALID_HANDLE;
   if (s->device != cur_device()) return ACL_ERROR_RT_STREAM_CONTEXT;
+  if (aclError e = unmodelled_stream(s)) return e;
   const int d = alloc_device(devPtr);
   if (d >= 0 && d != s->device) return ACL_ERROR_RT_PARAM_INVALID;
   C().memsets++;
@@ -1626,27 +1701,12 @@ aclError aclrtMemsetAsync(void *devPtr, size_t maxCount, int32_t value, size_t c
 
 aclError aclrtCreateStream(aclrtStream *stream) {
   if (aclError e = fault(kApiCreateStream)) return e;
-  if (stream == nullptr) return ACL_ERROR_INVALID_PARAM;
-  *stream = new_stream();
-  return ACL_SUCCESS;
+  return internal::create_stream(stream, 0);
 }
 
 aclError aclrtDestroyStream(aclrtStream stream) {
   if (aclError e = fault(kApiDestroyStream)) return e;
-  if (stream == nullptr) return ACL_ERROR_INVALID_PARAM;
-  Stream *s = get_stream(stream);
-  if (s == nullptr) return ACL_ERROR_RT_INVALID_HANDLE;
-  if (capture_status(s) != ACL_MODEL_RI_CAPTURE_STATUS_NONE) return ACL_ERROR_RT_STREAM_CAPTURED;
-  wait_idle(s, true);
-  {
-    std::lock_guard<std::mutex> l(s->mu);
-    s->stop = true;
-  }
-  s->cv.notify_all();
-  s->th.join();
-  std::lock_guard<std::mutex> g(g_streams_mu);
-  s->destroyed.store(true, std::memory_order_release);  // the object is kept so stale handles are detected
-  return ACL_SUCCESS;
+  return internal::destroy_stream(stream, false);
 }
 
 aclError aclrtSynchronizeStream(aclrtStream stream) {
@@ -1681,9 +1741,11 @@ aclError aclrtDestroyEvent(aclrtEvent event) {
 
 aclError aclrtRecordEvent(aclrtEvent event, aclrtStream stream) {
   if (aclError e = fault(kApiRecordEvent)) return e;
+  if (no_context()) return ACL_ERROR_RT_CONTEXT_NULL;  // CANN: ApiImpl::EventRecord, api_impl.cc:2137-2138
   Stream *s = get_stream(stream);
   if (s == nullptr) return ACL_ERROR_RT_INVALID_HANDLE;
   if (s->device != cur_device()) return ACL_ERROR_RT_STREAM_CONTEXT;
+  if (aclError e = unmodelled_stream(s)) return e;
   std::lock_guard<std::mutex> g(g_ev_mu);
   auto *ev = static_cast<Event *>(event);
   if (!events().count(ev)) return ACL_ERROR_RT_INVALID_HANDLE;
@@ -1788,6 +1850,7 @@ aclError aclrtEventElapsedTime(float *ms, aclrtEvent startEvent, aclrtEvent endE
     if (evs[i]->pending || (evs[i]->fresh && evs[i]->s->host_seen < evs[i]->target))
       return ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID;
     stamp[i] = evs[i]->stamp_ns;
+    if (stamp[i] < 0) return ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID;  // a record aclrtDestroyStreamForce dropped
   }
   if (stamp[1] < stamp[0]) return ACL_ERROR_RT_EVENT_TIMESTAMP_REVERSAL;
   *ms = static_cast<float>(static_cast<double>(stamp[1] - stamp[0]) / 1e6);
@@ -1805,12 +1868,19 @@ aclError aclrtLaunchKernelWithHostArgs(aclrtFuncHandle funcHandle, uint32_t bloc
                                        aclrtLaunchKernelCfg *, void *hostArgs, size_t argsSize,
                                        aclrtPlaceHolderInfo *, size_t) {
   if (aclError e = fault(kApiLaunch)) return e;
+#ifdef ACL_SIM_HOST_LIBRARY
+  // CANN's ACL layer: both pointers must be given, whatever argsSize says (acl/aclrt_impl/kernel.cpp:496-497). The
+  // simulation (libacl_sim.a) still takes a null hostArgs with argsSize 0 (its own tests launch so).
+  if (funcHandle == nullptr || hostArgs == nullptr) return ACL_ERROR_INVALID_PARAM;
+#endif
   auto *k = static_cast<Kernel *>(funcHandle);
   if (!kernel_known(k)) return ACL_ERROR_RT_INVALID_HANDLE;
   if (blockDim == 0 || (argsSize > 0 && hostArgs == nullptr)) return ACL_ERROR_INVALID_PARAM;
+  if (no_context()) return ACL_ERROR_RT_CONTEXT_NULL;  // CANN: ApiImpl::LaunchKernelV2, api_impl.cc:1307-1308
   Stream *s = get_stream(stream);
   if (s == nullptr) return ACL_ERROR_RT_INVALID_HANDLE;
   if (s->device != cur_device()) return ACL_ERROR_RT_STREAM_CONTEXT;
+  if (aclError e = unmodelled_stream(s)) return e;
   // The argument bytes are copied now (call time), into the task record.
   uint8_t *heap_args = nullptr;
   if (argsSize > kInlineArgs) {
@@ -1848,6 +1918,7 @@ aclError aclmdlRICaptureBegin(aclrtStream stream, aclmdlRICaptureMode mode) {
   Stream *s = get_stream(stream);
   if (s == nullptr) return ACL_ERROR_RT_INVALID_HANDLE;
   if (s->device != cur_device()) return ACL_ERROR_RT_STREAM_CONTEXT;
+  if (aclError e = unmodelled_stream(s)) return e;
   std::lock_guard<std::mutex> l(s->mu);
   if (s->capture != nullptr) return ACL_ERROR_RT_STREAM_CAPTURED;
   auto *m = new Model();
@@ -1907,6 +1978,7 @@ aclError aclmdlRIExecuteAsync(aclmdlRI modelRI, aclrtStream stream) {
   Stream *s = get_stream(stream);
   if (s == nullptr) return ACL_ERROR_RT_INVALID_HANDLE;
   if (s->device != cur_device()) return ACL_ERROR_RT_STREAM_CONTEXT;
+  if (aclError e = unmodelled_stream(s)) return e;
   std::lock_guard<std::mutex> g(g_model_mu);  // held: the model cannot be destroyed meanwhile
   auto *m = static_cast<Model *>(modelRI);
   if (!models().count(m)) return ACL_ERROR_RT_INVALID_HANDLE;
@@ -1951,9 +2023,14 @@ namespace internal {
 // of the other kinds never recorded fails (ACL_ERROR_RT_PARAM_INVALID); an event that cannot be waited for
 // (no ACL_EVENT_SYNC among its flags, CANN's documentation of aclrtCreateEventExWithFlag) is refused: CANN's
 // runtime lets an ExWithFlag one pass without waiting and fails an older kind's unless its record is done.
+// The waiting stream must be of the thread's current context (ApiImpl::StreamWaitEvent, api_impl.cc:1594-1595 no
+// context: ACL_ERROR_RT_CONTEXT_NULL; :1609-1610 another context's stream: ACL_ERROR_RT_STREAM_CONTEXT).
 aclError stream_wait_event(aclrtStream stream, aclrtEvent event) {
+  if (no_context()) return ACL_ERROR_RT_CONTEXT_NULL;
   Stream *s = get_stream(stream);
   if (s == nullptr) return ACL_ERROR_RT_INVALID_HANDLE;
+  if (s->device != cur_device()) return ACL_ERROR_RT_STREAM_CONTEXT;
+  if (aclError e = unmodelled_stream(s)) return e;
   Stream *other;
   uint64_t target;
   {
@@ -1983,6 +2060,71 @@ aclError stream_wait_event(aclrtStream stream, aclrtEvent event) {
 
 aclError create_event(aclrtEvent *event, uint32_t flag, bool ex) { return make_event(event, flag, ex); }
 
+// aclrtCreateStream (flags 0) and aclrtCreateStreamWithConfig (its caller checked the flags): on the current device,
+// which the thread must have (ApiImpl::StreamCreate, api_impl.cc:1484-1485); at the device's stream limit
+// ACL_ERROR_RT_NO_STREAM_RESOURCE (new_stream).
+aclError create_stream(aclrtStream *stream, uint32_t flags) {
+  if (stream == nullptr) return ACL_ERROR_INVALID_PARAM;
+  if (no_context()) return ACL_ERROR_RT_CONTEXT_NULL;
+  Stream *s = new_stream(flags);
+  if (s == nullptr) return ACL_ERROR_RT_NO_STREAM_RESOURCE;
+  *stream = s;
+  return ACL_SUCCESS;
+}
+
+// aclrtDestroyStream (`force` false) and aclrtDestroyStreamForce (true): a stream of the thread's current context
+// (ApiImpl::StreamDestroy, api_impl.cc:1579-1589: none ACL_ERROR_RT_CONTEXT_NULL, another context's stream
+// ACL_ERROR_RT_STREAM_CONTEXT), not capturing (api_error.cc:1390-1392). aclrtDestroyStream waits for the stream's
+// work. aclrtDestroyStreamForce drops what the stream has not started (CANN: Stream::TearDown with the force flag
+// submits a forced stream recycle and reclaims every pending task, stream.cc:1409-1476, stars_engine.cc:490-498); the
+// task the stream runs ends first. Each dropped task is reclaimed on the host as completed (Complete ->
+// DoCompleteSuccessForEventRecordTask -> Event::RecordComplete, task_manager.cc:435-444, event_task.cc:204-233,
+// event.cc:831-845): a dropped record leaves its event recorded (queries complete, synchronisations return, its
+// event id goes back) with no time the device wrote, so aclrtEventElapsedTime refuses it
+// (ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID); a wait another stream queued for it is let through. A dropped copy, fill
+// or kernel never touches memory.
+aclError destroy_stream(aclrtStream stream, bool force) {
+  if (stream == nullptr) return ACL_ERROR_INVALID_PARAM;
+  Stream *s = get_stream(stream);
+  if (s == nullptr) return ACL_ERROR_RT_INVALID_HANDLE;
+  if (capture_status(s) != ACL_MODEL_RI_CAPTURE_STATUS_NONE) return ACL_ERROR_RT_STREAM_CAPTURED;
+  if (no_context()) return ACL_ERROR_RT_CONTEXT_NULL;
+  if (s->device != cur_device()) return ACL_ERROR_RT_STREAM_CONTEXT;
+  if (!force) wait_idle(s, true);
+  {
+    std::lock_guard<std::mutex> l(s->mu);
+    if (force) {
+      const size_t mask = s->ring.size() - 1;
+      for (uint64_t i = s->head; i != s->tail; ++i) {
+        Task &t = s->ring[i & mask];
+        if (t.heap_args != nullptr) {
+          delete[] t.heap_args;
+          t.heap_args = nullptr;
+        }
+      }
+      s->head = s->tail;
+    }
+    s->stop = true;
+  }
+  s->cv.notify_all();
+  s->th.join();
+  if (force) {
+    std::lock_guard<std::mutex> l(s->mu);
+    while (s->stamps_head != nullptr) {  // the records dropped (those reached were stamped by the worker)
+      Event *ev = s->stamps_head;
+      ev->stamp_ns = -1;
+      unlink_stamp_locked(ev);
+    }
+    s->completed = s->enqueued;
+    s->host_seen = s->enqueued;
+    if (s->idle_waiters != 0) s->idle_cv.notify_all();
+  }
+  std::lock_guard<std::mutex> g(g_streams_mu);
+  s->destroyed.store(true, std::memory_order_release);  // the object is kept so stale handles are detected
+  g_created_streams[s->device]--;
+  return ACL_SUCCESS;
+}
+
 aclError synchronize_stream(aclrtStream stream, int32_t timeout_ms) { return sync_stream(stream, timeout_ms); }
 aclError synchronize_device(int32_t timeout_ms) { return sync_device(timeout_ms); }
 
@@ -2003,9 +2145,14 @@ aclError synchronize_event(aclrtEvent event) {
   return ACL_SUCCESS;
 }
 
+// CANN's aclrtStreamQuery answers complete at once for a PERSISTENT or DEVICE_USE_ONLY stream (api_error.cc:1487-1494).
 aclError stream_idle(aclrtStream stream, bool *idle) {
   Stream *s = get_stream(stream);
   if (s == nullptr) return ACL_ERROR_RT_INVALID_HANDLE;
+  if ((s->flags & (kStreamPersistent | kStreamDeviceUseOnly)) != 0) {
+    *idle = true;
+    return ACL_SUCCESS;
+  }
   std::lock_guard<std::mutex> l(s->mu);
   *idle = s->completed >= s->enqueued;
   return ACL_SUCCESS;

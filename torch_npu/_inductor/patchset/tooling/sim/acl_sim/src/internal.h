@@ -32,6 +32,12 @@ aclError stream_wait_event(aclrtStream stream, aclrtEvent event);
 aclError synchronize_event(aclrtEvent event);
 // aclrtCreateEventWithFlag (`ex` false) and aclrtCreateEventExWithFlag (`ex` true): the flag checked as CANN does.
 aclError create_event(aclrtEvent *event, uint32_t flag, bool ex);
+// aclrtCreateStream(WithConfig): `flags` are the ACL stream flags, checked by the caller (PERSISTENT and
+// DEVICE_USE_ONLY: synchronisations and queries return at once, the host's work on it is refused as not modelled).
+aclError create_stream(aclrtStream *stream, uint32_t flags);
+// aclrtDestroyStream (`force` false: waits for the stream's work) and aclrtDestroyStreamForce (drops what has not
+// started; acl_runtime.cpp says what becomes of the events recorded by dropped tasks).
+aclError destroy_stream(aclrtStream stream, bool force);
 // The stream's / the current device's synchronisation with a timeout in ms (-1: none); the caller checks it.
 aclError synchronize_stream(aclrtStream stream, int32_t timeout_ms);
 aclError synchronize_device(int32_t timeout_ms);

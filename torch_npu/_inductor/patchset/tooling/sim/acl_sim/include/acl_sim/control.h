@@ -3,17 +3,21 @@
 //
 // What the simulation models (the facts behind it: docs/facts.md):
 //  * Devices (default 8, set_device_count): aclrtSetDevice/aclrtGetDevice
-//    per thread; a thread that never set one is on device 0. Streams,
+//    per thread; a thread that never set one is on device 0 (in the host
+//    ACL library it has no context, as in CANN: launches, copies, fills,
+//    records, waits, allocations, stream and event creation and
+//    synchronisations fail with ACL_ERROR_RT_CONTEXT_NULL). Streams,
 //    events, device memory and workspace blocks belong to a device. Enqueuing
-//    on a stream of another device than the current one returns
-//    ACL_ERROR_RT_STREAM_CONTEXT; recording an event of another device
-//    ACL_ERROR_RT_INVALID_HANDLE; a copy or memset touching another device's
-//    memory, or a device pointer where host memory belongs (and back),
-//    ACL_ERROR_RT_PARAM_INVALID; aclrtFree of a host buffer
+//    on, waiting on or destroying a stream of another device than the
+//    current one returns ACL_ERROR_RT_STREAM_CONTEXT; recording an event of
+//    another device ACL_ERROR_RT_INVALID_HANDLE; a copy or memset touching
+//    another device's memory, or a device pointer where host memory belongs
+//    (and back), ACL_ERROR_RT_PARAM_INVALID; aclrtFree of a host buffer
 //    ACL_ERROR_INVALID_PARAM. A kernel touching another device's memory is
 //    reported (kCrossDevice).
 //  * Streams: one worker thread each, tasks run in submission order.
 //    A null stream means the current device's lazily created default stream.
+//    At most 2038 per device, the default stream counted (set_stream_limit).
 //  * Graph capture (aclmdlRICapture*): work enqueued on a capturing stream is
 //    recorded, not run; aclmdlRIExecuteAsync replays it on a stream of the
 //    same device. A captured page-locked copy re-reads its host source AT
@@ -220,6 +224,11 @@ struct OutOfMemoryError : std::runtime_error {
 // 65535; reset() does so too).
 void set_event_id_limit(int device, uint32_t n);
 uint32_t event_ids_in_use(int device);
+
+// Streams per device: CANN's runtime gives the 910B 2038 (its default stream
+// among them); the creation past it fails with ACL_ERROR_RT_NO_STREAM_RESOURCE.
+// `n` lowers the limit for a test (0: back to 2038; reset() does so too).
+void set_stream_limit(int device, uint32_t n);
 
 // Number of simulated devices (1..16, default 8). Shrinking it does not
 // delete streams of the devices dropped.
