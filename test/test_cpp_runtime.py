@@ -58,7 +58,7 @@ REQUIRED_REAL_CASES = {
     "test_ordering.a_launch_on_a_stream_that_is_not_current_is_refused": "1",
     "test_ordering.a_launch_on_an_external_stream_is_refused": "1",
     "test_ordering.a_launch_that_threw_leaves_the_block_to_its_threads_next_launch": "1",
-    "test_ordering.out_of_memory_gives_retired_blocks_back_and_asks_again": "1",
+    "test_ordering.out_of_memory_retry_frees_a_retired_block_whose_lambda_still_waited": "1",
     "test_ordering.out_of_memory_retry_while_another_stream_captures": "1",
     # errors: on the calling thread (sizes, the allocator), or in the lambda (a fill)
     "test_errors.workspace_size_overflow_throws_on_calling_thread_naming_the_kernel": "1",

@@ -86,7 +86,7 @@ def test_demo_shows_null_and_aliasing_as_shipped_and_clean_patched():
         plus = [line for line in r["diff"] if line.startswith("+")]
         assert any("torch_npu::inductor::LaunchMemory npu_sync_memory(" in line for line in plus)  # before the lambda
         assert any("npu_sync_memory.handed();" in line for line in plus)  # after launchKernel
-        assert any("torch_npu::inductor::LaunchDone npu_sync_done{" in line for line in plus)  # first in the lambda
+        assert any("void* workspace_addr = npu_sync_regions.workspace;" in line for line in plus)  # in the lambda
     # The user's job end to end: as shipped its backward does not compile (post10's template refuses its own masked
     # loads), patched it runs, and each of its launches got workspace_size x grid with initialised locks (the e2e
     # tier's own tests check the details).

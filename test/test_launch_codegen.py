@@ -112,7 +112,6 @@ static inline void call_triton_red_fused_sum_1(
     const torch_npu::inductor::LaunchRegions npu_sync_regions = npu_sync_memory.regions();  // what the lambda copies
     auto launch_call = [=]() -> aclError {
         aclError ret = ACL_SUCCESS;
-        const torch_npu::inductor::LaunchDone npu_sync_done{npu_sync_regions};  // as the lambda returns: this launch on the block has run
         void* sync_block_lock = npu_sync_regions.locks;
         void* workspace_addr = npu_sync_regions.workspace;
         void* var_0 = in_ptr0;
@@ -175,7 +174,6 @@ static inline void call_triton_red_fused_max_2(
     const torch_npu::inductor::LaunchRegions npu_sync_regions = npu_sync_memory.regions();  // what the lambda copies
     auto launch_call = [=]() -> aclError {
         aclError ret = ACL_SUCCESS;
-        const torch_npu::inductor::LaunchDone npu_sync_done{npu_sync_regions};  // as the lambda returns: this launch on the block has run
         aclError npu_sync_status = npu_sync_regions.write_locks("triton_red_fused_max_2", stream_);
         if (npu_sync_status != ACL_SUCCESS) return npu_sync_status;  // logged by the helper
         void* sync_block_lock = npu_sync_regions.locks;
@@ -240,7 +238,6 @@ static inline void call_triton_tem_fused_flex_bwd_3(
     const torch_npu::inductor::LaunchRegions npu_sync_regions = npu_sync_memory.regions();  // what the lambda copies
     auto launch_call = [=]() -> aclError {
         aclError ret = ACL_SUCCESS;
-        const torch_npu::inductor::LaunchDone npu_sync_done{npu_sync_regions};  // as the lambda returns: this launch on the block has run
         aclError npu_sync_status = npu_sync_regions.write_locks("triton_tem_fused_flex_bwd_3", stream_);
         if (npu_sync_status != ACL_SUCCESS) return npu_sync_status;  // logged by the helper
         void* sync_block_lock = npu_sync_regions.locks;
@@ -314,7 +311,6 @@ static inline void call_triton_mm_splitk_4(
     const torch_npu::inductor::LaunchRegions npu_sync_regions = npu_sync_memory.regions();  // what the lambda copies
     auto launch_call = [=]() -> aclError {
         aclError ret = ACL_SUCCESS;
-        const torch_npu::inductor::LaunchDone npu_sync_done{npu_sync_regions};  // as the lambda returns: this launch on the block has run
         aclError npu_sync_status = npu_sync_regions.write_locks("triton_mm_splitk_4", stream_);
         if (npu_sync_status != ACL_SUCCESS) return npu_sync_status;  // logged by the helper
         void* sync_block_lock = npu_sync_regions.locks;
@@ -428,7 +424,6 @@ static inline void call_triton_tem_fused_mm_7(
         void* ffts_addr = nullptr;
         ret = aclrtGetHardwareSyncAddr(&ffts_addr);
         if (ret != ACL_SUCCESS) return ret;
-        const torch_npu::inductor::LaunchDone npu_sync_done{npu_sync_regions};  // as the lambda returns: this launch on the block has run
         aclError npu_sync_status = npu_sync_regions.write_locks("triton_tem_fused_mm_7", stream_);
         if (npu_sync_status != ACL_SUCCESS) return npu_sync_status;  // logged by the helper
         void* sync_block_lock = npu_sync_regions.locks;
@@ -494,11 +489,11 @@ def test_memory_taken_before_the_lambda_handed_over_after_the_queue_call(key):
     assert in_lambda.count("npu_sync_regions.write_locks(") == (1 if plan.needs_locks else 0)
     release = "npu_sync_memory.handed();"
     assert after.count(release) == (1 if needs else 0)
-    if needs:  # right after the queue call: the next statement; the lambda's first of ours marks it done
+    if needs:  # right after the queue call: the next statement; the lambda's first of ours writes the locks
         assert after.splitlines()[1].strip().startswith(release)
         ours = [ln.strip() for ln in in_lambda.splitlines() if "npu_sync_" in ln]
-        assert ours[0].startswith("const torch_npu::inductor::LaunchDone npu_sync_done{npu_sync_regions};")
-    assert in_lambda.count("LaunchDone") == (1 if needs else 0)
+        assert ours[0].startswith("aclError npu_sync_status = npu_sync_regions.write_locks(" if plan.needs_locks
+                                  else "void* sync_block_lock = npu_sync_regions.locks;")
     assert "NULL" not in text
     struct = text[text.index("struct __attribute__((packed)) {"):text.index("} kernel_args")]
     fields = re.findall(r"\s(\w+) __attribute__", struct)

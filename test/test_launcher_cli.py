@@ -266,15 +266,13 @@ def _mutant(plan, site, kernel_args, old: str, new: str) -> str:
 BOTH = {"name": "triton_both", "workspace_size": 1024, "lock_num": 4, "lock_init_val": 7}
 WRONG_FILL = ("if (aclrtMemsetAsync(npu_sync_regions.locks, npu_sync_regions.sizes.lock_bytes, 1, "
               "npu_sync_regions.sizes.lock_bytes, stream_) != ACL_SUCCESS) return 1;\n        void* sync_block_lock = ")
-#: name: (metadata, the edit of the generated launcher: (old, new), "never-done", a rule of mutant_helpers, or None).
+#: name: (metadata, the edit of the generated launcher: (old, new), a rule of mutant_helpers, or None).
 MUTANTS = {
     "none": (BOTH, None),
     # the launcher asks for a quarter of the workspace: the kernel's region runs past its block
     "quarter-workspace": (BOTH, ("UINT64_C(1024)", "UINT64_C(256)")),
     "aliasing": (BOTH, ("void* workspace_addr = ", "void* workspace_addr = sync_block_lock; (void)")),
     "wrong-lock-content": (dict(BOTH, lock_init_val=0), ("void* sync_block_lock = ", WRONG_FILL)),  # wants 0, gets 1
-    # without the LaunchDone mark no block is ever given back
-    "never-done": (BOTH, "never-done"),
     # issue 31's defect: the block goes back once the queue call returns, while the lambda waits in the queue
     "release-once-queued": (BOTH, "release-once-queued"),
 }
@@ -288,9 +286,7 @@ def mutants(release):
         plan = plan_from_metadata(meta, kernel=meta["name"])
         site, args = lc.LaunchSite(), lc.args_from_signature("*fp32,i32")
         src = lc.launcher_source(plan, site, args)
-        if edit == "never-done":
-            src = "\n".join(ln for ln in src.splitlines() if "LaunchDone" not in ln) + "\n"
-        elif edit in mutant_helpers.NAMES:
+        if edit in mutant_helpers.NAMES:
             src = mutant_helpers.definition(edit) + mutant_helpers.use(src, edit)
         elif edit is not None:
             src = _mutant(plan, site, args, *edit)
@@ -310,7 +306,6 @@ def test_generated_launcher_is_clean(mutants):
     ("quarter-workspace", "-byte block torch_npu's caching allocator gave the launch"),
     ("aliasing", "regions overlap"),
     ("wrong-lock-content", "lock content at start"),
-    ("never-done", "(its lambda never marked it, or owns it)"),
     ("release-once-queued", "the launch block went back to the allocator inside the call, before its kernel finished"),
 ])
 def test_mutants_fail_the_judge(name, words, mutants):

@@ -96,7 +96,7 @@ def test_pip_install_into_fresh_env_with_torch_but_no_torch_npu(installed):
 #: helper's headers), the CLI with ``status``, and ``selftest``.
 USER_MODULES = {"__init__", "__main__", "_applier", "_check", "_declarations", "_environment", "_patching",
                 "_read_back", "_tooling", "cli", "flex_grid", "index_split", "launch_codegen", "launch_plan",
-                "masked_loads", "selftest"}
+                "launch_memory_back", "masked_loads", "selftest"}
 
 
 def test_the_user_wheel_carries_the_runtime_status_and_selftest_only(wheel):

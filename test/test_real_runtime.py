@@ -25,9 +25,11 @@ own task queue and its memory comes from torch_npu's own caching allocator (``to
   whose launches the host ACL library interleaves by construction (a pause at one thread's launch call), with
   legacy and packed lock layouts, and the shared-by-threads mutant there; eager, then capture, then a larger eager
   launch and empty_cache on one stream before the replays (the kept-while-captured mutant); a failed lambda after
-  which torch_npu's queue drops every later task (one kept block stays, not one per dropped launch: release-once-ran);
+  which torch_npu's queue drops every later task (one kept block stays, not one per dropped launch);
   a launch needing a larger block while the old one's kernel is pending, with another thread's empty_cache paused
-  inside the window (retire-at-once, release-once-ran and release-once-queued, each caught in one run).
+  inside the window (retire-at-once and release-once-queued, each caught in one run); the launch memory going back
+  when torch_npu's allocator needs it: after the launches, with their lambdas still queued, and at a graph capture
+  after an eager warm-up (issues 47, 53).
 
 Builds are shared through the build cache; each release's runs are made once per module (``runs``).
 """
@@ -54,14 +56,12 @@ CANNOT_RUN = {"2.14.1": ("2.14.0",)}.get(LEG, ())
 NULL_POINTERS, OWN_ALLOCATION = ("2.7.1.post6", "2.7.1.post10"), ("2.7.1.post11", "2.13.0")
 #: The mutants of the generated launcher, the TASK_QUEUE_ENABLE value that shows each, and what catches it.
 MUTANTS = {
-    "never-done": ("1", "(its lambda never marked it, or owns it)"),
     "release-at-end": ("0", "kept until the end of the wrapper function"),
     "quarter-workspace": ("1", "more than the"),  # ... -byte block torch_npu's caching allocator gave the launch
     "aliasing": ("1", "regions overlap"),
     "wrong-lock-content": ("1", "lock content at start"),
     "release-once-queued": ("1", "the launch block went back to the allocator inside the call, before its kernel finished"),
     # the rules whose window only threads show (the scenarios below): here, their blocks never go back by the rule
-    "release-once-ran": ("1", "once its kernel had finished"),
     "shared-by-threads": ("1", "once its kernel had finished"),
     "retire-at-once": ("1", "once its kernel had finished"),
 }
@@ -373,32 +373,6 @@ def test_a_kept_block_used_inside_a_capture_is_freed_under_the_graphs_replay(rel
 
 
 @pytest.mark.parametrize("release", SCENARIO_RELEASES)
-def test_after_a_failed_lambda_stops_the_queue_one_kept_block_stays_not_one_per_dropped_launch(release):
-    """queue-stops-after-failed-lambda: torch_npu's queue drops every task after the failed one, so no later lambda
-    runs. The patched launcher's kept block stays allocated, never freed while it might be written, and the later
-    launches reuse it: one block, however many were dropped (test_scenario_is_clean_with_the_patched_launcher).
-    release-once-ran gives a block back only once its lambda has run: every dropped launch leaves one more."""
-    out = scenario("queue-stops-after-failed-lambda", "release-once-ran")
-    assert not out["ok"] and not out["timed_out"] and out["not_exercised"] == [], _summary(out)
-    assert out["reached_kernel"] == rr.FAULT_BEFORE and out["host_error_kinds"] == {}, _summary(out)
-    assert any("more than one launch's block" in p for p in out["problems"]), out["problems"]
-    left = out["memory_allocated"]["after"] - out["memory_allocated"]["before"]
-    clean = scenario("queue-stops-after-failed-lambda")
-    kept = clean["memory_allocated"]["after"] - clean["memory_allocated"]["before"]
-    assert kept > 0 and left > (rr.FAULT_AFTER - 1) * kept, (left, kept)  # a block per dropped launch, against one
-
-
-@pytest.mark.parametrize("release", SCENARIO_RELEASES)
-def test_a_block_given_back_once_its_lambda_ran_is_freed_under_its_kernel(release):
-    """The block given back once its lambda ran (release-once-ran, the launcher of 578384d): the lambda has only
-    queued its kernel on the device stream; another thread's empty_cache, whose device synchronisation came
-    before that kernel was queued, frees the block with aclrtFree (which does not wait for device work) while the
-    kernel is still pending, and the kernel writes freed memory: the first launch of every round, task queue off
-    and on (:func:`_caught_writing_freed_memory`)."""
-    _caught_writing_freed_memory("release-once-ran")
-
-
-@pytest.mark.parametrize("release", SCENARIO_RELEASES)
 def test_a_block_replaced_by_a_larger_one_goes_back_only_behind_its_kernel(release):
     """retire-at-once (kept per thread and stream, but a replaced block back to the cache at once): the first
     launch's kernel is pending when the larger launch replaces its block, and the other thread's empty_cache frees
@@ -425,9 +399,12 @@ def _caught_writing_freed_memory(mutant: str, every_launch: bool = False) -> dic
 
 #: issue 47: the scenarios in which a tensor fits only if the launch memory goes back when torch_npu's allocator
 #: needs it, and the mutants of the helper that keep it from the allocator, with the scenarios each fails.
+#: (Each mutant keeps its blocks in a helper of its own, which torch.npu.empty_cache() does not reach: the capture
+#: after a warm-up fails with every mutant of the helper.)
 PRESSURE = tuple(n for n in rr.SCENARIOS if n.startswith("memory-back-"))
 PRESSURE_MUTANTS = {"recorded-when-asked": PRESSURE,
-                    "idle-kept-at-cache-miss": ("memory-back-thread-idle", "memory-back-block-replaced")}
+                    "idle-kept-at-cache-miss": ("memory-back-thread-idle", "memory-back-block-replaced",
+                                                "memory-back-lambda-pending", "memory-back-capture-after-warm-up")}
 
 
 @pytest.mark.parametrize("release", SCENARIO_RELEASES)
@@ -438,15 +415,16 @@ def test_launch_memory_the_allocator_cannot_get_back_is_caught(release, mutant):
     and idle-kept-at-cache-miss (the callback hands back retired blocks only): the tensor that fits only once the
     launch memory went back is refused with torch_npu's out-of-memory error, with each TASK_QUEUE_ENABLE value; the
     patched launcher's tensor is allocated at its first call (test_scenario_is_clean_with_the_patched_launcher)."""
-    assert set(PRESSURE) == {"memory-back-thread-idle", "memory-back-thread-ended", "memory-back-block-replaced"}
-    if (PRESSURE[0], mutant) not in _scenarios:  # the three in one batch: a child per TASK_QUEUE_ENABLE value
+    assert set(PRESSURE) == {"memory-back-thread-idle", "memory-back-thread-ended", "memory-back-block-replaced",
+                             "memory-back-lambda-pending", "memory-back-capture-after-warm-up"}
+    if (PRESSURE[0], mutant) not in _scenarios:  # in one batch: a child per TASK_QUEUE_ENABLE value
         for n, out in rr.run_scenarios(_fetched(release), PRESSURE, mutant=mutant, timeout=300).items():
             _scenarios[(n, mutant)] = out
     for name in PRESSURE_MUTANTS[mutant]:
         out = scenario(name, mutant)
         for q, run in out["runs"].items():
             t = run["user_tensor"]
-            assert not t["allocated"] and "out of memory" in t["error"], (name, q, t)
+            assert not t["allocated"] and "out of memory" in t["error"].lower(), (name, q, t)
             assert any("the launch memory did not go back" in p for p in run["problems"]), (name, q, run["problems"])
     for name in set(PRESSURE) - set(PRESSURE_MUTANTS[mutant]):  # what the mutant keeps right: the others
         assert all(run["user_tensor"]["allocated"] for run in scenario(name, mutant)["runs"].values()), name

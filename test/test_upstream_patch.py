@@ -60,7 +60,8 @@ MASKED_AS_ND = (
 )
 #: Patches the upstream patch does not carry (torch_npu's codegen with symbolic sizes, torch's lazy backward): after
 #: git am their rows read as on the unpatched head.
-NOT_CARRIED = {"npu-codegen-symbolic-modulus", "cpp-wrapper-numel-sizes", "cpp-wrapper-lazy-backward-config"}
+NOT_CARRIED = {"npu-codegen-symbolic-modulus", "cpp-wrapper-numel-sizes", "cpp-wrapper-lazy-backward-config",
+               "npu-empty-cache-launch-memory"}
 #: The maintainer whose clone the patches are made in (its git config; a patch carries it).
 MAINTAINER = ("Ada Maintainer", "ada@example.org")
 
@@ -348,11 +349,12 @@ def test_generated_module_writes_launch_codegen_lines(sample, tmp_path):
         got = m["launch_resource_lines"](sample.kernel, params, clamp, simt)
         want = launch_codegen.resource_code(plan, launch_codegen.LaunchSite(block_clamp=clamp, simt_only=simt))
         assert (got.before, got.in_lambda, got.after) == (want.before, want.in_lambda, want.after)
-    if plan.needs_resources:  # taken before the lambda, marked done first in it, held until then
+    if plan.needs_resources:  # taken before the lambda, only its regions in it
         got = m["launch_resource_lines"](sample.kernel, params, clamp, False)
         assert sum("LaunchMemory npu_sync_memory(" in ln for ln in got.before) == 1
         assert not any("npu_sync_memory" in ln for ln in got.in_lambda)
-        assert got.in_lambda[0].startswith("const torch_npu::inductor::LaunchDone npu_sync_done{npu_sync_regions};")
+        assert got.in_lambda[0].startswith(("aclError npu_sync_status = npu_sync_regions.write_locks(",
+                                            "void* sync_block_lock = npu_sync_regions.locks;"))
         assert [ln.split("  //")[0] for ln in got.after] == ["npu_sync_memory.handed();"]
 
 

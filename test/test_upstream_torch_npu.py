@@ -142,13 +142,14 @@ def test_patched_params_and_cpp(version, s, tmp_path_factory):
     assert "allocate_workspace" not in cpp and "aclrtMemcpy(" not in cpp and "std::vector<int64_t>" not in cpp
     needs = plan.needs_resources
     assert cpp.count("torch_npu::inductor::LaunchMemory npu_sync_memory(") == (1 if needs else 0)
-    # taken before the lambda, only plain values inside it (the done mark first of ours), held until its kernel has finished:
+    # taken before the lambda, only plain values inside it, held until its kernel has finished:
     # handed over right after the queue call, never given back there
     before, rest = cpp.split("auto launch_call", 1)
     in_lambda, after = rest.split("launchKernel(", 1)
     assert ("LaunchMemory" in before) == needs and "npu_sync_memory" not in in_lambda
     ours = [ln.strip() for ln in in_lambda.splitlines() if "npu_sync_" in ln or "sync_block_lock =" in ln]
-    assert ours[0].startswith("const torch_npu::inductor::LaunchDone npu_sync_done{npu_sync_regions};") == needs
+    assert ours[0].startswith(("aclError npu_sync_status = npu_sync_regions.write_locks(",
+                               "void* sync_block_lock = npu_sync_regions.locks;")) == needs
     assert after.splitlines()[1].strip().startswith("npu_sync_memory.handed();") == needs
     assert "npu_sync_memory.release();" not in cpp
     assert lc.MARKER in cpp
@@ -524,7 +525,7 @@ def test_older_layout_hooks_on_each_releases_own_code(version, tmp_path, monkeyp
         assert "= NULL;" not in body.replace("ffts_addr = NULL;", "") and body.count("rtKernelLaunch(") == 1
         assert body.count("LaunchMemory npu_sync_memory(") == 1 and "std::min(" not in body
         assert body.index("LaunchMemory npu_sync_memory(") < body.index("auto launch_call")
-        assert body.index("auto launch_call") < body.index("LaunchDone npu_sync_done{") < body.index("launchKernel(")
+        assert body.index("auto launch_call") < body.index("npu_sync_regions.write_locks(") < body.index("launchKernel(")
         assert body.index("launchKernel(") < body.index("npu_sync_memory.handed();")
         cpp = (f"static void* {name} = nullptr;\n"
                f"template <typename T0, typename T1>\nstatic inline void call_{name}(const T0& in_ptr0, const T1& out_ptr0,"

@@ -1,6 +1,6 @@
 // The launch the generated launcher makes (launch_codegen.launcher_source written by hand in the same
 // shape): LaunchMemory on the calling thread, only the LaunchRegions copied into the lambda handed to
-// OpCommand::RunOpApiV2 (LaunchDone first in it), handed() right after that call returns.
+// OpCommand::RunOpApiV2, handed() right after that call returns.
 // Included by real_support.h (torch_npu's own runtime), which defines first, in namespace t: last_launch_id(),
 // tid(), drain() (the queue run empty) and sync_all().
 #pragma once
@@ -20,7 +20,6 @@ namespace t {
 
 using torch_npu::inductor::KeptBlock;
 using torch_npu::inductor::KeptBlocks;
-using torch_npu::inductor::LaunchDone;
 using torch_npu::inductor::LaunchMemory;
 using torch_npu::inductor::LaunchRegions;
 using torch_npu::inductor::LaunchSizes;
@@ -61,7 +60,6 @@ inline Launch generated_launch(const char *name, aclrtFuncHandle h, aclrtStream 
   auto ran_on = out.ran_on;
   const std::string kernel = name;
   at_npu::native::OpCommand::RunOpApiV2(kernel, [=]() -> int {
-    const LaunchDone done{regions};
     ran_on->store(tid());
     aclError r = regions.write_locks(kernel.c_str(), s);
     if (r != ACL_SUCCESS) {

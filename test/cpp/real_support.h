@@ -7,7 +7,7 @@
 //
 // The launch is the one the generated launcher makes (launch_codegen.launcher_source written by hand in the
 // same shape): LaunchMemory on the calling thread, only the LaunchRegions copied into the lambda handed to
-// OpCommand::RunOpApiV2 (LaunchDone first in it), handed() right after that call returns.
+// OpCommand::RunOpApiV2, handed() right after that call returns.
 #pragma once
 #include <acl/acl.h>
 #include <host_acl.h>

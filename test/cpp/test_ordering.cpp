@@ -54,9 +54,10 @@ TEST_CASE(back_to_back_launches_on_one_stream_reuse_the_kept_block) {
   CHECK_NO_SIM_ERRORS();
 }
 
-// A launch larger than the kept block replaces it. The old one goes back to torch_npu's allocator at once (its
-// lambda has run) with its stream recorded as a use: the allocator keeps it from being handed out or freed until an
-// event behind its last kernel completed, here not while that kernel has not finished (the stream held before it).
+// A launch larger than the kept block replaces it. The old one is retired, and goes back to torch_npu's allocator
+// when the allocator's callback asks (its next cache miss), with its stream recorded as a use: the allocator keeps it
+// from being handed out or freed until an event behind its last kernel completed, here not while that kernel has not
+// finished (the stream held before it).
 TEST_CASE(a_larger_launch_gives_the_old_block_back_behind_its_last_kernel) {
   aclrtStream s = stream(0);
   const LockLayout l = legacy(2, 1);
@@ -67,6 +68,8 @@ TEST_CASE(a_larger_launch_gives_the_old_block_back_behind_its_last_kernel) {
   Launch b = generated_launch("big", big, s, 4, 1, 1, 4, 4096, l);
   drain();
   CHECK(a.regions.locks != b.regions.locks);
+  CHECK_EQ(blocks().live, 2);                          // the old one retired, not yet given back
+  CHECK_EQ(KeptBlocks::all().give_back(false), 1u);  // what the callback does (idle blocks aside)
   CHECK_EQ(blocks().live, 1);    // the new one, kept; the old one given back...
   CHECK_EQ(blocks().active, 2);  // ...waiting for the allocator's event behind its kernel
   Launch c = generated_launch("big", big, s, 4, 1, 1, 4, 4096, l);
@@ -177,7 +180,8 @@ TEST_CASE(threads_on_one_stream_keep_blocks_of_their_own) {
       CHECK(ran_clean(L.id->load()).lock_slots_at_start == std::vector<int64_t>(4, 2));
     }
   CHECK_EQ(blocks().requests, 4);  // the warm-up's, and one per thread
-  // The threads ended: their blocks were retired; the next new block gives them back (or a thread's first did).
+  // The threads ended: their blocks were retired; the allocator's callback gives them back at its next miss.
+  CHECK_EQ(KeptBlocks::all().give_back(false), 3u);
   (void)helper_launch("mt", h, s, 4, 1, 1, 4, 256, l);
   CHECK_EQ(blocks().frees, 4);
   CHECK_EQ(blocks().live, 1);  // this thread's own
@@ -185,8 +189,8 @@ TEST_CASE(threads_on_one_stream_keep_blocks_of_their_own) {
   CHECK_NO_SIM_ERRORS();
 }
 
-// A thread that ends while its kernel is still pending (the stream held before it): its block is retired, and the
-// next new block goes back to the allocator with its stream recorded as a use: not free until its kernel finished.
+// A thread that ends while its kernel is still pending (the stream held before it): its block is retired, and goes
+// back at the allocator's next miss with its stream recorded as a use: not free until its kernel finished.
 TEST_CASE(a_thread_that_ends_with_its_kernel_pending_gives_the_block_back_after_it) {
   aclrtStream s = stream(0);
   const LockLayout l = legacy(2, 0);
@@ -198,7 +202,8 @@ TEST_CASE(a_thread_that_ends_with_its_kernel_pending_gives_the_block_back_after_
     a = generated_launch("slow", slow, s, 1, 1, 1, 1, 256, l);
   }).join();
   drain();
-  (void)generated_launch("fast", fast, s, 2, 1, 1, 2, 256, l);  // a new block: the ended thread's goes back
+  (void)generated_launch("fast", fast, s, 2, 1, 1, 2, 256, l);  // a new block
+  CHECK_EQ(KeptBlocks::all().give_back(false), 1u);              // the ended thread's, as the callback gives it back
   drain();
   CHECK_EQ(blocks().live, 1);    // this thread's
   CHECK_EQ(blocks().active, 2);  // and the ended thread's, waiting for the event behind its held kernel
@@ -316,13 +321,14 @@ TEST_CASE(a_launch_that_threw_leaves_the_block_to_its_threads_next_launch) {
   CHECK_NO_SIM_ERRORS();
 }
 
-// The thread's block is too small for the next launch while its lambda waits in torch_npu's queue; then the device
+// The thread's block is too small for the next launch while its lambda waits in torch_npu's queue: it is retired and
+// goes back at once, its stream recorded as a use (the allocator's event queued behind that lambda). Then the device
 // has no memory left for a moment: the new request fails with ACL_ERROR_RT_MEMORY_ALLOCATION (what torch_npu's
-// allocator takes for out of memory; injected into the double's aclrtMalloc), twice: torch_npu's allocator
-// synchronises the device (its queue drained: the gate opens once the first request was refused, so the lambda
-// still waited then), frees what it caches, retries, throws. The helper then gives the retired block back (its
-// lambda ran, its kernel finished) and asks once more.
-TEST_CASE(out_of_memory_gives_retired_blocks_back_and_asks_again) {
+// allocator takes for out of memory; injected into the double's aclrtMalloc), once: torch_npu's allocator
+// synchronises the device (its queue drained: the gate opens once the request was refused, so the lambda still waited
+// then), which completes the event, frees the retired block with what it caches, and asks again: the launch is served
+// at its first call, the retired block freed only after its kernel ran (issue 53).
+TEST_CASE(out_of_memory_retry_frees_a_retired_block_whose_lambda_still_waited) {
   aclrtStream s = stream(0);
   const LockLayout l = legacy(4, 0);
   const uint64_t ws = uint64_t(4) << 20;  // 16 MiB and more of workspace per launch: segments of their own
@@ -337,7 +343,7 @@ TEST_CASE(out_of_memory_gives_retired_blocks_back_and_asks_again) {
     CHECK(gate.on());
     ls.push_back(generated_launch("oom", h, s, 4, 1, 1, 4, ws, l));
     const uint64_t refused0 = refused_allocations();
-    for (uint64_t n = 1; n <= 2; ++n) CHECK_EQ(acl_host_inject_fault("aclrtMalloc", n, 207001), 0);
+    CHECK_EQ(acl_host_inject_fault("aclrtMalloc", 1, 207001), 0);
     std::atomic<bool> returned{false};
     std::thread opener([&] {  // the call below waits (the allocator's synchronisation) for the held queue
       const auto t0 = std::chrono::steady_clock::now();
@@ -362,9 +368,9 @@ TEST_CASE(out_of_memory_gives_retired_blocks_back_and_asks_again) {
   CHECK_MSG(!threw, what);
   CHECK(refused_while_queued);  // precondition: the request was refused while the first lambda still waited
   const Blocks b = blocks();
-  CHECK_EQ(b.retries, 1);  // the allocator's own retry ran (nothing cached to free) and it threw
-  CHECK_EQ(b.ooms, 1);
-  CHECK_EQ(b.frees, 1);     // the helper gave the retired block back, then asked again
+  CHECK_EQ(b.retries, 1);  // the allocator's own retry ran, freed the retired block and asked again
+  CHECK_EQ(b.ooms, 0);
+  CHECK_EQ(b.frees, 1);     // the retired block, freed by that retry
   CHECK_EQ(b.requests, 2);  // both launches served
   CHECK_EQ(ls.size(), 2u);
   for (const Launch &L : ls) {

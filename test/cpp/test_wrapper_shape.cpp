@@ -203,7 +203,7 @@ bool threads_share_a_block(aclrtStream s) {
 // error (ACL_ERROR_RT_FEATURE_NOT_SUPPORT, as on a chip without ACL graphs): the launch's block, right after the
 // launch was queued behind a held stream, still allocated (1) or already back in the cache (0). (2.13.0 asks CANN
 // about the current stream itself first, and answers that no capture is underway there: the helper never asks.)
-// The edited helper (its own LockLayout, LaunchRegions, LaunchDone): the generated launcher's launch, no kernel.
+// The edited helper (its own LockLayout, LaunchRegions): the generated launcher's launch, no kernel.
 inline void capture_error_mutant_launch(aclrtStream s) {
   namespace m = wrapper_shape::npu_mutant_capture_error_read_as_capturing::unversioned;
   const OnStream current(s);
@@ -213,7 +213,6 @@ inline void capture_error_mutant_launch(aclrtStream s) {
   m::LaunchMemory memory("status_error", s, 1, 1, 1, 1, 256, l);
   const m::LaunchRegions regions = memory.regions();
   at_npu::native::OpCommand::RunOpApiV2("status_error", [=]() -> int {
-    const m::LaunchDone done{regions};
     return regions.write_locks("status_error", s);
   });
   memory.handed();

@@ -17,7 +17,6 @@ aclError use_everything(aclrtStream stream) {
   const torch_npu::inductor::LaunchRegions regions = memory.regions();
   aclError rc = ACL_SUCCESS;
   {
-    const torch_npu::inductor::LaunchDone done{regions};
     rc = regions.write_locks("check", stream);
   }
   memory.handed();

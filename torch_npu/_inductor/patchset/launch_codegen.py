@@ -4,8 +4,7 @@ Pure Python, no torch import. :func:`resource_code` writes what one launch needs
 in the three places torch_npu's launcher has (docs/design.md): ``before`` the launch lambda, on the thread
 that runs the graph: the block count, the lock layout and ONE ``torch_npu::inductor::LaunchMemory`` (the
 runtime helper in ``csrc/npu_launch_resources.h``), which takes the block from torch_npu's caching allocator
-and carves it; ``in_lambda``: the ``LaunchDone`` mark (as the lambda returns: this launch on the kept block
-has run), the lock fills on the stream, then the two pointers the kernel's packed argument struct needs,
+and carves it; ``in_lambda``: the lock fills on the stream, then the two pointers the kernel's packed argument struct needs,
 ``sync_block_lock`` and ``workspace_addr`` (``nullptr`` when the kernel needs neither, with no helper call at
 all); ``after`` ``launchKernel(...)`` returns: the block handed back, kept for the thread's next launch on the
 stream (a captured one goes back to the graph's pool). SIMT-only kernels get no lines: their struct has no
@@ -90,7 +89,7 @@ class ResourceCode:
     """The C++ one launch needs for its workspace and locks, by where it goes."""
 
     before: list[str]  # before ``auto launch_call = ...``, on the thread that runs the graph
-    in_lambda: list[str]  # first in the lambda: done mark, lock fills, ``sync_block_lock``, ``workspace_addr``
+    in_lambda: list[str]  # first in the lambda: lock fills, ``sync_block_lock``, ``workspace_addr``
     after: list[str]  # right after ``launchKernel(...)`` returns
 
 
@@ -125,8 +124,7 @@ def resource_code(plan: SyncPlan, site: LaunchSite = LaunchSite()) -> ResourceCo
     before += [f"{HELPER_NAMESPACE}::LaunchMemory {p}memory({kernel}, {site.stream},",
                f"    {g0}, {g1}, {g2}, {p}block_num, UINT64_C({workspace}), {p}locks);",
                f"const {HELPER_NAMESPACE}::LaunchRegions {p}regions = {p}memory.regions();  // what the lambda copies"]
-    in_lambda = [f"const {HELPER_NAMESPACE}::LaunchDone {p}done{{{p}regions}};"
-                 "  // as the lambda returns: this launch on the block has run"]
+    in_lambda = []
     if plan.needs_locks:
         in_lambda += [f"aclError {p}status = {p}regions.write_locks({kernel}, {site.stream});",
                       f"if ({p}status != ACL_SUCCESS) return {p}status;  // logged by the helper"]

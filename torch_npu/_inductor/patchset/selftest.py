@@ -30,7 +30,7 @@ any work).
   asks for a workspace or locks: its ``torch_npu::inductor::LaunchMemory``
   is taken before the ``launch_call`` lambda, handed back right after
   ``launchKernel(...)`` (``handed``: kept for the thread's next launch on the
-  stream; the lambda counts itself as run with ``LaunchDone``), and nothing inside
+  stream), and nothing inside
   the lambda allocates or touches the owning object; a launch that needs
   nothing takes nothing.
 * ``kernels-workspace`` / ``kernels-locks`` / ``kernels-workspace-and-locks``:

@@ -15,8 +15,6 @@ struct LaunchRegions {
   void *workspace = nullptr;  // nullptr without workspace bytes
   LaunchSizes sizes;
   LockLayout layout;
-  KeptBlock *kept = nullptr;  // the kept block and this launch's number on it, for LaunchDone
-  uint64_t launch = 0;
 
   // In the lambda, before the kernel: the lock content, byte fills on `stream` (legal while capturing).
   aclError write_locks(const char *kernel, aclrtStream stream) const noexcept {
@@ -29,14 +27,6 @@ struct LaunchRegions {
                   static_cast<unsigned long long>(offset), static_cast<unsigned long long>(count), rc);
       return rc;
     });
-  }
-};
-
-// First in the launch lambda: on every way out, after all it queued, the launch has run.
-struct LaunchDone {
-  const LaunchRegions &regions;
-  ~LaunchDone() {
-    if (regions.kept != nullptr) regions.kept->ran.store(regions.launch, std::memory_order_release);
   }
 };
 
@@ -61,8 +51,7 @@ class LaunchMemory {
       captured_ = KeptBlocks::all().allocate(kernel, s.total_bytes);  // the graph's pool holds it for replays
       raw = captured_.get();
     } else {  // the thread's kept one
-      kept_ = regions_.kept = KeptBlocks::all().take(kernel, current, s.total_bytes);
-      regions_.launch = kept_->queued.fetch_add(1) + 1;
+      kept_ = KeptBlocks::all().take(kernel, current, s.total_bytes);
       raw = kept_->memory.get();
     }
     const uintptr_t base = (reinterpret_cast<uintptr_t>(raw) + kRegionAlignment - 1) & ~(kRegionAlignment - 1);

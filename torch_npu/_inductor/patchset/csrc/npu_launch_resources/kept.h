@@ -1,8 +1,9 @@
 // npu_launch_resources: a block kept per (calling thread, stream), reused by that thread's next launch there with
 // no allocator call and no event (its lambdas run in order on one task queue, its kernels in order on the stream).
-// Once all its lambdas have run it goes back to torch_npu's caching allocator with its stream recorded as a use
-// (record_stream): the allocator frees it behind an event on that stream. docs/design.md of
-// torch-npu-inductor-patches, "When the block goes back". Nothing here waits.
+// It goes back to torch_npu's caching allocator, with its stream recorded as a use (record_stream: the allocator's
+// event is queued behind the block's launches and the block is free once it completed), when the allocator misses
+// its cache and at torch.npu.empty_cache(). docs/design.md of torch-npu-inductor-patches, "When the block goes
+// back". Nothing here waits.
 #pragma once
 
 #include <dlfcn.h>
@@ -50,15 +51,13 @@ inline int allocator_capturing() { return allocator_capturing(npu_alloc::get(), 
 
 constexpr uint64_t kExternalStreamId = uint64_t(1) << 30;  // torch_npu's mark of an external stream's id
 
-enum : int { kIdle, kInUse, kRetired };  // retired: no longer its thread's, goes back once its lambdas have run
+enum : int { kIdle, kInUse, kRetired };  // retired: no longer its thread's (replaced, or its thread ended)
 struct KeptBlock {
   KeptBlock(c10::DataPtr m, uint64_t n, const c10_npu::NPUStream &s) : memory(std::move(m)), bytes(n), stream(s) {}
   c10::DataPtr memory;  // the caching allocator's block, until given back
   uint64_t bytes;
   c10_npu::NPUStream stream;
   int32_t device = c10_npu::current_device();
-  std::atomic<uint64_t> queued{0};  // launches made on it
-  std::atomic<uint64_t> ran{0};     // the last of them whose lambda has run (they run in order)
   std::atomic<int> state{kInUse};
 };
 
@@ -70,13 +69,14 @@ class KeptBlocks {
   }
   // One block of `bytes` from the caching allocator for the current stream; throws naming the kernel, holding nothing.
   c10::DataPtr allocate(const char *kernel, uint64_t bytes) {
-    std::string error = "the allocator returned no memory";  // (another allocator may)
+    std::string error = "the allocator returned no memory";  // (another allocator, or master's on a refusal)
+    const uint64_t handed = handed_back_.load();
     try {
       if (c10::DataPtr block = npu_alloc::get()->allocate(bytes)) return block;
-    } catch (const std::exception &e) {  // its retry drained the queues: every kept block's lambdas have run
-      if (give_back(true) != 0) return allocate(kernel, bytes);
+    } catch (const std::exception &e) {
       error = e.what();
-    }
+    }  // blocks kept meanwhile, or handed back at the miss (the retry freed them, but asks no cache again): ask again
+    if (give_back(true) != 0 || handed_back_.load() != handed) return allocate(kernel, bytes);
     throw std::runtime_error("npu_launch_resources: kernel '" + std::string(kernel) + "': " + std::to_string(bytes) +
                              " bytes for its locks and workspace: " + error);
   }
@@ -92,34 +92,35 @@ class KeptBlocks {
       }
       mine.blocks.erase(it);
     }
-    if (retired_.load(std::memory_order_relaxed) != 0) give_back(false);
     auto block = std::make_shared<KeptBlock>(allocate(kernel, bytes), bytes, stream);
     mine.blocks.push_back(block);
     std::lock_guard<std::mutex> lock(mutex_);
     blocks_.push_back(block);
     return block.get();
   }
-  // Gives this device's retired blocks, and (`idle`) its idle ones, whose lambdas have all run back to the caching
-  // allocator, each with its stream recorded as a use; none while a capture is underway (a use recorded then is
-  // dropped at the capture's end). The allocator only outside the mutex (the callback holds the allocator's). How many.
-  size_t give_back(bool idle) {
-    const int32_t device = c10_npu::current_device();
+  // Gives the retired blocks of the calling thread's device (or of `device`; -1: of every device), and (`idle`) its
+  // idle ones, back to the caching allocator, each with its stream recorded as a use: the allocator's event is queued
+  // behind the block's launches, so the block is free only once they ran, however many are still queued. None while
+  // a capture is underway (a use recorded then is dropped at the capture's end). The allocator only outside the mutex
+  // (the callback holds the allocator's). How many.
+  static constexpr int32_t kCurrentDevice = -2;
+  size_t give_back(bool idle, int32_t device = kCurrentDevice) {
     if (allocator_capturing() == 1) return 0;
+    if (device == kCurrentDevice) device = c10_npu::current_device();
     std::vector<std::shared_ptr<KeptBlock>> done;
     std::unique_lock<std::mutex> lock(mutex_);
     for (std::shared_ptr<KeptBlock> &k : blocks_) {
       int s = k->state.load();
-      if (k->device != device || s == kInUse || (s == kIdle && !idle) || k->ran.load() != k->queued.load()) continue;
+      if ((device != -1 && k->device != device) || s == kInUse || (s == kIdle && !idle)) continue;
       if (s == kIdle && !retire(*k, kIdle)) continue;  // its thread took it meanwhile
-      if (k->ran.load() != k->queued.load() ||
-          capture_status(k->stream.stream(false)) != ACL_MODEL_RI_CAPTURE_STATUS_NONE)
-        continue;  // a later call gives it back
-      done.push_back(std::move(k)), retired_.fetch_sub(1);
+      if (capture_status(k->stream.stream(false)) != ACL_MODEL_RI_CAPTURE_STATUS_NONE) continue;  // a later call
+      done.push_back(std::move(k));
     }
     blocks_.erase(std::remove(blocks_.begin(), blocks_.end(), nullptr), blocks_.end());
+    handed_back_ += done.size();
     lock.unlock();
     for (auto &k : done) {
-      try {  // the free records the event; it throws once torch_npu's queue has stopped: the block is lost then
+      try {  // the free queues the event; it throws once torch_npu's queue has stopped: the block is lost then
         npu_alloc::recordStream(k->memory, k->stream);  // (never freed while a lambda may still write it)
         k->memory.get_deleter()(k->memory.release_context());
       } catch (const std::exception &) {
@@ -147,14 +148,24 @@ class KeptBlocks {
     }
   };
   bool retire(KeptBlock &block, int from) {
-    return block.state.compare_exchange_strong(from, kRetired) && (retired_.fetch_add(1), true);
+    return block.state.compare_exchange_strong(from, kRetired);
   }
 
   std::mutex mutex_;
   std::vector<std::shared_ptr<KeptBlock>> blocks_;  // every block not yet given back
-  std::atomic<size_t> retired_{0};
+  std::atomic<uint64_t> handed_back_{0};  // blocks given back so far
 };
 
 inline KeptBlocks &kept_blocks_at_load = KeptBlocks::all();  // as a wrapper loads: registers the callback
 
 TORCH_NPU_LAUNCH_RESOURCES_END_NAMESPACE
+
+// torch.npu.empty_cache() calls this first (patch npu-empty-cache-launch-memory): every idle block goes back before
+// torch_npu synchronises the device and frees what its allocator caches, as an operator's workspace would be then.
+// Once per translation unit, whatever namespace a copy of the helper is inlined into.
+#ifndef NPU_LAUNCH_RESOURCES_GIVE_BACK_ENTRY
+#define NPU_LAUNCH_RESOURCES_GIVE_BACK_ENTRY
+extern "C" __attribute__((weak, visibility("default"))) size_t torch_npu_launch_resources_give_back() {
+  return torch_npu::inductor::KeptBlocks::all().give_back(true, -1);
+}
+#endif

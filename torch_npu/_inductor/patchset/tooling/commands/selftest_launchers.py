@@ -32,7 +32,7 @@ def check_codegen() -> tuple[str, dict]:
     if wrong:
         raise CheckFailed("; ".join(wrong))
     return (f"{len(SAMPLES)} sample kernels: the {taking} that need memory take it before the launch lambda and "
-            "keep it for the thread's next launch on the stream (LaunchDone, handed after launchKernel), nothing is "
+            "keep it for the thread's next launch on the stream (handed after launchKernel), nothing is "
             "allocated inside a lambda, the others take none", {})
 
 

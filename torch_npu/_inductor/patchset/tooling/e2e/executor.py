@@ -89,7 +89,7 @@ class Accesses:
         import numpy as np
         if addrs.size == 0:
             return
-        s = np.unique(addrs.astype(np.uint64))
+        s = addrs.astype(np.uint64).ravel()  # repeats are merged with the rest (merge sorts them anyway)
         self.starts.append(s)
         self.ends.append(s + np.uint64(size))
         self.pending += 1

@@ -1,12 +1,9 @@
 """Earlier and wrong launch-memory rules, as C++ classes a mutant launcher uses instead of the helper's
-``LaunchMemory`` (same constructor, ``regions()`` and ``handed()``; the lambda's ``LaunchDone`` then does nothing,
-or marks the mutant's own record). The real runtime and the C++ tests must catch each (docs/design.md, "When
+``LaunchMemory`` (same constructor, ``regions()`` and ``handed()``). The real runtime and the C++ tests must catch each (docs/design.md, "When
 the block goes back"):
 
 * ``release-once-queued``: a block per launch, back to the cache once the launch is queued (commit 698f526): a
   lambda still in torch_npu's queue can write memory another thread's ``empty_cache`` freed (issue 31);
-* ``release-once-ran``: a block per launch, back once its lambda has run (578384d): the kernel may still be
-  pending on the device when another thread's ``empty_cache`` or out-of-memory retry frees it;
 * ``shared-by-threads``: one kept block per stream for every thread: with the task queue off, two threads' fills
   and kernels interleave on the stream;
 * ``retire-at-once``: kept per (thread, stream), but a block replaced by a larger one goes back to the cache at
@@ -65,34 +62,6 @@ class LaunchMemory {{
   }}
   void handed() {{
     if (raw_ != nullptr) c10_npu::NPUCachingAllocator::raw_delete(std::exchange(raw_, nullptr));
-  }}
-  void *raw_ = nullptr;
-{_COMMON}}};
-""",
-    "release-once-ran": f"""
-inline std::mutex ran_mu;
-inline std::vector<std::pair<torch_npu::inductor::KeptBlock *, void *>> ran_blocks;  // ran == 1 once the lambda ran
-class LaunchMemory {{
- public:
-  {_CTOR} {{
-    std::vector<void *> done;
-    {{
-      std::lock_guard<std::mutex> g(ran_mu);
-      for (auto &kb : ran_blocks)
-        if (kb.first->ran.load() != 0) done.push_back(kb.second), delete std::exchange(kb.first, nullptr);
-      ran_blocks.erase(std::remove_if(ran_blocks.begin(), ran_blocks.end(), [](auto &kb) {{ return !kb.first; }}),
-                       ran_blocks.end());
-    }}
-    for (void *raw : done) c10_npu::NPUCachingAllocator::raw_delete(raw);
-    if (!sized(kernel, gx, gy, gz, bn, ws, locks)) return;
-    r_.kept = new torch_npu::inductor::KeptBlock(c10::DataPtr(), 0, c10_npu::getCurrentNPUStream());
-    r_.launch = 1;
-    carve(raw_ = c10_npu::NPUCachingAllocator::raw_alloc_with_stream(r_.sizes.total_bytes, stream));
-  }}
-  void handed() {{
-    if (r_.kept == nullptr) return;
-    std::lock_guard<std::mutex> g(ran_mu);
-    ran_blocks.emplace_back(r_.kept, raw_);
   }}
   void *raw_ = nullptr;
 {_COMMON}}};
@@ -172,7 +141,7 @@ _FINISHED_WHEN_ASKED = """
 inline bool finished_when_asked(KeptBlock &k) {
   static std::map<KeptBlock *, std::pair<aclrtEvent, uint64_t>> events;
   auto &e = events[&k];
-  const uint64_t covered = k.queued.load() + 1;
+  const uint64_t covered = e.second + 1;  // a new record each time a call asks
   aclrtEventRecordedStatus status = ACL_EVENT_RECORDED_STATUS_NOT_READY;
   if (e.second != covered && (e.first != nullptr || aclrtCreateEvent(&e.first) == ACL_SUCCESS) &&
       aclrtRecordEvent(e.first, k.stream.stream(false)) == ACL_SUCCESS)
@@ -181,7 +150,7 @@ inline bool finished_when_asked(KeptBlock &k) {
          status == ACL_EVENT_RECORDED_STATUS_COMPLETE;
 }
 class KeptBlocks {"""
-_ASKED = "k->ran.load() != k->queued.load()) continue;\n      if (s == kIdle && !retire"
+_ASKED = "(s == kIdle && !idle)) continue;\n      if (s == kIdle && !retire"
 _USE = "npu_alloc::recordStream(k->memory, k->stream);"
 #: The helper's text edits, per mutant of the helper itself: (old, new), each of which must apply once.
 HELPER_EDITS = {
@@ -189,7 +158,7 @@ HELPER_EDITS = {
         ("class KeptBlocks {", _FINISHED_WHEN_ASKED),
         (_ASKED, _ASKED.replace(") continue;", " ||\n          !finished_when_asked(*k)) continue;")),
         (_USE, ""),
-        ("if (give_back(true) != 0) return allocate(kernel, bytes);",
+        ("if (give_back(true) != 0 || handed_back_.load() != handed) return allocate(kernel, bytes);",
          "if (give_back(false) != 0) return allocate(kernel, bytes);")),
     "idle-kept-at-cache-miss": (
         ("bool Execute() override { return kept->give_back(true) != 0; }",

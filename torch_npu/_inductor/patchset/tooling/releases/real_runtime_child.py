@@ -1111,12 +1111,18 @@ def run_eager_capture(torch, so: Launchers, sp: dict, out: dict) -> None:
 
 
 def run_pressure(torch, so: Launchers, sp: dict, out: dict) -> None:
-    """Launch memory when torch_npu's allocator needs it (issue 47): the device (the host ACL library's) limited to
-    sp["device_bytes"]; one launching thread on its default stream makes sp["per_thread"] launches needing sp["grow"]
+    """Launch memory when torch_npu's allocator needs it (issues 47, 53): the device (the host ACL library's) limited
+    to sp["device_bytes"]; one launching thread on its default stream makes sp["per_thread"] launches needing sp["grow"]
     times the scenario kernel's 8 MiB (variant "replaced": one at 8 MiB first, whose block the larger one replaces);
-    the device synchronised (every kernel finished), a tensor of sp["tensor_bytes"] that fits only if the launch
-    memory goes back: allocated at the first call, or refused (torch_npu's out-of-memory error, after its own
-    retry). The launching thread is alive and idle meanwhile, or has ended (variant "ended")."""
+    then a tensor of sp["tensor_bytes"] that fits only if the launch memory goes back: allocated at the first call, or
+    refused (torch_npu's out-of-memory error, after its own retry). The launching thread is alive and idle meanwhile,
+    or has ended (variant "ended"). The device is synchronised first (every kernel finished), except in variant
+    "queued": torch_npu's queue held while the launches are made, the tensor asked for by another thread with their
+    lambdas still queued (its cache miss asks the helper's callback then; the host ACL library stops it after the
+    allocator's first refused device allocation, and only then is the queue let go, which its out-of-memory retry
+    waits for). Variant "capture": the launches are an eager warm-up, and the tensor is a launch of the same kernel
+    captured with torch.npu.graph on a stream of its own, which synchronises and empties the cache as it starts; during
+    the capture torch_npu's allocator neither retries nor takes a block back."""
     launcher, variant = sp["launchers"][0], sp["variant"]
     larger = dict(launcher, xnumel=launcher["xnumel"] * sp["grow"])
     torch.npu.set_device(0)
@@ -1126,12 +1132,15 @@ def run_pressure(torch, so: Launchers, sp: dict, out: dict) -> None:
     HOST.lib.acl_host_set_device_memory(0, sp["device_bytes"])
     rows, errors, tids = [], [], {}
     launched, done = threading.Event(), threading.Event()
+    # read before the queue is held: NPUStream::stream() empties torch_npu's queue first (the default stream: the same
+    # for every thread of the device)
+    stream = torch.npu.current_stream().npu_stream
+    gate = so.gate_close() if variant == "queued" else ""
 
     def launching() -> None:
         try:
             torch.npu.set_device(0)
             tids[0] = threading.get_native_id()
-            stream = torch.npu.current_stream().npu_stream
             plan = [("8 MiB", launcher)] if variant == "replaced" else []
             plan += [(f"x{sp['grow']}", larger)] * sp["per_thread"]
             for what, ln in plan:
@@ -1150,15 +1159,50 @@ def run_pressure(torch, so: Launchers, sp: dict, out: dict) -> None:
     launched.wait(WAIT_S)
     if variant == "ended":
         th.join()
-    torch.npu.synchronize()  # every launch's kernel has finished
+    if variant != "queued":
+        torch.npu.synchronize()  # every launch's kernel has finished
     stats0 = torch.npu.memory_stats(0)
     in_use = HOST.report()["counters"]["device_memory_in_use"][0]
-    try:
-        tensor = torch.empty(sp["tensor_bytes"], device="npu", dtype=torch.uint8)
-        allocated, error = True, ""
-        del tensor
-    except Exception as exc:
-        allocated, error = False, _failure(exc, 400)
+    box: dict = {"allocated": False, "error": ""}
+
+    def asking() -> None:
+        try:
+            torch.npu.set_device(0)
+            if variant == "queued":
+                box["pause"] = _pause_arm(b"aclrtMallocAlign32", after=True)
+                box["armed"] = True
+            if variant == "capture":
+                side, graph = torch.npu.Stream(), torch.npu.NPUGraph()
+                with torch.npu.graph(graph, stream=side):
+                    threw, err = so.call(larger, bufs, side.npu_stream)
+                rows.append({"thread": 1, "device": 0, "launch": len(rows) + 1, "what": f"x{sp['grow']}, captured",
+                             "call_threw": threw, "call_error": err[:300]})
+                if threw:
+                    raise RuntimeError(err)
+                graph.replay()
+                torch.npu.synchronize()
+                del graph
+            else:
+                tensor = torch.empty(sp["tensor_bytes"], device="npu", dtype=torch.uint8)
+                del tensor
+            box["allocated"] = True
+        except Exception as exc:
+            box["error"] = _failure(exc, 400)
+
+    asker = threading.Thread(target=asking)
+    asker.start()
+    window = {}
+    if variant == "queued":
+        deadline = time.perf_counter() + WAIT_S
+        while "armed" not in box and asker.is_alive() and time.perf_counter() < deadline:
+            time.sleep(0.001)
+        # the allocator's first device allocation was refused: its callbacks ran with the lambdas still queued
+        window = {"gate": gate, "paused": "pause" in box and _pause_reached(box["pause"])}
+        if "pause" in box:
+            _pause_release(box["pause"])
+        so.gate_open()
+    asker.join()
+    allocated, error = box["allocated"], box["error"]
     stats1 = torch.npu.memory_stats(0)
     done.set()
     th.join()
@@ -1168,7 +1212,7 @@ def run_pressure(torch, so: Launchers, sp: dict, out: dict) -> None:
     so.give_back()
     torch.npu.empty_cache()  # the blocks given back waited for events of torch_npu's allocator
     out.update(calls=rows, thread_errors=errors, sync_error=sync_error, memory_before=before,
-               memory_after=_settled(torch, before), host=HOST.report(), thread_tids=tids,
+               memory_after=_settled(torch, before), host=HOST.report(), thread_tids=tids, window=window,
                user_tensor={"bytes": sp["tensor_bytes"], "device_bytes": sp["device_bytes"],
                             "device_bytes_in_use": in_use, "allocated": allocated, "error": error,
                             **{k: stats1.get(k, 0) - stats0.get(k, 0) for k in ("num_alloc_retries", "num_ooms")}})

@@ -123,15 +123,17 @@ extern "C" __attribute__((visibility("default"))) long long npu_patchset_real_ru
   return nprt::queue_tid;
 }
 // What torch_npu's allocator's free-memory callback does at a cache miss: every idle or retired kept block of this
-// device whose lambdas have run goes back to the allocator, its stream recorded as a use; how many.
+// device goes back to the allocator, its stream recorded as a use; how many.
 extern "C" __attribute__((visibility("default"))) int npu_patchset_real_runtime_give_back() {
   return static_cast<int>(torch_npu::inductor::KeptBlocks::all().give_back(true));
 }
-// torch_npu's caching allocator's emptyCache (what torch.npu.empty_cache() calls), from a ctypes call, which
-// releases the GIL: torch_npu's own Python binding keeps it during the device synchronisation, so a pause of the
-// host ACL library inside it would stop every Python thread. 0, or 1 with the exception's text in `error`.
+// What torch.npu.empty_cache() does with the patch set applied (npu-empty-cache-launch-memory: the kept blocks go
+// back, then torch_npu's caching allocator's emptyCache), from a ctypes call, which releases the GIL: torch_npu's own
+// Python binding keeps it during the device synchronisation, so a pause of the host ACL library inside it would
+// stop every Python thread. 0, or 1 with the exception's text in `error`.
 extern "C" __attribute__((visibility("default"))) int npu_patchset_real_runtime_empty_cache(char* error, size_t n) {
   try {
+    torch_npu_launch_resources_give_back();
     c10_npu::NPUCachingAllocator::emptyCache(true);
     return 0;
   } catch (const std::exception& e) {

@@ -107,7 +107,7 @@ class TestNpuLaunchResources(unittest.TestCase):
                      "grid_0, grid_1, grid_2, npu_sync_block_num, UINT64_C(256), npu_sync_locks);"):
             self.assertIn(line, before)
         self.assertEqual(before.count("LaunchMemory npu_sync_memory("), 1)
-        self.assertTrue(in_lambda.startswith("const torch_npu::inductor::LaunchDone npu_sync_done{npu_sync_regions};"))
+        self.assertTrue(in_lambda.startswith("aclError npu_sync_status = npu_sync_regions.write_locks("))
         self.assertIn('npu_sync_regions.write_locks("triton_k", stream_);', in_lambda)
         self.assertIn("void* workspace_addr = npu_sync_regions.workspace;", in_lambda)
         self.assertNotIn("npu_sync_memory", in_lambda)  # the lambda copies raw pointers, never the owner
