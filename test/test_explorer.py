@@ -21,7 +21,7 @@ from torch_npu._inductor.patchset.tooling.releases import explorer as ex
 
 LEG = release_wheels.LEG
 #: The release whose runtime the exploration runs on, per leg (the 2.7.1 leg's reference release).
-EXPLORE_RELEASE = {"2.7.1": "2.7.1.post10"}.get(LEG)
+EXPLORE_RELEASE = {"2.7.1": "2.7.1.post10", "2.14.1": "2.13.0"}.get(LEG)
 #: The mutants the CI-sized exploration must catch (mutant_helpers.py), each on a schedule where the patch set holds
 #: the same oracle: one block per stream for every thread (it never goes back: memory; two threads' fills and
 #: kernels on one block: safety), and idle blocks kept at the allocator's cache miss (memory). Not asserted, and why

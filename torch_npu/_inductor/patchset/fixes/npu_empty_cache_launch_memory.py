@@ -25,7 +25,8 @@ def probe(modules) -> Probe:
     fn = getattr(memory, "empty_cache", None)
     if not callable(fn):
         return Probe.unrecognised(f"{MODULE} has no empty_cache")
-    if getattr(modules[PACKAGE], "empty_cache", None) not in (fn, getattr(fn, "__wrapped__", None)):
+    exported = getattr(modules[PACKAGE], "empty_cache", None)
+    if exported is not None and exported not in (fn, getattr(fn, "__wrapped__", None)):
         return Probe.unrecognised(f"{PACKAGE}.empty_cache is not {MODULE}.empty_cache")
     if getattr(fn, _MARK, False):
         return Probe.needed(f"{MODULE}.empty_cache already hands the kept launch memory back (nothing left to do)")
@@ -54,6 +55,7 @@ def apply(modules, patcher):
     setattr(empty_cache, _MARK, True)
     patcher.setattr(memory, "empty_cache", empty_cache)
     package = modules[PACKAGE]
-    if getattr(package, "empty_cache", None) is upstream:  # torch.npu.empty_cache, what torch.npu.graph calls
-        patcher.setattr(package, "empty_cache", empty_cache)
+    if getattr(package, "empty_cache", None) is not upstream:  # (a package that does not re-export it)
+        return f"{MODULE}.empty_cache: the kept launch memory goes back first ({PACKAGE} exports no empty_cache)"
+    patcher.setattr(package, "empty_cache", empty_cache)  # torch.npu.empty_cache, what torch.npu.graph calls
     return f"{MODULE}.empty_cache and {PACKAGE}.empty_cache: the kept launch memory goes back first"

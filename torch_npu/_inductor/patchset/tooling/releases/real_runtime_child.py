@@ -27,6 +27,7 @@ import sys
 import threading
 import time
 import traceback
+from pathlib import Path
 
 T0 = time.perf_counter()
 SPEC = json.load(open(sys.argv[1]))
@@ -158,6 +159,11 @@ def main() -> None:
     watchdog()  # IMPORT_BOUND_S until the launchers are loaded
     import torch
 
+    if "torch_npu_patchset_autoload" not in sys.modules:  # a line's own interpreter (2.13.0's), without the checkout's
+        sys.path.append(str(Path(__file__).resolve().parents[5]))  # editable install: its torch.backends entry
+        import torch_npu_patchset_autoload  # point, as a user's install runs it (the Python patches, empty_cache's)
+
+        torch_npu_patchset_autoload.autoload()
     import torch_npu  # noqa: F401  (the wheel's own, on its own torch)
 
     RESULT.update(torch=torch.__version__, torch_npu=torch_npu.__version__,

@@ -356,11 +356,18 @@ def _stub_module(name: str) -> types.ModuleType:
     return mod
 
 
+#: torch_npu modules a patch hooks outside its Inductor code (npu-empty-cache-launch-memory's): a stand-in of them
+#: would be patched as if it were torch_npu's, so the status says target-missing for them instead.
+_NOT_STUBBED = ("torch_npu.npu.memory",)
+
+
 class _StubFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     """Last on sys.meta_path: any torch_npu.* module not found on disk is a stub."""
 
     def find_spec(self, fullname, path, target=None):
         if not fullname.startswith("torch_npu.") or fullname.startswith("torch_npu._inductor."):
+            return None
+        if fullname in _NOT_STUBBED:  # what a patch hooks outside the Inductor code: missing here, not a stand-in
             return None
         return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
 
