@@ -572,3 +572,23 @@ def test_an_autoload_failure_is_recorded_and_reported(tmp_path):
                   TORCH_NPU_PATCHSET_DECLARATIONS=str(tmp_path))
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("['autoload: TOMLDecodeError("), proc.stdout
+
+
+def test_the_kept_launch_memory_is_found_in_every_loaded_library_that_exports_its_give_back(tmp_path):
+    """npu-empty-cache-launch-memory's runtime: the loaded shared objects are read from /proc/self/maps (anonymous
+    mappings among them), and the give-back entry is called in each library that exports it, once per call."""
+    import ctypes
+    import subprocess
+
+    from torch_npu._inductor.patchset import launch_memory_back as back
+
+    src = tmp_path / "wrapper.c"
+    src.write_text("static unsigned long calls;\n"
+                   f"unsigned long {back.SYMBOL}(void) {{ return ++calls; }}\n")
+    lib = tmp_path / "libwrapper_like.so"
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(lib), str(src)], check=True)
+    assert str(lib) not in back._loaded_libraries()
+    ctypes.CDLL(str(lib))  # as torch loads a compiled wrapper: privately
+    assert str(lib) in back._loaded_libraries()
+    assert any(p.endswith(".so") or ".so." in p for p in back._loaded_libraries() if p != str(lib))
+    assert back.give_back() == 1 and back.give_back() == 2  # its count, called once per give_back()
