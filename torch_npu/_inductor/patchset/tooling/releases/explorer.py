@@ -93,7 +93,6 @@ import json
 import math
 import random
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -864,27 +863,10 @@ def kernel_judge(b: ExplorerBuild, tag: str):
 
 def _run_child(release: str, spec: dict, queue: str, timeout: float) -> dict:
     """``explorer_child.py`` for ``spec`` on ``release``'s runtime with ``TASK_QUEUE_ENABLE=queue`` (the tier's
-    ``runtime_run.run_child``, with the explorer's child)."""
-    from . import host_runtime
-    from .runtime_run import start_and_wait
+    ``runtime_run.run_child``, with the explorer's child, on one device)."""
+    from .runtime_run import run_child
 
-    with tempfile.TemporaryDirectory(prefix="explorer-") as tmp:
-        out = Path(tmp) / "result.json"
-        cubins = Path(tmp) / "cubin"
-        cubins.mkdir()
-        for name in {ln["cubin"] for ln in spec["launchers"]}:
-            (cubins / name).write_text(spec["binary"])
-        spec = dict(spec, out=str(out), stall_s=float(timeout), cubin_dir=str(cubins))
-        (Path(tmp) / "spec.json").write_text(json.dumps(spec))
-        env = host_runtime.subprocess_env(release, {"TASK_QUEUE_ENABLE": queue, "ACL_HOST_DEVICES": "1"})
-        code, stderr = start_and_wait(release, CHILD, Path(tmp) / "spec.json", out, env, timeout)
-        result = json.loads(out.read_text()) if out.exists() else {"steps": [], "done": False}
-    result["exit_code"] = code
-    if code is None or result.get("timed_out"):
-        result["timed_out"] = True
-    if code != 0:
-        result["stderr_tail"] = stderr.strip()[-3000:]
-    return result
+    return run_child(release, spec, queue=queue, timeout=timeout, env_extra={"ACL_HOST_DEVICES": "1"}, child=CHILD)
 
 
 def run_variant(release: str, b: ExplorerBuild, tag: str, schedules: Sequence[dict], *,

@@ -25,8 +25,9 @@ PARENT_GRACE_S = 120
 
 
 def run_child(release: str, spec: dict, *, queue: str = "1", timeout: float = 300,
-              env_extra: dict | None = None) -> dict:
-    """``real_runtime_child.py`` for ``spec`` in the host runtime's environment, with ``TASK_QUEUE_ENABLE=queue``:
+              env_extra: dict | None = None, child: Path = CHILD) -> dict:
+    """``child`` (``real_runtime_child.py``; the explorer's is another) for ``spec`` in the host runtime's environment,
+    with ``TASK_QUEUE_ENABLE=queue``:
     its result, ``exit_code`` and, when its watchdog or this parent stopped it, ``timed_out``. ``timeout``: how long
     the child may go without progress once torch_npu is imported and its launchers loaded (its watchdog: a
     self-wait or a hang is stopped ``timeout`` seconds after the child last reported progress, with every thread's
@@ -42,7 +43,7 @@ def run_child(release: str, spec: dict, *, queue: str = "1", timeout: float = 30
             spec["cubin_dir"] = str(cubins)
         (Path(tmp) / "spec.json").write_text(json.dumps(spec))
         env = host_runtime.subprocess_env(release, {"TASK_QUEUE_ENABLE": queue, **(env_extra or {})})
-        code, stderr = start_and_wait(release, CHILD, Path(tmp) / "spec.json", out, env, timeout)
+        code, stderr = start_and_wait(release, child, Path(tmp) / "spec.json", out, env, timeout)
         result = json.loads(out.read_text()) if out.exists() else {"steps": [], "done": False}
     result["exit_code"] = code
     if code is None or result.get("timed_out"):
