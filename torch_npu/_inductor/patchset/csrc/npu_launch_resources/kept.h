@@ -147,13 +147,11 @@ class KeptBlocks {
       for (const auto &k : blocks) KeptBlocks::all().retire(*k, kIdle);
     }
   };
-  bool retire(KeptBlock &block, int from) {
-    return block.state.compare_exchange_strong(from, kRetired);
-  }
+  bool retire(KeptBlock &block, int from) { return block.state.compare_exchange_strong(from, kRetired); }
 
   std::mutex mutex_;
   std::vector<std::shared_ptr<KeptBlock>> blocks_;  // every block not yet given back
-  std::atomic<uint64_t> handed_back_{0};  // blocks given back so far
+  std::atomic<uint64_t> handed_back_{0};            // blocks given back so far
 };
 
 inline KeptBlocks &kept_blocks_at_load = KeptBlocks::all();  // as a wrapper loads: registers the callback
