@@ -182,8 +182,9 @@ def test_post11_stops_in_its_own_code_before_anything_of_ours_is_judged(patched)
     for e in failed:
         assert any("failed to legalize unresolved materialization" in x and "libdevice.floor(" in x
                    for x in e["compiler_errors"]), f"{gone}\n{e}"
-    assert "No compilable choices found for flex_attention_backward_dkdv_only" in r["stderr_tail"] \
-        + r["runs"][0].get("error", ""), gone
+    first = r["runs"][0].get("error", "")
+    if "NoValidChoicesError" in first:  # the forward's count was in range: the deferred backward compile stopped
+        assert "No compilable choices found for flex_attention_backward_dkdv_only" in r["stderr_tail"] + first, gone
     # (2) the forward compiled; its wrapper reads the count a kernel computes before sizing buffers by it
     forward = [t for t in r["wrappers"].values() if "call_triton_flex_attention_compact_offsets" in t]
     assert len(forward) == 1, gone
@@ -193,5 +194,4 @@ def test_post11_stops_in_its_own_code_before_anything_of_ours_is_judged(patched)
     assert "compact sparse-mask block count must be in" in text[read:], gone
     # the host ACL library computes nothing: the count read is the memory's content, out of range (or, by
     # chance in range, the deferred backward compile stops at (1))
-    first = r["runs"][0].get("error", "")
     assert "compact sparse-mask block count must be in" in first or "NoValidChoicesError" in first, gone
