@@ -53,6 +53,26 @@ class CompileTimeLauncher:
         return None
 
 
+def _untimed_candidates() -> bool:
+    """torch_npu's autotuner times each candidate config of a kernel with NPU events around its launch, and keeps the
+    fastest. No NPU runs them here (CompileTimeLauncher), so the events would time only the host's noise, and the
+    candidate kept would change from run to run. Every candidate is timed 0 instead (its launch still made): torch_npu
+    keeps the first, in every run. Not every candidate computes the same: docs/facts.md, "The compiled loss's kernels
+    and their autotune candidates"."""
+    import torch_npu._inductor.runtime.triton_heuristics as heuristics
+
+    if not hasattr(heuristics, "_measure_prerun_ms") or not hasattr(heuristics.NPUCachingAutotuner, "bench"):
+        return False
+
+    def prerun_ms(kernel_call):
+        kernel_call()
+        return 0.0
+
+    heuristics._measure_prerun_ms = prerun_ms
+    heuristics.NPUCachingAutotuner.bench = lambda self, launcher, *args, **kwargs: 0.0
+    return True
+
+
 def _rand_strided_on_cpu(original):
     def rand_strided(size, stride, dtype=None, device="cpu", extra_size=0):
         import torch
@@ -110,6 +130,8 @@ def install(execute: bool = False) -> list[str]:
         scope["NPUUtils"].__init__ = lambda self: setattr(self, "npu_utils_mod", NpuUtils())
         scope["NPULauncher"] = CompileTimeLauncher
     done += ["npu_utils", "compile-time launcher"]
+    if _untimed_candidates():
+        done.append("untimed autotune candidates")
     done += install_version_shims()
     on_cpu = _rand_strided_on_cpu(dynamo_testing.rand_strided)
     dynamo_testing.rand_strided = select_algorithm.rand_strided = on_cpu

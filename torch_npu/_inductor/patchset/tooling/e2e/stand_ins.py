@@ -54,6 +54,12 @@ STAND_INS: tuple[tuple[str, str, str], ...] = (
      "triton-ascend's Python launcher, built at run time against CANN's headers",
      "the compile-time autotune block's launches are not run: their timings pick a config only; every launch "
      "of the compiled C++ wrapper runs"),
+    ("untimed autotune candidates (runtime_stand_ins._untimed_candidates)",
+     "the NPU's time for each candidate config torch_npu's autotuner launches and compares",
+     "no NPU runs the candidates, so every one is timed 0 and torch_npu keeps the first, the same in every run (its "
+     "events would time the host's noise); the configs, the grid and the launch memory of the one kept are torch_npu's "
+     "and the patch set's. An NPU keeps the fastest: docs/facts.md, \"The compiled loss's kernels and their autotune "
+     "candidates\", says which candidates compute the loss wrong"),
     ("rand_strided on the CPU (runtime_stand_ins)",
      "random example inputs made on the device by the compile-time autotune block",
      "the host ACL library has no random operator; the values feed only the launches that are not run"),
