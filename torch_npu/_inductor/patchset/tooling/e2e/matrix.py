@@ -33,7 +33,7 @@ CASES: dict[str, dict] = {
     **test_text.NPU_CASES,  # the upstream test's, as its NPU test runs them
     "upstream-test": {"mode": "upstream"},
     "npu-graph": {"mode": "graph", "lengths": ((257, 257),)},
-    "training": {"mode": "train", "steps": 2, "lengths": ((100, 100),)},
+    "training": {"mode": "train", "steps": 2, "lengths": ((40, 40),)},
 }
 #: The upstream function's defaults, for the tier's own modes and its reports (B=2, H=4 are fixed there).
 DEFAULTS = {"lengths": ((384, 384),), "dtype": "bfloat16", "kv_heads": None, "mask": "causal", "score_mod": None,
@@ -44,6 +44,11 @@ BATCH, HEADS = 2, 4
 #: size whose wrong gradients were silent, and a static length (each a minute or two; torch_npu's own test's job and
 #: the training loop compile a loss's reduction hundreds of times over: --matrix).
 FIRST = ("float32", "off-grid", "head-16", "static")
+
+#: The cases whose runs take longest (each 10 to 20 minutes on a 2-core machine, against 1 to 4 for the others: each
+#: compiles its loss's reduction for some 300 configs, and its pointwise kernels run one element per iteration in the
+#: interpreter, torch_npu's tiling for them), started first by tier.run_cases.
+LONGEST = ("upstream-test", "training")
 
 #: case -> the patches switched off in its second run, whose outcome the demo and the tests state beside the case's.
 WITHOUT: dict[str, tuple[str, ...]] = {

@@ -110,9 +110,11 @@ def _run(release: str, disable: tuple[str, ...], one_pass: bool | None, name: st
 def run_cases(release: str, names, *, workers: int = 2, say=None) -> list[dict]:
     """Each case of ``names`` patched, and with matrix.WITHOUT's patches off where it has them, ``workers`` runs at a
     time (each a child process); ``say(line)`` as each run finishes: "case k of n", its outcome and seconds. The
-    verdicts in ``names``' order, each with its "without" verdicts."""
+    verdicts in ``names``' order, each with its "without" verdicts. The runs that take longest start first
+    (matrix.LONGEST), so that the last ones to end are short and every worker stays busy to the end."""
     jobs = [(name, ()) for name in names] + [(name, tuple(w)) for name in names
                                               if (w := matrix.WITHOUT.get(name))]
+    jobs.sort(key=lambda job: job[1] != () or job[0] not in matrix.LONGEST)  # stable: the rest keep their order
     done: dict = {}
 
     def one(job):
