@@ -195,3 +195,16 @@ def test_post11_stops_in_its_own_code_before_anything_of_ours_is_judged(patched)
     # the host ACL library computes nothing: the count read is the memory's content, out of range (or, by
     # chance in range, the deferred backward compile stops at (1))
     assert "compact sparse-mask block count must be in" in first or "NoValidChoicesError" in first, gone
+
+
+def test_the_longest_runs_start_first(monkeypatch):
+    """tier.run_cases starts matrix.LONGEST's runs before the others (in a cold run they started last and one worker
+    sat idle while they ran); the rest keep the matrix's order, each case's runs with patches off after them all."""
+    started = []
+    monkeypatch.setattr(tier, "run_job", lambda release, **kw: started.append((kw["case"], kw["disable"])) or {})
+    names = list(matrix.CASES)
+    tier.run_cases(RELEASE, names, workers=1)
+    longest = [n for n in names if n in matrix.LONGEST]
+    assert started[:len(longest)] == [(n, ()) for n in longest]
+    assert started[len(longest):len(names)] == [(n, ()) for n in names if n not in matrix.LONGEST]
+    assert [n for n, off in started[len(names):]] == [n for n in names if n in matrix.WITHOUT]

@@ -54,6 +54,7 @@ def test_every_case_is_run_by_a_test_here():
     tested = {*STEPS_CASES, "upstream-test", "npu-graph", "training"}
     assert tested == set(matrix.CASES), set(matrix.CASES) ^ tested
     assert set(matrix.FIRST) <= set(matrix.CASES) and set(matrix.WITHOUT) <= set(matrix.CASES)
+    assert set(matrix.LONGEST) <= set(matrix.CASES)
 
 
 @pytest.mark.parametrize("name", STEPS_CASES)
