@@ -240,19 +240,19 @@ class _Gen:
         self.emit({"op": "free", "t": owner if owner in free else self.rng.choice(free), "name": name})
         return True
 
-    def _op_sync(self) -> bool:
+    def _on_a_thread(self, op: str) -> bool:
+        """A step with no argument but the thread that takes it (none while a launch is parked)."""
         t = self._thread()
         if t is None or self.parked:
             return False
-        self.emit({"op": "sync", "t": t})
+        self.emit({"op": op, "t": t})
         return True
 
+    def _op_sync(self) -> bool:
+        return self._on_a_thread("sync")
+
     def _op_empty_cache(self) -> bool:
-        t = self._thread()
-        if t is None or self.parked:
-            return False
-        self.emit({"op": "empty_cache", "t": t})
-        return True
+        return self._on_a_thread("empty_cache")
 
     def _op_window(self) -> bool:
         """torch_npu's emptyCache stopped between its device synchronisation and its lock, every stream held (what
