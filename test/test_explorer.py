@@ -310,3 +310,22 @@ def test_the_ci_sized_exploration_reports_each_oracle_and_catches_the_mutants(re
         assert got["beyond_the_patch_set"], (mutant, ex.summary_text(m))
     with capsys.disabled():
         print(f"(the exploration and {len(MUST_CATCH)} mutants: {time.perf_counter() - started:.0f} s)")
+
+
+def test_a_child_whose_main_raises_says_so_in_its_result(tmp_path):
+    """The explorer's child, like the real-runtime and benchmark children, ends through child_watch.Progress.run: an
+    exception is written to the result (type, message, traceback) and the process exits 1; the parent judges."""
+    import subprocess
+    import sys
+
+    from torch_npu._inductor.patchset.tooling.releases import child_watch
+
+    out = tmp_path / "result.json"
+    code = (f"import sys; sys.path.insert(0, {str(child_watch.__file__.rsplit('/', 1)[0])!r}); import child_watch\n"
+            f"p = child_watch.Progress({str(out)!r}, {{'steps': []}}, 60)\n"
+            "def main():\n    raise ValueError('no such schedule: 7')\n"
+            "p.run(main)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    result = json.loads(out.read_text())
+    assert proc.returncode == 1 and result["error"] == "ValueError: no such schedule: 7", (proc.stderr, result)
+    assert "in main\nValueError" in result["traceback"] and result["steps"] == []

@@ -37,6 +37,17 @@ class Progress:
             os.replace(tmp, self.out)
             self._at = time.monotonic()
 
+    def run(self, main: Callable[[], None]) -> None:
+        """Runs the child's ``main``: an exception that ends it is said in the result (its type, message and
+        traceback), which is saved, and the process exits 1; the parent judges."""
+        try:
+            main()
+        except BaseException as exc:
+            self.result["error"] = f"{type(exc).__name__}: {exc}"
+            self.result["traceback"] = traceback.format_exc()[-4000:]
+            self.save()
+            sys.exit(1)
+
     def arm(self, seconds: float) -> None:
         """From now on the watchdog fires once the child has gone ``seconds`` without progress (:meth:`save`)."""
         with self.lock:

@@ -622,10 +622,4 @@ if __name__ == "__main__":
     import faulthandler
 
     faulthandler.enable()
-    try:
-        main()
-    except BaseException as exc:  # said in the result; the parent judges
-        RESULT["error"] = f"{type(exc).__name__}: {exc}"
-        RESULT["traceback"] = traceback.format_exc()[-4000:]
-        rc.save()
-        sys.exit(1)
+    rc.PROGRESS.run(main)

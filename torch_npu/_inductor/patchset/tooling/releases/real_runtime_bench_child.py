@@ -294,12 +294,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    import traceback
-
-    try:
-        main()
-    except BaseException as exc:  # said in the result; the parent reports it
-        RESULT["error"] = f"{type(exc).__name__}: {exc}"
-        RESULT["traceback"] = traceback.format_exc()[-4000:]
-        save()
-        sys.exit(1)
+    PROGRESS.run(main)

@@ -26,7 +26,6 @@ import os
 import sys
 import threading
 import time
-import traceback
 from pathlib import Path
 
 T0 = time.perf_counter()
@@ -1251,10 +1250,4 @@ RUNNERS = {"scenario": run_scenario, "capture": run_capture, "graphs": run_graph
 
 if __name__ == "__main__":
     faulthandler.enable()
-    try:
-        main()
-    except BaseException as exc:  # said in the result; the parent judges
-        RESULT["error"] = f"{type(exc).__name__}: {exc}"
-        RESULT["traceback"] = traceback.format_exc()[-4000:]
-        save()
-        sys.exit(1)
+    PROGRESS.run(main)
