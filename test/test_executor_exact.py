@@ -261,3 +261,25 @@ def test_a_refused_launch_makes_the_case_refused_whatever_its_numbers_say():
     v = matrix.verdict(refused)
     assert v["outcome"] == "refused" and "triton_tem_fused_0" in v["what"] and "create_mod" in v["what"], v
     assert matrix.line(v).startswith("bfloat16 ") and "384x384: refused: triton_tem_fused_0" in matrix.line(v), v
+
+
+def test_the_arena_is_found_while_the_job_closes_other_descriptors(monkeypatch):
+    """The job's threads open and close files while the executor looks for its arena descriptor: a descriptor
+    listed and closed before it is read is skipped, not a refused launch (CI stop 56 refused q-ne-kv for it)."""
+    from torch_npu._inductor.patchset.tooling.e2e import executor
+    arena = os.memfd_create("acl_sim_device")
+    other = os.open(os.devnull, os.O_RDONLY)
+    listdir = os.listdir
+
+    def listed_then_closed(path):
+        names = listdir(path)
+        os.close(other)  # another thread of the job closes it after the listing
+        return sorted(names, key=lambda n: n != str(other))  # and it is the first one read
+
+    monkeypatch.setattr(executor.os, "listdir", listed_then_closed)
+    try:
+        fd = executor._open_arena(os.getpid())
+        assert os.readlink(f"/proc/self/fd/{fd}") == executor.ARENA
+        os.close(fd)
+    finally:
+        os.close(arena)

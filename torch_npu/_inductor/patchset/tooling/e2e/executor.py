@@ -55,6 +55,18 @@ def attach(library, manifest: str) -> subprocess.Popen:
     return proc
 
 
+def _open_arena(pid: int) -> int:
+    """Open the job's arena through its open descriptor. The job's other threads open and close files while this
+    looks, so a descriptor listed a moment ago may be gone: it was not the arena (acl_sim keeps that one open)."""
+    for f in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{f}") == ARENA:
+                return os.open(f"/proc/{pid}/fd/{f}", os.O_RDWR)
+        except FileNotFoundError:
+            continue
+    raise RuntimeError(f"the job has no open descriptor of {ARENA}")
+
+
 class Arena:
     """The job's device memory, mapped into this process."""
 
@@ -65,8 +77,7 @@ class Arena:
             raise RuntimeError(f"the job's device memory is not a shared file here ({len(dev)} protected views of "
                                f"{ARENA}): acl_sim fell back to one private view")
         lo, hi = (int(x, 16) for x in dev[0][0].split("-"))
-        fds = [f for f in os.listdir(f"/proc/{pid}/fd") if os.readlink(f"/proc/{pid}/fd/{f}") == ARENA]
-        fd = os.open(f"/proc/{pid}/fd/{fds[0]}", os.O_RDWR)
+        fd = _open_arena(pid)
         libc = ctypes.CDLL(None, use_errno=True)
         libc.mmap.restype = ctypes.c_void_p
         libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
