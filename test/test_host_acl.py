@@ -162,6 +162,13 @@ cores = u32()
 lib.aclrtGetDeviceResLimit(0, 1, ctypes.byref(cores)); out["vector_cores"] = cores.value
 lib.aclrtSetDeviceResLimit(0, 1, u32(8)); lib.aclrtGetDeviceResLimit(0, 1, ctypes.byref(cores)); out["limited"] = cores.value
 lib.aclrtResetDeviceResLimit(0); lib.aclrtGetDeviceResLimit(0, 1, ctypes.byref(cores)); out["reset"] = cores.value
+cap = {}
+lib.aclrtSetDeviceResLimit(0, 1, u32(8))  # a resource limit does not change the SoC's table
+for info in (0, 1, 2, 3):  # AI cores, vector cores, L2 size, an unknown kind
+    v = i64(-1); rc = lib.aclGetDeviceCapability(0, info, ctypes.byref(v)); cap[info] = (rc, v.value)
+lib.aclrtResetDeviceResLimit(0)
+out["capability"] = [cap[k] for k in sorted(cap)]
+out["capability_device_2"] = lib.aclGetDeviceCapability(2, 0, ctypes.byref(v))
 free, total = ctypes.c_size_t(), ctypes.c_size_t()
 out["mem_info"] = lib.aclrtGetMemInfo(1, ctypes.byref(free), ctypes.byref(total)); out["total"] = total.value
 lib.aclGetRecentErrMsg.restype = ctypes.c_char_p
@@ -177,7 +184,8 @@ print(json.dumps(out))
 
 def test_the_double_answers_as_cann_describes(release):
     """Without torch: the rules torch_npu relies on (no device until one is set, a second aclInit refused,
-    settings read back, resource limits, memory info) and the accounting of every call."""
+    settings read back, resource limits, the device's capabilities, memory info) and the accounting of every
+    call."""
     lib = str(host_runtime.runtime_dir(release) / host_library.LIBRARY)
     proc = subprocess.run([sys.executable, "-c", _SEMANTICS, lib], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -188,6 +196,9 @@ def test_the_double_answers_as_cann_describes(release):
     assert got["param_unset"] == 0 and got["param_set"] == 7
     assert (got["vector_cores"], got["limited"], got["reset"]) == (48, 8, 48)
     assert got["mem_info"] == 0 and got["total"] == 16 << 30
+    # the SoC's table (CANN's acl.cpp reads platform_config/cann/Ascend910B1.ini), untouched by the limit above
+    assert got["capability"] == [[0, 24], [0, 48], [0, 192 * MIB], [100000, -1]]  # ACL_ERROR_INVALID_PARAM
+    assert got["capability_device_2"] == 100000
     assert "aclrtIpcGetEventHandle is not implemented" in got["recent_msg"]
     assert got["counted"] == {"aclInit": 2, "aclrtSetDevice": 2, "aclrtIpcGetEventHandle": 1}
 
@@ -814,6 +825,8 @@ facts["imported"] = torch_npu.__file__
 facts["is_available"] = bool(torch.npu.is_available())
 facts["device_count"] = torch.npu.device_count()
 torch.npu.set_device(0)
+prop = torch.npu.get_device_properties(0)  # torch_npu's own query: aclGetDeviceCapability
+facts["properties"] = [prop.name, prop.cube_core_num, prop.vector_core_num, prop.L2_cache_size]
 t = torch.empty(1 << 20, device="npu")  # 4 MiB of float32
 facts["allocated"] = torch.npu.memory_allocated()
 facts["reserved"] = torch.npu.memory_reserved()
@@ -991,6 +1004,9 @@ def test_import_and_allocation_through_torch_npus_own_caching_allocator(release_
     f = _imported(release, task_queue)
     assert f["imported"].startswith(str(host_runtime.extracted_wheel(release)))
     assert f["is_available"] and f["device_count"] == 2
+    # what torch_npu Inductor tiles by: CANN's platform table for Ascend910B1 (24 AI cores, 48 vector, 192 MiB L2),
+    # not the uninitialised integers torch_npu kept when the double had no aclGetDeviceCapability
+    assert f["properties"] == ["Ascend910B1", 24, 48, 192 * MIB]
     # torch_npu's rounding (32 bytes of padding, 512-byte blocks, a 20 MiB segment for a 4 MiB request),
     # and the segment is exactly what its allocator asked of the double
     assert f["allocated"] == 4 * MIB + 512

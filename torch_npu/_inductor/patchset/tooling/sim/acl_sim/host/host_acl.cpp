@@ -858,6 +858,19 @@ aclError aclrtDestroyContext(aclrtContext context) {
 // What torch_npu 2.7.1 knows as an Ascend 910B (SocVersion 220, the project's stand-in device).
 const char *aclrtGetSocName() { return "Ascend910B1"; }
 
+// The SoC's platform table, as CANN reads it (acl.cpp, aclGetDeviceCapabilityImpl: SoCInfo's ai_core_cnt,
+// vector_core_cnt and l2_size from platform_config/cann/Ascend910B1.ini): fixed counts, not the resource limits.
+// torch_npu's device properties, and so torch_npu Inductor's tiling, read them.
+aclError aclGetDeviceCapability(uint32_t deviceId, aclDeviceInfo deviceInfo, int64_t *value) {
+  if (value == nullptr || deviceId >= static_cast<uint32_t>(acl_sim::device_count())) return ACL_ERROR_INVALID_PARAM;
+  switch (deviceInfo) {
+    case ACL_DEVICE_INFO_AI_CORE_NUM: *value = kCubeCores; return ACL_SUCCESS;
+    case ACL_DEVICE_INFO_VECTOR_CORE_NUM: *value = kVectorCores; return ACL_SUCCESS;
+    case ACL_DEVICE_INFO_L2_SIZE: *value = 192LL << 20; return ACL_SUCCESS;
+    default: return ACL_ERROR_INVALID_PARAM;
+  }
+}
+
 // The device's memory as allocations see it: the capacity a test set (acl_host_set_device_memory), not more
 // (torch_npu's allocator takes its memory fraction and its out-of-memory message from it).
 aclError aclrtGetMemInfo(aclrtMemAttr attr, size_t *free, size_t *total) {
