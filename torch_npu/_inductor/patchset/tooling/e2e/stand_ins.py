@@ -11,6 +11,7 @@ the way the real compiler's arrive; sizes, the grid and the lock content are the
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import shutil
@@ -174,6 +175,23 @@ def prepare_ascend_home(release: str) -> Path:
     return _publish(build, final)
 
 
+@functools.lru_cache(maxsize=None)
+def host_vec_isa_ok() -> dict:
+    """torch's own check of this host's vector instructions (``cpu_vec_isa``: a C++ build and a Python process that
+    loads it, per instruction set), run once in this process for every child: {"TORCHINDUCTOR_VEC_ISA_OK": "1"}
+    when every set /proc/cpuinfo lists passed it, which is what the children's own checks would find (same torch,
+    compiler and CPU); else {} and each child checks for itself. Not a stand-in: the verdict is torch's, shared."""
+    from torch._inductor import config, cpu_vec_isa
+
+    cpu_vec_isa.valid_vec_isa_list.cache_clear()
+    checked = [str(isa) for isa in cpu_vec_isa.valid_vec_isa_list()]
+    cpu_vec_isa.valid_vec_isa_list.cache_clear()
+    with config.patch({"cpp.vec_isa_ok": True}):
+        listed = [str(isa) for isa in cpu_vec_isa.valid_vec_isa_list()]
+    cpu_vec_isa.valid_vec_isa_list.cache_clear()
+    return {"TORCHINDUCTOR_VEC_ISA_OK": "1"} if checked and checked == listed else {}
+
+
 def child_env(release: str, *, disable: str = "", work: Path) -> dict:
     """The environment of one end-to-end child: the wheel over the host ACL library, triton-ascend
     after the wheel on PYTHONPATH (before the leg's own triton), the stand-ins, caches in ``work``;
@@ -184,6 +202,7 @@ def child_env(release: str, *, disable: str = "", work: Path) -> dict:
         # The stand-ins are installed in this process: compile here, not in a pool of workers.
         "TORCHINDUCTOR_COMPILE_THREADS": "1",
         "TORCHINDUCTOR_CACHE_DIR": str(work / "inductor"), "TRITON_CACHE_DIR": str(work / "triton"),
+        **host_vec_isa_ok(),  # torch's check of the host CPU, once here rather than in every child's fresh cache
     })
     wheel, *rest = env["PYTHONPATH"].split(os.pathsep)
     env["PYTHONPATH"] = os.pathsep.join([wheel, str(triton_ascend_dir()), str(executor_deps_dir()), *rest])
