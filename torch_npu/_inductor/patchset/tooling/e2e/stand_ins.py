@@ -184,11 +184,10 @@ def host_vec_isa_ok() -> dict:
     from torch._inductor import config, cpu_vec_isa
 
     cpu_vec_isa.valid_vec_isa_list.cache_clear()
-    checked = [str(isa) for isa in cpu_vec_isa.valid_vec_isa_list()]
-    cpu_vec_isa.valid_vec_isa_list.cache_clear()
     with config.patch({"cpp.vec_isa_ok": True}):
         listed = [str(isa) for isa in cpu_vec_isa.valid_vec_isa_list()]
-    cpu_vec_isa.valid_vec_isa_list.cache_clear()
+    cpu_vec_isa.valid_vec_isa_list.cache_clear()  # what stays cached is torch's checked list, as without this
+    checked = [str(isa) for isa in cpu_vec_isa.valid_vec_isa_list()]
     return {"TORCHINDUCTOR_VEC_ISA_OK": "1"} if checked and checked == listed else {}
 
 
