@@ -15,8 +15,12 @@ pass) wherever triton is importable (``compile_fx.get_cpp_wrapper_config``); the
 """
 from __future__ import annotations
 
+import json
 import math
+import os
 import re
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -208,3 +212,21 @@ def test_the_longest_runs_start_first(monkeypatch):
     assert started[:len(longest)] == [(n, ()) for n in longest]
     assert started[len(longest):len(names)] == [(n, ()) for n in names if n not in matrix.LONGEST]
     assert [n for n, off in started[len(names):]] == [n for n in names if n in matrix.WITHOUT]
+
+
+def test_the_shared_vector_check_prints_nothing_in_the_tiers_process():
+    """torch's check of the host's vector instructions, shared by every child (stand_ins.host_vec_isa_ok), leaves the
+    tier's stderr alone where torch finds a CUDA toolkit and no GPU (CI's machine: CUDA_HOME=/usr/local; importing
+    torch's C++ builder prints a line there), since the demo's stderr is its progress only; its verdict is torch's
+    own: the children's flag only where every set /proc/cpuinfo lists passed the check."""
+    def run(code: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-c", "import json\n" + code], capture_output=True, text=True,
+                              timeout=600, env={**os.environ, "CUDA_HOME": "/usr/local"})
+
+    proc = run("from torch_npu._inductor.patchset.tooling.e2e import stand_ins\n"
+               "print(json.dumps(stand_ins.host_vec_isa_ok()))")
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr[-2000:]
+    torchs = run("from torch._inductor import cpu_vec_isa as v\n"
+                 "print(json.dumps([str(i) for i in v.valid_vec_isa_list()]))")
+    checked = json.loads(torchs.stdout.splitlines()[-1])
+    assert json.loads(proc.stdout.splitlines()[-1]) == ({"TORCHINDUCTOR_VEC_ISA_OK": "1"} if checked else {}), checked

@@ -332,6 +332,9 @@ def main() -> None:
     RESULT["unique_graphs"] = counters["stats"]["unique_graphs"]
     # Inductor's compiles (through AOTAutograd): eager flex_attention, the reference, compiles with the eager backend
     RESULT["compiles"] = counters["aot_autograd"]["total"]
+    # The last launches (the training step's update) may still be on the stream: a launch's probe record is done
+    # when its last block has run, so the report waits for the device, as a user's job does before it reads.
+    torch.npu.synchronize()
     RESULT["host"] = host_report()
     RESULT["done"] = True
     save()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -178,16 +179,18 @@ def prepare_ascend_home(release: str) -> Path:
 @functools.lru_cache(maxsize=None)
 def host_vec_isa_ok() -> dict:
     """torch's own check of this host's vector instructions (``cpu_vec_isa``: a C++ build and a Python process that
-    loads it, per instruction set), run once in this process for every child: {"TORCHINDUCTOR_VEC_ISA_OK": "1"}
+    loads it, per instruction set), run once per process for every child: {"TORCHINDUCTOR_VEC_ISA_OK": "1"}
     when every set /proc/cpuinfo lists passed it, which is what the children's own checks would find (same torch,
-    compiler and CPU); else {} and each child checks for itself. Not a stand-in: the verdict is torch's, shared."""
-    from torch._inductor import config, cpu_vec_isa
-
-    cpu_vec_isa.valid_vec_isa_list.cache_clear()
-    with config.patch({"cpp.vec_isa_ok": True}):
-        listed = [str(isa) for isa in cpu_vec_isa.valid_vec_isa_list()]
-    cpu_vec_isa.valid_vec_isa_list.cache_clear()  # what stays cached is torch's checked list, as without this
-    checked = [str(isa) for isa in cpu_vec_isa.valid_vec_isa_list()]
+    compiler and CPU); else {} and each child checks for itself. Not a stand-in: the verdict is torch's, shared.
+    It runs in a child of its own: importing it prints to stderr where a CUDA toolkit is found without a GPU (CI's
+    machine), and the demo's stderr is its progress only."""
+    code = ("import json\nfrom torch._inductor import config, cpu_vec_isa as v\n"
+            "with config.patch({'cpp.vec_isa_ok': True}):\n    listed = [str(i) for i in v.valid_vec_isa_list()]\n"
+            "v.valid_vec_isa_list.cache_clear()\nprint(json.dumps([listed, [str(i) for i in v.valid_vec_isa_list()]]))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    if proc.returncode != 0 or not proc.stdout.strip():
+        return {}
+    listed, checked = json.loads(proc.stdout.splitlines()[-1])
     return {"TORCHINDUCTOR_VEC_ISA_OK": "1"} if checked and checked == listed else {}
 
 
