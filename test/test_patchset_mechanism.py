@@ -26,7 +26,7 @@ HEURISTICS = "patchset_fixture.upstream_shape.heuristics"
 REAL_IDS = ["kernel-sync-metadata", "cpp-wrapper-sync-resources", "aot-npu-launch-lambda",
             "flex-attention-backward-symbolic-grid", "npu-flex-attention-backward-grid",
             "npu-codegen-symbolic-modulus", "cpp-wrapper-numel-sizes", "npu-flex-attention-masked-loads",
-            "cpp-wrapper-lazy-backward-config", "npu-empty-cache-launch-memory"]
+            "cpp-wrapper-lazy-backward-config", "npu-empty-cache-launch-memory", "npu-dual-reduction-accumulator"]
 STATES = {"applied", "upstream-has-fix", "target-missing", "disabled", "failed", "pending"}
 
 

@@ -61,7 +61,7 @@ MASKED_AS_ND = (
 #: Patches the upstream patch does not carry (torch_npu's codegen with symbolic sizes, torch's lazy backward): after
 #: git am their rows read as on the unpatched head.
 NOT_CARRIED = {"npu-codegen-symbolic-modulus", "cpp-wrapper-numel-sizes", "cpp-wrapper-lazy-backward-config",
-               "npu-empty-cache-launch-memory"}
+               "npu-empty-cache-launch-memory", "npu-dual-reduction-accumulator"}
 #: The maintainer whose clone the patches are made in (its git config; a patch carries it).
 MAINTAINER = ("Ada Maintainer", "ada@example.org")
 
