@@ -95,7 +95,7 @@ def test_pip_install_into_fresh_env_with_torch_but_no_torch_npu(installed):
 #: What a user's wheel carries under the package: the runtime (applier, declarations, plan, codegen, fixes, the
 #: helper's headers), the CLI with ``status``, and ``selftest``.
 USER_MODULES = {"__init__", "__main__", "_applier", "_check", "_declarations", "_environment", "_patching",
-                "_read_back", "_tooling", "cli", "flex_grid", "index_split", "launch_codegen", "launch_plan",
+                "_read_back", "_tooling", "cli", "dual_reduction", "flex_grid", "index_split", "launch_codegen", "launch_plan",
                 "launch_memory_back", "masked_loads", "selftest"}
 
 
