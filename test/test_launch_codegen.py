@@ -585,7 +585,10 @@ def test_helper_stays_small():
     """The helper is compiled into every wrapper and read by torch_npu's reviewers in the upstream patch: it may
     shrink, never grow past what issue 47 left (issue 39's 331 lines, and what memory back whenever the allocator
     needs it took: the hand-back with a recorded use, and its refusals of a stream that is not the current one or
-    is external, of an allocator that returns no memory, of a queue that drops the allocator's event; issue 39's
-    goal is 250 lines, docs/design.md, "Why not the workspace allocator")."""
+    is external, of an allocator that returns no memory, of a queue that drops the allocator's event) and issue 53's
+    review took (one line net, its comments shortened to pay for the rest: no free at a cache miss while memory history
+    is recorded, the capture check made again after the recorded use, the library pinned against dlclose). The upstream
+    patch, which carries it byte for byte, must stay within 850 added lines on every branch (test_upstream_patch.py).
+    Issue 39's goal is 250 lines, docs/design.md, "Why not the workspace allocator")."""
     lines = sum(len(p.read_text(encoding="utf-8").splitlines()) for p in lc.helper_sources())
-    assert lines <= 345, lines
+    assert lines <= 346, lines

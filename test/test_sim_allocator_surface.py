@@ -3,7 +3,8 @@ library do (issues 17, 22, 47).
 
 The helper takes every launch's memory on the calling thread from torch_npu's caching allocator: ``get()->allocate``
 (``c10::Allocator``'s virtual, a ``c10::DataPtr``), gives a kept block back with ``recordStream`` and the DataPtr's own
-deleter, asks the allocator's ``name()`` and ``hasCapturesUnderway`` (from 2.7.1.post6) and registers its free-memory
+deleter, asks the allocator's ``name()``, ``hasCapturesUnderway`` (from 2.7.1.post6) and ``isHistoryEnabled()``
+(memory history: a free then takes the GIL) and registers its free-memory
 callback in ``FreeNPUMemoryCallbacksRegistry``; the helper of commit b45157f (kept buildable for comparisons) used the
 inline ``raw_alloc_with_stream``, ``raw_delete`` and ``hasCapturesUnderway``. The inline functions call through the
 exported ``c10_npu::NPUCachingAllocator::allocator`` pointer. For every torch_npu release of test_sim_surface.py's
@@ -46,7 +47,7 @@ REGISTRY = "FreeNPUMemoryCallbacksRegistry"
 USED_BY_THE_HELPER_OF_B45157F = {"raw_alloc_with_stream", "raw_delete", "hasCapturesUnderway"}
 VIRTUAL = "virtual bool hasCapturesUnderway(c10::DeviceIndex device)"
 #: The virtuals of the stand-in's NPUAllocator (c10::Allocator's allocate is checked against torch's header).
-VIRTUALS = {"raw_alloc_with_stream", "raw_delete", "recordStream", "hasCapturesUnderway", "name"}
+VIRTUALS = {"raw_alloc_with_stream", "raw_delete", "recordStream", "hasCapturesUnderway", "name", "isHistoryEnabled"}
 HELPER_DIR = ROOT / "torch_npu" / "_inductor" / "patchset" / "csrc"
 #: Missing from the oldest releases (2.7.1, 2.7.1.post2); the helper falls back where it is absent, and
 #: test_real_artifacts.py builds it against those releases to prove it.
@@ -125,7 +126,7 @@ def test_the_helper_calls_only_get_record_stream_and_the_registry():
     text = "".join(p.read_text() for p in sorted(HELPER_DIR.rglob("*.h")))
     assert _caching_allocator_calls(text) == USED_BY_THE_HELPER
     code = _COMMENT.sub(" ", text)
-    assert {"allocate", "name", "hasCapturesUnderway"} <= set(re.findall(r"->(\w+)\s*\(", code))
+    assert {"allocate", "name", "hasCapturesUnderway", "isHistoryEnabled"} <= set(re.findall(r"->(\w+)\s*\(", code))
 
 
 def test_the_alias_aware_parser_sees_calls_through_an_alias():

@@ -64,11 +64,11 @@ class LaunchMemory {
 
   const LaunchRegions &regions() const noexcept { return regions_; }
 
-  // Right after launchKernel returns: the kept block is its thread's again; a captured one goes back to the
-  // graph's pool, where the graph orders later work.
+  // Right after launchKernel returns: the kept block is idle, a captured one back to the graph's pool (ordered there).
   void handed(bool queued = true) {
     if (kept_ != nullptr) std::exchange(kept_, nullptr)->state.store(kIdle, std::memory_order_release);
-    if (!queued) (void)captured_.release_context();  // never freed: its lambda may still write it
+    if (queued && history_recorded()) KeptBlocks::all().give_back(true);  // at once, as an operator's: none at a miss
+    if (!queued) (void)captured_.release_context();                       // never freed: its lambda may still write it
     captured_.clear();
   }
 

@@ -1,9 +1,5 @@
-// npu_launch_resources: a block kept per (calling thread, stream), reused by that thread's next launch there with
-// no allocator call and no event (its lambdas run in order on one task queue, its kernels in order on the stream).
-// It goes back to torch_npu's caching allocator, with its stream recorded as a use (record_stream: the allocator's
-// event is queued behind the block's launches and the block is free once it completed), when the allocator misses
-// its cache and at torch.npu.empty_cache(). docs/design.md of torch-npu-inductor-patches, "When the block goes
-// back". Nothing here waits.
+// npu_launch_resources: a block kept per (calling thread, stream) for its next launch there, given back to torch_npu's
+// caching allocator with its stream recorded as a use. docs/design.md, "When the block goes back". Nothing here waits.
 #pragma once
 
 #include <dlfcn.h>
@@ -24,8 +20,7 @@ TORCH_NPU_LAUNCH_RESOURCES_BEGIN_NAMESPACE
 
 namespace npu_alloc = c10_npu::NPUCachingAllocator;
 
-// CANN's capture status of `stream`; NONE where CANN lacks capture (looked up as torch_npu does). An error reads
-// as INVALIDATED: neither the graph's pool (it serves only an ACTIVE capture) nor a give-back on that stream.
+// CANN's capture status of `stream` (NONE where CANN lacks it); an error reads as INVALIDATED: no pool, no give-back.
 inline aclmdlRICaptureStatus capture_status(aclrtStream stream) {
   static const auto info = reinterpret_cast<decltype(&aclmdlRICaptureGetInfo)>(
       dlsym(dlopen("libascendcl.so", RTLD_LAZY | RTLD_NOLOAD), "aclmdlRICaptureGetInfo"));
@@ -34,20 +29,26 @@ inline aclmdlRICaptureStatus capture_status(aclrtStream stream) {
   return info == nullptr || info(stream, &status, &graph) == ACL_SUCCESS ? status
                                                                          : ACL_MODEL_RI_CAPTURE_STATUS_INVALIDATED;
 }
+inline npu_alloc::NPUAllocator *native_allocator() {  // torch_npu's caching allocator; nullptr: another one is set
+  static thread_local std::pair<npu_alloc::NPUAllocator *, bool> seen{};  // name() builds a string: asked once
+  npu_alloc::NPUAllocator *a = npu_alloc::get();
+  if (a != seen.first) seen = {a, a->name() == "native"};
+  return seen.second ? a : nullptr;
+}
 // 1 or 0: whether torch_npu's caching allocator has a capture underway (its own test for holding a stream use
 // recorded meanwhile for the capture); -1 where it cannot say (2.7.1 and post2; another allocator).
 template <class A>
 auto allocator_capturing(A *a, int) -> decltype(a->hasCapturesUnderway(0), 0) {
-  static thread_local A *native = nullptr;  // name() builds a string: asked once per allocator and thread
-  if (a != native && a->name() != "native") return -1;
-  native = a;
   return a->hasCapturesUnderway(c10_npu::current_device()) ? 1 : 0;
 }
 template <class A>
 int allocator_capturing(A *, long) {
   return -1;
 }
-inline int allocator_capturing() { return allocator_capturing(npu_alloc::get(), 0); }
+inline int allocator_capturing() { return native_allocator() ? allocator_capturing(native_allocator(), 0) : -1; }
+// With memory history recorded, torch_npu's free takes the GIL (the Python stack): never at a cache miss, under its
+// mutex ("or deadlocks are possible with Python"), as a launch runs without the GIL. Blocks go back at once then.
+inline bool history_recorded() { return native_allocator() && native_allocator()->isHistoryEnabled(); }
 
 constexpr uint64_t kExternalStreamId = uint64_t(1) << 30;  // torch_npu's mark of an external stream's id
 
@@ -98,11 +99,8 @@ class KeptBlocks {
     blocks_.push_back(block);
     return block.get();
   }
-  // Gives the retired blocks of the calling thread's device (or of `device`; -1: of every device), and (`idle`) its
-  // idle ones, back to the caching allocator, each with its stream recorded as a use: the allocator's event is queued
-  // behind the block's launches, so the block is free only once they ran, however many are still queued. None while
-  // a capture is underway (a use recorded then is dropped at the capture's end). The allocator only outside the mutex
-  // (the callback holds the allocator's). How many.
+  // Gives back the retired (and `idle`: idle) blocks of `device` (-1: all), each with its stream recorded as a use:
+  // free once the allocator's event behind its launches completed. None during a capture. Allocator calls unlocked.
   static constexpr int32_t kCurrentDevice = -2;
   size_t give_back(bool idle, int32_t device = kCurrentDevice) {
     if (allocator_capturing() == 1) return 0;
@@ -122,6 +120,11 @@ class KeptBlocks {
     for (auto &k : done) {
       try {  // the free queues the event; it throws once torch_npu's queue has stopped: the block is lost then
         npu_alloc::recordStream(k->memory, k->stream);  // (never freed while a lambda may still write it)
+        if (allocator_capturing() == 1) {               // a capture began since the check: retired, for a later call
+          std::lock_guard<std::mutex> again(mutex_);
+          blocks_.push_back(std::move(k));
+          continue;
+        }
         k->memory.get_deleter()(k->memory.release_context());
       } catch (const std::exception &) {
         (void)k->memory.release_context();
@@ -131,15 +134,15 @@ class KeptBlocks {
   }
 
  private:
-  KeptBlocks() {  // once per instance: a c10 registry exits on a key seen twice
+  KeptBlocks() {   // once per instance: a c10 registry exits on a key seen twice
+    Dl_info self;  // never unloaded, so the callback stays mapped (a library built by clang has no unique symbol)
+    if (dladdr(reinterpret_cast<void *>(&all), &self)) dlopen(self.dli_fname, RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE);
     npu_alloc::FreeNPUMemoryCallbacksRegistry()->Register(
         "npu_launch_resources_" + std::to_string(reinterpret_cast<uintptr_t>(this)),
-        [this] { return std::unique_ptr<npu_alloc::FreeMemoryCallback>(new Callback(this)); });
+        [] { return std::unique_ptr<npu_alloc::FreeMemoryCallback>(new Callback); });
   }
   struct Callback final : npu_alloc::FreeMemoryCallback {  // at a cache miss of the allocator, under its mutex
-    KeptBlocks *kept;
-    explicit Callback(KeptBlocks *k) : kept(k) {}
-    bool Execute() override { return kept->give_back(true) != 0; }
+    bool Execute() override { return !history_recorded() && all().give_back(true) != 0; }
   };
   struct Mine {  // a thread's blocks, retired as it ends (a later call gives them back)
     std::vector<std::shared_ptr<KeptBlock>> blocks;

@@ -67,10 +67,10 @@ inline LaunchSizes launch_sizes(const char *kernel, uint32_t grid_x, uint32_t gr
   return end == 0 ? LaunchSizes() : s;
 }
 
-// The lock content at kernel start, as torch_npu's own fix writes it: every slot = init_value (lock_num
-// slots, ordered-only layouts); with any unordered lock all zero but slot 0 of each unordered lock = P. As
-// byte fills: the whole region, then each run of equal non-zero bytes of a slot whose value is not one
-// repeated byte. Stops at the first failed fill.
+// The lock content at kernel start, as torch_npu's own fix writes it: every slot = init_value (lock_num slots, ordered-
+// only layouts); with any unordered lock all zero but slot 0 of each unordered lock = P. As byte fills: the whole
+// region, then each run of equal non-zero bytes of a slot whose value is not one repeated byte. Stops at the first
+// failed fill.
 template <class Fill>
 aclError for_each_lock_fill(const LockLayout &locks, const LaunchSizes &s, Fill &&fill) {
   if (s.lock_bytes == 0) return ACL_SUCCESS;

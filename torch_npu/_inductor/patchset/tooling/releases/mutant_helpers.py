@@ -161,8 +161,7 @@ HELPER_EDITS = {
         ("if (give_back(true) != 0 || handed_back_.load() != handed) return allocate(kernel, bytes);",
          "if (give_back(false) != 0) return allocate(kernel, bytes);")),
     "idle-kept-at-cache-miss": (
-        ("bool Execute() override { return kept->give_back(true) != 0; }",
-         "bool Execute() override { return kept->give_back(false) != 0; }"),),
+        ("all().give_back(true) != 0; }", "all().give_back(false) != 0; }"),),
     "given-back-without-a-use": ((_USE, ""),),
     "capture-error-read-as-capturing": ((": ACL_MODEL_RI_CAPTURE_STATUS_INVALIDATED;", ": ACL_MODEL_RI_CAPTURE_STATUS_ACTIVE;"),),
     "no-memory-taken-as-memory": (("if (c10::DataPtr block = npu_alloc::get()->allocate(bytes)) return block;",

@@ -44,6 +44,7 @@ class CachingAllocator final : public c10_npu::NPUCachingAllocator::NPUAllocator
   }
   bool hasCapturesUnderway(c10::DeviceIndex device) override { return caching_has_captures_underway(device); }
   std::string name() override { return "native"; }
+  bool isHistoryEnabled() override { return false; }  // the simulation records no memory history
 };
 inline c10_npu::NPUCachingAllocator::NPUAllocator *caching_allocator() {
   static CachingAllocator allocator;

@@ -3,7 +3,7 @@
 // Only what the helper uses, with the real prototypes (checked against every
 // cached wheel by test/test_sim_allocator_surface.py): get() and the
 // allocator's virtuals allocate (c10::Allocator's), raw_alloc_with_stream,
-// raw_delete, recordStream, hasCapturesUnderway (from 2.7.1.post6) and name();
+// raw_delete, recordStream, hasCapturesUnderway (from 2.7.1.post6), name() and isHistoryEnabled();
 // the inline functions raw_alloc_with_stream, raw_delete, recordStream and
 // hasCapturesUnderway that call them; the free-memory callback registry. The
 // real get() reads the exported `allocator` pointer; here it answers the
@@ -48,7 +48,8 @@
 //    at the next empty_cache: the simulation is earlier, never later.)
 //  * hasCapturesUnderway(device): a stream of `device` is capturing (any mode;
 //    torch_npu: captures_underway non-empty, :2189-2193). name(): "native"
-//    (:3885-3888).
+//    (:3885-3888). isHistoryEnabled(): false (memory history is not recorded
+//    here; torch_npu: the device allocator's record_history, :1069-1072).
 //  * FreeNPUMemoryCallbacksRegistry()->Register(key, creator): c10's Registry
 //    (a key registered twice ends the process). The callbacks run at a cache
 //    miss as above; a Register while a cache miss reads the registry is a data
@@ -86,6 +87,9 @@ class NPUAllocator : public c10::Allocator {  // torch_npu's allocator interface
     return false;  // the real default (another allocator)
   }
   virtual std::string name() = 0;
+  virtual bool isHistoryEnabled() {  // the real default (another allocator)
+    throw std::runtime_error(name() + " does not yet support recordHistory.");
+  }
 };
 
 }  // namespace NPUCachingAllocator
