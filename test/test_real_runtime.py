@@ -416,7 +416,7 @@ def test_launch_memory_the_allocator_cannot_get_back_is_caught(release, mutant):
     launch memory went back is refused with torch_npu's out-of-memory error, with each TASK_QUEUE_ENABLE value; the
     patched launcher's tensor is allocated at its first call (test_scenario_is_clean_with_the_patched_launcher)."""
     assert set(PRESSURE) == {"memory-back-thread-idle", "memory-back-thread-ended", "memory-back-block-replaced",
-                             "memory-back-lambda-pending", "memory-back-capture-after-warm-up"}
+                             "memory-back-lambda-pending", "memory-back-capture-after-warm-up", "memory-back-history"}
     if (PRESSURE[0], mutant) not in _scenarios:  # in one batch: a child per TASK_QUEUE_ENABLE value
         for n, out in rr.run_scenarios(_fetched(release), PRESSURE, mutant=mutant, timeout=300).items():
             _scenarios[(n, mutant)] = out

@@ -229,6 +229,14 @@ SCENARIO_SETUPS = {
         "replays it: the captured launch fits only if the warm-up's launch memory went back at the graph's start "
         "(issue 53); TASK_QUEUE_ENABLE 1, 0", queues=("1", "0"), mode="pressure", threads=1,
         per_thread=PRESSURE_LAUNCHES, grow=4, variant="capture", exercises=("pressure",)),
+    "memory-back-history": Scenario(
+        "the device limited to 64 MiB, memory history recorded (torch.npu.memory._record_memory_history(): Python "
+        "stacks at every free): a thread launching with the GIL released, as a compiled graph does, makes a launch "
+        "needing 8 MiB, then one needing 32 MiB whose cache miss stops, holding the allocator's mutex, while another "
+        "thread takes a memory snapshot (torch_npu's binding waits for that mutex with the GIL held): both go on (no "
+        "free under the mutex takes the GIL), and the other thread's 48 MiB tensor, asked for once the launches were "
+        "made, fits at its first call (issue 53); TASK_QUEUE_ENABLE 1, 0", queues=("1", "0"), mode="pressure",
+        threads=1, per_thread=1, grow=4, variant="history", exercises=("pressure", "held-miss")),
     "pluggable-allocator-no-memory": Scenario(
         "a pluggable allocator (torch.npu.memory.change_current_allocator, set before torch_npu's first allocation) "
         "whose malloc answers requests of 1 MiB and more with no memory and no error, as a user's may: the 8 MiB "
@@ -543,7 +551,7 @@ def scenario_spec(built: Built, name: str, tag: str, per_thread: int | None = No
     elif sc.mode == "pressure":
         spec.update(variant=sc.variant, grow=sc.grow, device_bytes=PRESSURE_DEVICE_BYTES,
                     tensor_bytes=PRESSURE_TENSOR_BYTES,
-                    kernels=per_thread + (sc.variant in ("replaced", "capture")))  # the 8 MiB one, the replay
+                    kernels=per_thread + (sc.variant in ("replaced", "capture", "history")))  # + the 8 MiB one / replay
     elif sc.mode == "pluggable":
         spec.update(pluggable=str(pluggable_allocator()), kernels=0)
     elif sc.mode == "oom-fill":

@@ -39,6 +39,9 @@ import child_watch  # noqa: E402  (the result file and the stall watchdog, share
 IMPORT_BOUND_S = 900.0
 #: A wait of one of the child's threads for another (an event it sets within milliseconds): only a bound on a hang.
 WAIT_S = 120.0
+#: memory-back-history: where the launch's cache miss stops (the helper's capture-status read as it hands a block
+#: back, else torch_npu's device allocation after the callbacks), and for how long: the other thread asks meanwhile.
+HISTORY_PAUSE, HISTORY_HOLD_S = b"aclmdlRICaptureGetInfo,aclrtMallocAlign32,aclrtMalloc", 2.0
 PROGRESS = child_watch.Progress(SPEC["out"], RESULT, IMPORT_BOUND_S)
 save, arm = PROGRESS.save, PROGRESS.arm
 
@@ -830,10 +833,11 @@ def run_oom_fill(torch, so: Launchers, sp: dict, out: dict) -> None:
     step("scenario done", out)
 
 
-def _pause_arm(functions: bytes, after: bool) -> int:
+def _pause_arm(functions: bytes, after: bool, limit_s: float = WAIT_S) -> int:
+    """The calling thread's next call of one of ``functions`` stops until released, or ``limit_s`` has passed."""
     HOST.lib.acl_host_pause_arm.restype = ctypes.c_uint64
     HOST.lib.acl_host_pause_arm.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_uint32]
-    return HOST.lib.acl_host_pause_arm(functions, int(after), int(WAIT_S * 1000))
+    return HOST.lib.acl_host_pause_arm(functions, int(after), int(limit_s * 1000))
 
 
 def _pause_reached(pid: int, wait_s: float = WAIT_S) -> bool:
@@ -1127,7 +1131,13 @@ def run_pressure(torch, so: Launchers, sp: dict, out: dict) -> None:
     allocator's first refused device allocation, and only then is the queue let go, which its out-of-memory retry
     waits for). Variant "capture": the launches are an eager warm-up, and the tensor is a launch of the same kernel
     captured with torch.npu.graph on a stream of its own, which synchronises and empties the cache as it starts; during
-    the capture torch_npu's allocator neither retries nor takes a block back."""
+    the capture torch_npu's allocator neither retries nor takes a block back. Variant "history": memory history on
+    (torch.npu.memory._record_memory_history() as documented: every free gathers its Python stack, which takes the
+    GIL); the launching thread, GIL released as a compiled graph's, makes the 8 MiB launch and then the larger one,
+    whose cache miss stops (a pause of HISTORY_HOLD_S) holding the allocator's mutex, in the helper's hand-back or in
+    the device allocation after it; meanwhile another thread takes a memory snapshot, as one debugging memory does
+    (torch_npu's binding waits for that mutex with the GIL held), then, once the launches were made, asks for the
+    tensor. A free under the mutex on the GIL-less thread deadlocks both (torch_npu gathers "outside of mutex")."""
     launcher, variant = sp["launchers"][0], sp["variant"]
     larger = dict(launcher, xnumel=launcher["xnumel"] * sp["grow"])
     torch.npu.set_device(0)
@@ -1141,14 +1151,19 @@ def run_pressure(torch, so: Launchers, sp: dict, out: dict) -> None:
     # for every thread of the device)
     stream = torch.npu.current_stream().npu_stream
     gate = so.gate_close() if variant == "queued" else ""
+    held: dict = {}
+    if variant == "history":
+        torch.npu.memory._record_memory_history()
 
     def launching() -> None:
         try:
             torch.npu.set_device(0)
             tids[0] = threading.get_native_id()
-            plan = [("8 MiB", launcher)] if variant == "replaced" else []
+            plan = [("8 MiB", launcher)] if variant in ("replaced", "history") else []
             plan += [(f"x{sp['grow']}", larger)] * sp["per_thread"]
             for what, ln in plan:
+                if variant == "history" and ln is larger:  # the launch's cache miss stops, the allocator's mutex held
+                    held["pause"] = _pause_arm(HISTORY_PAUSE, after=False, limit_s=HISTORY_HOLD_S)
                 threw, err = so.call(ln, bufs, stream)
                 rows.append({"thread": 0, "device": 0, "launch": len(rows) + 1, "what": what, "call_threw": threw,
                              "call_error": err[:300]})
@@ -1159,14 +1174,20 @@ def run_pressure(torch, so: Launchers, sp: dict, out: dict) -> None:
         if variant != "ended":
             done.wait(WAIT_S)  # alive and idle until the tensor was asked for
 
+    stats0 = torch.npu.memory_stats(0)
     th = threading.Thread(target=launching)
     th.start()
-    launched.wait(WAIT_S)
+    if variant == "history":
+        deadline = time.perf_counter() + WAIT_S
+        while "pause" not in held and th.is_alive() and time.perf_counter() < deadline:
+            time.sleep(0.001)
+        held["paused"] = "pause" in held and _pause_reached(held["pause"])
+    else:
+        launched.wait(WAIT_S)
     if variant == "ended":
         th.join()
-    if variant != "queued":
+    if variant not in ("queued", "history"):
         torch.npu.synchronize()  # every launch's kernel has finished
-    stats0 = torch.npu.memory_stats(0)
     in_use = HOST.report()["counters"]["device_memory_in_use"][0]
     box: dict = {"allocated": False, "error": ""}
 
@@ -1176,6 +1197,9 @@ def run_pressure(torch, so: Launchers, sp: dict, out: dict) -> None:
             if variant == "queued":
                 box["pause"] = _pause_arm(b"aclrtMallocAlign32", after=True)
                 box["armed"] = True
+            if variant == "history":
+                torch.npu.memory._snapshot()  # waits for the allocator's mutex, which the launch's miss holds, GIL held
+                launched.wait(WAIT_S)
             if variant == "capture":
                 side, graph = torch.npu.Stream(), torch.npu.NPUGraph()
                 with torch.npu.graph(graph, stream=side):
@@ -1211,6 +1235,9 @@ def run_pressure(torch, so: Launchers, sp: dict, out: dict) -> None:
     stats1 = torch.npu.memory_stats(0)
     done.set()
     th.join()
+    if variant == "history":
+        torch.npu.memory._record_memory_history(enabled=None)
+        window = {"paused": held.get("paused", False)}
     HOST.lib.acl_host_set_device_memory(0, 0)
     sync_error = _synchronize_all(torch, [0])
     bufs.clear()

@@ -233,7 +233,8 @@ def judge_scenario(expect: tuple, spec: dict, res: dict, *, queue: str, exercise
     with the task queue on, from torch_npu's queue threads; "operators": torch_npu's operators ran, on the
     queue thread with TASK_QUEUE_ENABLE=2; "replays": the captured launches ran at every replay; "windows": each
     round's window, made by the host ACL library's pauses, opened, with the stream held until it shut;
-    "queue-stops": a lambda failed, torch_npu reported it, and the launches after it were made and never ran).
+    "queue-stops": a lambda failed, torch_npu reported it, and the launches after it were made and never ran;
+    "held-miss": the launch's cache miss stopped, the allocator's mutex held, before the other thread asked).
     ``larger``: what a launch with a larger grid needs (its records are judged by it)."""
     exp, want_locks, grid = expect
     ln = spec["launchers"][0]
@@ -446,6 +447,9 @@ def not_exercised(exercises: Sequence[str], res: dict, spec: dict, queue: str, r
         if not t or t["device_bytes_in_use"] + t["bytes"] <= t["device_bytes"]:
             out.append(f"the tensor would have fitted without the launch memory: {t.get('device_bytes_in_use')} bytes "
                        f"in use, {t.get('bytes')} asked, {t.get('device_bytes')} on the device")
+    if "held-miss" in exercises and not (res.get("window") or {}).get("paused"):
+        out.append("the launch's cache miss never stopped: the other thread did not ask while it held the allocator's "
+                   "mutex")
     if "caller-retry" in exercises:
         phases = res.get("launch_phases") or []
         if len(phases) != spec["rounds"] or any(p["refused"] == 0 or p["retries"] == 0 for p in phases):
