@@ -1,4 +1,4 @@
-"""Suite-wide guard: named test files must have run.
+"""Suite-wide guard: named test files must have run; and what a test asks to show in CI's log.
 
 ``.ci/test`` (the 2.7.1 leg, whole suite) lists in ``TORCH_NPU_PATCHSET_MUST_RUN`` the files that
 guard the real artifacts (the simulation's surface against the wheels' exports, the launchers
@@ -6,6 +6,9 @@ linked against the real ``libtorch_npu.so``, the upstream patch proved on torch_
 released wheels imported over the host ACL library). A guard whose every test skipped (no wheels, no
 compiler, not collected) protects nothing, so the run then fails, naming the file and why its tests
 skipped, instead of staying green.
+
+A test's ``record_property(LOG_PROPERTY, text)`` is printed in the run's summary ("shown by the tests"): the
+controller of pytest-xdist receives each report's properties, where a worker's own output is not shown.
 """
 from __future__ import annotations
 
@@ -15,8 +18,11 @@ import pytest
 
 MUST_RUN_ENV = "TORCH_NPU_PATCHSET_MUST_RUN"
 
+LOG_PROPERTY = "ci_log"
+
 _passed: dict[str, int] = {}
 _skip_reasons: dict[str, list[str]] = {}
+_shown: list[tuple[str, str]] = []
 
 
 def must_run() -> list[str]:
@@ -29,6 +35,8 @@ def _file_of(nodeid: str) -> str:
 
 def pytest_runtest_logreport(report):
     path = _file_of(report.nodeid)
+    if report.when == "call":
+        _shown.extend((report.nodeid, str(v)) for k, v in report.user_properties if k == LOG_PROPERTY)
     if report.when == "call" and report.passed:
         _passed[path] = _passed.get(path, 0) + 1
     elif report.skipped:
@@ -61,6 +69,10 @@ def pytest_sessionfinish(session, exitstatus):
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     if _xdist_worker(config):
         return
+    if _shown:
+        terminalreporter.section("shown by the tests")
+        for nodeid, text in _shown:
+            terminalreporter.line(f"{nodeid}:\n{text}")
     missing = not_run()
     if missing:
         terminalreporter.section(f"guards that did not run ({MUST_RUN_ENV})", red=True)

@@ -16,6 +16,7 @@ import time
 
 import pytest
 import release_wheels
+from conftest import LOG_PROPERTY
 
 from torch_npu._inductor.patchset.tooling.releases import explorer as ex
 
@@ -278,14 +279,13 @@ def _explore(release: str, mutant: str | None = None) -> dict:
 
 
 @pytest.mark.parametrize("release", [EXPLORE_RELEASE] if EXPLORE_RELEASE else [])
-def test_the_ci_sized_exploration_reports_each_oracle_and_catches_the_mutants(release, capsys):
+def test_the_ci_sized_exploration_reports_each_oracle_and_catches_the_mutants(release, record_property):
     release = release_wheels.fetched(release)
     started = time.perf_counter()
     report = _explore(release)
     s = report["summary"]
     text = ex.summary_text(report)
-    with capsys.disabled():  # the failing seeds, to replay them
-        print(f"\n{text}\n({report['seconds']} s)")
+    record_property(LOG_PROPERTY, f"{text}\n({report['seconds']} s)")  # in CI's log: the failing seeds, to replay
     n = len(ex.CI_SEEDS)
     assert s["explored"] == n
     assert ex.summary_line(s) in text.splitlines()
@@ -303,13 +303,11 @@ def test_the_ci_sized_exploration_reports_each_oracle_and_catches_the_mutants(re
     for mutant in MUST_CATCH:
         m = _explore(release, mutant)
         got = ex.caught(m, report)
-        with capsys.disabled():
-            print(f"{ex.summary_line(m['summary'])} (memory failed {got['memory']}, safety failed {got['safety']}; "
-                  f"beyond the patch set's own: {got['beyond_the_patch_set']})")
+        record_property(LOG_PROPERTY, f"{ex.summary_line(m['summary'])} (memory failed {got['memory']}, safety "
+                                      f"failed {got['safety']}; beyond the patch set's own: {got['beyond_the_patch_set']})")
         assert m["summary"]["errors"] == 0, [(v["seed"], v["errors"]) for v in m["verdicts"] if v["errors"]]
         assert got["beyond_the_patch_set"], (mutant, ex.summary_text(m))
-    with capsys.disabled():
-        print(f"(the exploration and {len(MUST_CATCH)} mutants: {time.perf_counter() - started:.0f} s)")
+    record_property(LOG_PROPERTY, f"(the exploration and {len(MUST_CATCH)} mutants: {time.perf_counter() - started:.0f} s)")
 
 
 def test_a_child_whose_main_raises_says_so_in_its_result(tmp_path):
