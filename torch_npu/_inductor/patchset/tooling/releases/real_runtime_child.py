@@ -840,6 +840,14 @@ def _pause_arm(functions: bytes, after: bool, limit_s: float = WAIT_S) -> int:
     return HOST.lib.acl_host_pause_arm(functions, int(after), int(limit_s * 1000))
 
 
+def _paused(box: dict, thread: threading.Thread) -> bool:
+    """Whether ``thread`` armed its pause (its id put in ``box["pause"]``) and reached it."""
+    deadline = time.perf_counter() + WAIT_S
+    while "pause" not in box and thread.is_alive() and time.perf_counter() < deadline:
+        time.sleep(0.001)
+    return "pause" in box and _pause_reached(box["pause"])
+
+
 def _pause_reached(pid: int, wait_s: float = WAIT_S) -> bool:
     HOST.lib.acl_host_pause_reached.argtypes = [ctypes.c_uint64, ctypes.c_uint32]
     return HOST.lib.acl_host_pause_reached(pid, int(wait_s * 1000)) == 1
@@ -1178,10 +1186,7 @@ def run_pressure(torch, so: Launchers, sp: dict, out: dict) -> None:
     th = threading.Thread(target=launching)
     th.start()
     if variant == "history":
-        deadline = time.perf_counter() + WAIT_S
-        while "pause" not in held and th.is_alive() and time.perf_counter() < deadline:
-            time.sleep(0.001)
-        held["paused"] = "pause" in held and _pause_reached(held["pause"])
+        held["paused"] = _paused(held, th)
     else:
         launched.wait(WAIT_S)
     if variant == "ended":
@@ -1196,7 +1201,6 @@ def run_pressure(torch, so: Launchers, sp: dict, out: dict) -> None:
             torch.npu.set_device(0)
             if variant == "queued":
                 box["pause"] = _pause_arm(b"aclrtMallocAlign32", after=True)
-                box["armed"] = True
             if variant == "history":
                 torch.npu.memory._snapshot()  # waits for the allocator's mutex, which the launch's miss holds, GIL held
                 launched.wait(WAIT_S)
@@ -1222,11 +1226,8 @@ def run_pressure(torch, so: Launchers, sp: dict, out: dict) -> None:
     asker.start()
     window = {}
     if variant == "queued":
-        deadline = time.perf_counter() + WAIT_S
-        while "armed" not in box and asker.is_alive() and time.perf_counter() < deadline:
-            time.sleep(0.001)
         # the allocator's first device allocation was refused: its callbacks ran with the lambdas still queued
-        window = {"gate": gate, "paused": "pause" in box and _pause_reached(box["pause"])}
+        window = {"gate": gate, "paused": _paused(box, asker)}
         if "pause" in box:
             _pause_release(box["pause"])
         so.gate_open()
